@@ -1,0 +1,108 @@
+// Command gpumem works with device-memory traces.
+//
+//	gpumem replay [flags] FILE
+//
+// replays an allocation trace (CSV, plain or gzip, in the format of
+// shared/traces/README.md) through gpuscope's pool and prints one JSON object:
+// peak requested and reserved bytes, their ratio, the calls made to the
+// source, and nanoseconds per operation. By default it runs on a simulated
+// device that hands out address ranges without touching memory.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "gpumem:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: gpumem replay [flags] FILE
+
+Replays an allocation trace through the pool and prints one JSON object.
+Flags:
+`
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "replay" {
+		fmt.Fprint(stderr, usage)
+		return errors.New("unknown or missing command; the one command is replay")
+	}
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	driver := fs.String("driver", "sim", "where memory comes from: sim (simulated, touches no memory)"+extraDrivers)
+	capacity := fs.Int64("capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited)")
+	pageSize := fs.Int64("page-size", sim.DefaultPageSize, "with --driver sim: bytes per mapped page")
+	expand := fs.String("expand", "auto", "auto (map pages where the source can), never, always")
+	limit := fs.Int64("limit", 0, "pool limit in bytes (0: none)")
+	maxSplit := fs.Int64("max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
+	threshold := fs.Int64("release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("replay needs one trace FILE")
+	}
+	var opts []pool.Option
+	switch *expand {
+	case "auto":
+	case "never":
+		opts = append(opts, pool.Expand(pool.ExpandNever))
+	case "always":
+		opts = append(opts, pool.Expand(pool.ExpandAlways))
+	default:
+		return fmt.Errorf("--expand %q: want auto, never or always", *expand)
+	}
+	if *limit != 0 {
+		opts = append(opts, pool.Limit(*limit))
+	}
+	if *maxSplit != 0 {
+		opts = append(opts, pool.MaxSplitSize(*maxSplit))
+	}
+	if *threshold >= 0 {
+		opts = append(opts, pool.ReleaseThreshold(*threshold))
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	events, err := readTrace(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	src, closeSrc, err := openSource(*driver, *capacity, *pageSize)
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
+	p, err := pool.New(src, opts...)
+	if err != nil {
+		return err
+	}
+	res, err := replay(p, events)
+	if cerr := p.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	res.Trace = fs.Arg(0)
+	res.Driver = *driver
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}

@@ -1,0 +1,3 @@
+module github.com/gpuscope/gpuscope
+
+go 1.26

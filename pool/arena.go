@@ -1,0 +1,155 @@
+package pool
+
+// Sizes that shape the pool. They follow PyTorch's caching allocator, whose
+// choices are tuned on real workloads, except where docs/pool.md says why not.
+const (
+	minBlock      = 512      // every block is a multiple of this
+	smallMax      = 1 << 20  // requests up to this are small
+	largeMin      = smallMax // larger requests are large
+	smallSegment  = 2 << 20  // classic segment size for small blocks
+	midMax        = 10 << 20 // large requests below this share a midSegment
+	midSegment    = 20 << 20 // classic segment size for mid-size requests
+	segmentRound  = 2 << 20  // larger classic segments round up to this
+	oversizeWaste = 20 << 20 // most a request at or above MaxSplitSize may waste
+)
+
+// roundSize rounds a request up to a multiple of minBlock.
+func roundSize(n int64) int64 {
+	if n < minBlock {
+		return minBlock
+	}
+	return (n + minBlock - 1) &^ (minBlock - 1)
+}
+
+// segment is one range of address space held from the source: a classic
+// segment, or the whole reservation of an expandable arena.
+type segment struct {
+	ptr   uintptr
+	size  int64
+	arena *arena
+	first *block
+	// pages, for expandable segments: the page mapped at each page index.
+	pages map[int64]uint64
+}
+
+// arenaKey names an arena: one per stream and size class.
+type arenaKey struct {
+	stream uintptr
+	small  bool
+}
+
+// arena does best-fit allocation over its segments. Its methods are called
+// with the owner's lock held.
+type arena struct {
+	key        arenaKey
+	pool       *Pool // nil for a Region
+	expandable bool
+	maxSplit   int64
+	free       freeSet // free blocks
+	holes      freeSet // unmapped ranges of an expandable segment
+	segments   []*segment
+}
+
+// take returns a free block of at least r bytes, split to size, or nil.
+func (a *arena) take(r int64) *block {
+	i := a.free.lowerBound(r)
+	if i == a.free.len() {
+		return nil
+	}
+	b := a.free.blocks[i]
+	if !a.key.small && a.maxSplit < 1<<62 {
+		// Oversize blocks serve only oversize requests, and only close fits.
+		if r < a.maxSplit && b.size >= a.maxSplit {
+			return nil
+		}
+		if r >= a.maxSplit && b.size >= r+oversizeWaste {
+			return nil
+		}
+	}
+	a.free.remove(b)
+	b.state = stateInUse
+	if a.shouldSplit(b.size, r) {
+		rest := &block{ptr: b.ptr + uintptr(r), size: b.size - r, seg: b.seg, prev: b, next: b.next, state: stateFree}
+		if b.next != nil {
+			b.next.prev = rest
+		}
+		b.next = rest
+		b.size = r
+		a.free.insert(rest)
+	}
+	return b
+}
+
+func (a *arena) shouldSplit(size, r int64) bool {
+	rest := size - r
+	switch {
+	case a.key.small || a.expandable:
+		return rest >= minBlock
+	case size >= a.maxSplit:
+		return false
+	default:
+		return rest > smallMax
+	}
+}
+
+// release makes b free and merges it with free neighbours.
+func (a *arena) release(b *block) {
+	b.state = stateFree
+	b.events, b.uses = b.events[:0], b.uses[:0]
+	if p := b.prev; p != nil && p.state == stateFree {
+		a.free.remove(p)
+		p.size += b.size
+		p.next = b.next
+		if b.next != nil {
+			b.next.prev = p
+		}
+		b = p
+	}
+	if n := b.next; n != nil && n.state == stateFree {
+		a.free.remove(n)
+		b.size += n.size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
+		}
+	}
+	a.free.insert(b)
+}
+
+// addSegment adds a classic segment, all of it free.
+func (a *arena) addSegment(ptr uintptr, size int64) *segment {
+	s := &segment{ptr: ptr, size: size, arena: a}
+	s.first = &block{ptr: ptr, size: size, seg: s, state: stateFree}
+	a.segments = append(a.segments, s)
+	a.free.insert(s.first)
+	return s
+}
+
+// removeSegment drops a classic segment whose one block is free.
+func (a *arena) removeSegment(s *segment) {
+	a.free.remove(s.first)
+	for i, t := range a.segments {
+		if t == s {
+			a.segments = append(a.segments[:i], a.segments[i+1:]...)
+			return
+		}
+	}
+	panic("pool: bug: segment not in its arena")
+}
+
+// fullyFree reports whether a classic segment holds no live block.
+func (s *segment) fullyFree() bool {
+	return s.first.state == stateFree && s.first.next == nil
+}
+
+// classicSegmentSize is the segment a request of r rounded bytes gets.
+func classicSegmentSize(r int64, small bool) int64 {
+	switch {
+	case small:
+		return smallSegment
+	case r < midMax:
+		return midSegment
+	default:
+		return (r + segmentRound - 1) &^ (segmentRound - 1)
+	}
+}

@@ -1,0 +1,83 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, for use with errors.Is.
+var (
+	// ErrOutOfMemory means the source could not provide the memory, even
+	// after the pool released what it caches. The error also is an *OOMError.
+	ErrOutOfMemory = errors.New("pool: out of memory")
+	// ErrInvalidSize means a size that is zero, negative, or larger than any
+	// device could hold.
+	ErrInvalidSize = errors.New("pool: invalid size")
+	// ErrClosed means the pool was closed.
+	ErrClosed = errors.New("pool: closed")
+	// ErrInvalidBlock means a Block that this pool did not hand out, one that
+	// was already freed (a double free), or the zero Block.
+	ErrInvalidBlock = errors.New("pool: invalid block")
+)
+
+// MaxSize is the largest size Alloc accepts: 256 TiB, beyond any device.
+const MaxSize int64 = 1 << 48
+
+// OOMError describes an allocation the pool could not satisfy.
+type OOMError struct {
+	Requested   int64   // bytes asked for
+	Stream      uintptr // stream the allocation was for
+	Allocated   int64   // bytes in live blocks when it failed
+	Reserved    int64   // bytes the pool held from the source
+	Limit       int64   // the pool's limit in bytes (0: none)
+	DeviceFree  int64   // free bytes the source reported (-1: unknown)
+	DeviceTotal int64   // total bytes the source reported (-1: unknown)
+	LargestFree int64   // largest free block the pool caches
+	Err         error   // what the source said, or nil when the limit refused it
+}
+
+func (e *OOMError) Error() string {
+	msg := fmt.Sprintf("pool: out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
+		FormatBytes(e.Requested), FormatBytes(e.Allocated), FormatBytes(e.Reserved), FormatBytes(e.LargestFree))
+	if e.Limit > 0 {
+		msg += fmt.Sprintf(", limit %s", FormatBytes(e.Limit))
+	}
+	if e.DeviceTotal >= 0 {
+		msg += fmt.Sprintf("; device %s free of %s", FormatBytes(e.DeviceFree), FormatBytes(e.DeviceTotal))
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports that an OOMError is ErrOutOfMemory.
+func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
+
+// Unwrap returns the source's error.
+func (e *OOMError) Unwrap() error { return e.Err }
+
+// IsSourceOutOfMemory reports whether err, from a Source, means the device
+// has no room. A source says so with an error in its chain that has a method
+// OutOfMemory() bool returning true, so that drivers need not import pool.
+func IsSourceOutOfMemory(err error) bool {
+	var o interface{ OutOfMemory() bool }
+	return errors.As(err, &o) && o.OutOfMemory()
+}
+
+// FormatBytes writes n in the largest binary unit that keeps it at or above 1.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n), ""
+	for _, s := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		v /= unit
+		suffix = s
+		if v < unit && v > -unit {
+			break
+		}
+	}
+	return fmt.Sprintf("%.2f %s", v, suffix)
+}

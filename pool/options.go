@@ -1,0 +1,129 @@
+package pool
+
+import (
+	"fmt"
+	"math"
+)
+
+// An Option configures a Pool. Options are checked by [New]: a bad value is
+// an error, never silently ignored.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// Expansion says whether arenas grow in place by mapping pages.
+type Expansion int
+
+const (
+	// ExpandAuto maps pages where the source is a [PageMapper] and allocates
+	// whole segments otherwise. It is the default.
+	ExpandAuto Expansion = iota
+	// ExpandNever always allocates whole segments, as PyTorch does by default.
+	ExpandNever
+	// ExpandAlways requires a PageMapper source; New fails without one.
+	ExpandAlways
+)
+
+type options struct {
+	limit            int64   // bytes; 0 means none
+	limitFraction    float64 // of the device's total; 0 means none
+	releaseThreshold int64   // cached bytes kept at most after a free
+	maxSplit         int64   // blocks this large are not split for smaller requests
+	expansion        Expansion
+	shards           int
+	errs             []error
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{
+		releaseThreshold: math.MaxInt64,
+		maxSplit:         math.MaxInt64,
+		expansion:        ExpandAuto,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("pool: nil Option")
+		}
+		opt.apply(&o)
+	}
+	if len(o.errs) > 0 {
+		return o, o.errs[0]
+	}
+	if o.limit > 0 && o.limitFraction > 0 {
+		return o, fmt.Errorf("pool: both Limit and LimitFraction set; choose one")
+	}
+	return o, nil
+}
+
+// Limit caps the bytes the pool reserves from its source. Allocations that
+// would need more fail with ErrOutOfMemory after the cache is released.
+func Limit(bytes int64) Option {
+	return optionFunc(func(o *options) {
+		if bytes <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("pool: Limit(%d): must be positive", bytes))
+		}
+		o.limit = bytes
+	})
+}
+
+// LimitFraction caps reserved bytes at a fraction in (0, 1] of the device's
+// total memory, read once from the source's MemInfo when the pool is made.
+func LimitFraction(f float64) Option {
+	return optionFunc(func(o *options) {
+		if !(f > 0 && f <= 1) {
+			o.errs = append(o.errs, fmt.Errorf("pool: LimitFraction(%v): must be in (0, 1]", f))
+		}
+		o.limitFraction = f
+	})
+}
+
+// ReleaseThreshold makes the pool return memory to the source after a free
+// whenever it caches more than bytes (reserved minus allocated). The default
+// keeps everything, as PyTorch does; 0 releases at every free that leaves a
+// whole segment or page unused, at the cost of driver calls.
+func ReleaseThreshold(bytes int64) Option {
+	return optionFunc(func(o *options) {
+		if bytes < 0 {
+			o.errs = append(o.errs, fmt.Errorf("pool: ReleaseThreshold(%d): must not be negative", bytes))
+		}
+		o.releaseThreshold = bytes
+	})
+}
+
+// MaxSplitSize stops the pool from splitting cached blocks of at least bytes
+// for smaller requests, so huge blocks are not shredded by small ones (PyTorch's
+// max_split_size_mb). Requests of at least bytes take such a block only if it
+// wastes less than 20 MiB.
+func MaxSplitSize(bytes int64) Option {
+	return optionFunc(func(o *options) {
+		if bytes <= largeMin {
+			o.errs = append(o.errs, fmt.Errorf("pool: MaxSplitSize(%d): must be larger than %d", bytes, largeMin))
+		}
+		o.maxSplit = bytes
+	})
+}
+
+// Expand chooses how arenas grow; see [Expansion].
+func Expand(e Expansion) Option {
+	return optionFunc(func(o *options) {
+		if e < ExpandAuto || e > ExpandAlways {
+			o.errs = append(o.errs, fmt.Errorf("pool: Expand(%d): unknown expansion", e))
+		}
+		o.expansion = e
+	})
+}
+
+// Shards sets the number of front-cache shards. The default is twice
+// GOMAXPROCS; 1 gives one shared cache.
+func Shards(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 1 || n > 1024 {
+			o.errs = append(o.errs, fmt.Errorf("pool: Shards(%d): must be in [1, 1024]", n))
+		}
+		o.shards = n
+	})
+}

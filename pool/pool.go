@@ -1,0 +1,487 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Pool is a caching allocator over a Source. Make one with [New]. All
+// methods are safe for concurrent use.
+type Pool struct {
+	src      Source
+	events   EventSource // nil where the source has no events
+	mapper   PageMapper  // nil unless arenas are expandable
+	pageSize int64
+	vaSize   int64 // address space each expandable segment reserves
+	opts     options
+	limit    int64 // bytes; 0 means none
+
+	closed atomic.Bool
+
+	// Hot counters, updated without a lock.
+	allocated     atomic.Int64
+	requested     atomic.Int64
+	peakAllocated atomic.Int64
+	peakRequested atomic.Int64
+	reservedNow   atomic.Int64 // copy of reserved for lock-free reads
+
+	shards    []shard
+	shardOfP  sync.Pool
+	nextShard atomic.Uint32
+
+	// growMu serializes the work that calls the source to change what the
+	// pool holds: growth, moving pages, releasing memory. It is held across
+	// driver calls; mu never is. Cache hits never take it.
+	growMu sync.Mutex
+
+	mu           sync.Mutex // protects the fields below and every arena
+	arenas       map[arenaKey]*arena
+	freePages    []uint64 // pages held but mapped nowhere
+	pending      []*block // freed blocks waiting for events on other streams
+	reserved     int64
+	peakReserved int64
+	segments     int64
+	allocs       int64 // allocations served by an arena
+	frees        int64 // frees not through a shard
+	sourceAllocs int64
+	sourceFrees  int64
+	pagesMapped  int64
+	pagesMoved   int64
+	ooms         int64
+	retries      int64
+}
+
+// New returns a Pool that takes memory from src.
+func New(src Source, opts ...Option) (*Pool, error) {
+	if src == nil {
+		return nil, errors.New("pool: nil Source")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{src: src, opts: o, limit: o.limit, arenas: make(map[arenaKey]*arena)}
+	p.events, _ = src.(EventSource)
+	_, total, err := src.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("pool: reading the source's memory info: %w", err)
+	}
+	if o.limitFraction > 0 {
+		if total <= 0 {
+			return nil, fmt.Errorf("pool: LimitFraction needs the device's total memory, and the source reports %d", total)
+		}
+		p.limit = int64(o.limitFraction * float64(total))
+	}
+	if m, ok := src.(PageMapper); ok && o.expansion != ExpandNever {
+		p.mapper = m
+		p.pageSize = m.PageSize()
+		if p.pageSize <= 0 || p.pageSize&(p.pageSize-1) != 0 {
+			return nil, fmt.Errorf("pool: source page size %d is not a power of two", p.pageSize)
+		}
+		// Address space is cheap and pages move: reserve twice the device
+		// so that holes never leave too little contiguous room.
+		va := total
+		if va <= 0 || va > MaxSize {
+			va = MaxSize / 64
+		}
+		p.vaSize = 2 * ((va + p.pageSize - 1) &^ (p.pageSize - 1))
+	} else if o.expansion == ExpandAlways {
+		return nil, errors.New("pool: Expand(ExpandAlways): the source cannot map pages")
+	}
+	n := o.shards
+	if n == 0 {
+		n = 2 * runtime.GOMAXPROCS(0)
+	}
+	p.shards = make([]shard, n)
+	for i := range p.shards {
+		p.shards[i].bins = make(map[cacheKey][]*block)
+	}
+	return p, nil
+}
+
+// Expandable reports whether the pool's arenas grow by mapping pages.
+func (p *Pool) Expandable() bool { return p.mapper != nil }
+
+// Limit returns the most bytes the pool reserves; 0 means no limit.
+func (p *Pool) Limit() int64 { return p.limit }
+
+// Alloc allocates size bytes for the default stream.
+func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocOn(size, 0) }
+
+// AllocOn allocates size bytes for use on stream. The block may be reused
+// at once on the same stream after it is freed.
+func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
+	if size <= 0 || size > MaxSize {
+		return Block{}, fmt.Errorf("%w: %d bytes", ErrInvalidSize, size)
+	}
+	if p.closed.Load() {
+		return Block{}, ErrClosed
+	}
+	r := roundSize(size)
+	sh := p.getShard()
+	sh.mu.Lock()
+	b := sh.pop(cacheKey{stream, r})
+	sh.mu.Unlock()
+	p.putShard(sh)
+	if b == nil {
+		var err error
+		if b, err = p.allocSlow(r, size, stream); err != nil {
+			return Block{}, err
+		}
+	}
+	b.gen++
+	b.key = r
+	b.requested = size
+	b.live.Store(b.gen)
+	raise(&p.peakAllocated, p.allocated.Add(b.size))
+	raise(&p.peakRequested, p.requested.Add(size))
+	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+}
+
+// raise sets peak to v if v is larger.
+func raise(peak *atomic.Int64, v int64) {
+	for {
+		old := peak.Load()
+		if v <= old || peak.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// Free returns b to the pool. It is reused at once on its stream, and on
+// other streams once the work queued at the free has completed. Freeing a
+// block twice, or a block of another pool, is an error that changes nothing.
+func (p *Pool) Free(b Block) error {
+	blk := b.blk
+	if blk == nil {
+		return fmt.Errorf("%w: zero Block", ErrInvalidBlock)
+	}
+	if blk.seg.arena.pool != p {
+		return fmt.Errorf("%w: block at %#x belongs to another pool", ErrInvalidBlock, b.ptr)
+	}
+	if !blk.live.CompareAndSwap(b.gen, 0) {
+		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
+	}
+	p.allocated.Add(-blk.size)
+	p.requested.Add(-blk.requested)
+	if len(blk.uses) > 0 {
+		return p.freeAfterEvents(blk)
+	}
+	sh := p.getShard()
+	sh.mu.Lock()
+	sh.push(cacheKey{b.stream, blk.key}, blk)
+	sh.mu.Unlock()
+	p.putShard(sh)
+	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 &&
+		p.reservedNow.Load()-p.allocated.Load() > p.opts.releaseThreshold {
+		return p.EmptyCache()
+	}
+	return nil
+}
+
+// allocSlow serves a front-cache miss from the arena, growing it if needed.
+func (p *Pool) allocSlow(r, size int64, stream uintptr) (*block, error) {
+	if err := p.collectPending(); err != nil {
+		return nil, err
+	}
+	key := arenaKey{stream: stream, small: r <= smallMax}
+	p.mu.Lock()
+	a := p.arenaLocked(key)
+	b := a.take(r)
+	if b == nil {
+		p.drainShards()
+		b = a.take(r)
+	}
+	if b != nil {
+		p.allocs++
+	}
+	p.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	return p.grow(a, r, size)
+}
+
+func (p *Pool) arenaLocked(key arenaKey) *arena {
+	a := p.arenas[key]
+	if a == nil {
+		a = &arena{key: key, pool: p, expandable: p.mapper != nil, maxSplit: p.opts.maxSplit}
+		p.arenas[key] = a
+	}
+	return a
+}
+
+// grow makes room in a for r bytes and takes a block. On running out of
+// memory it releases the cache and retries once.
+func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	retried := false
+	for range 64 {
+		p.mu.Lock()
+		b := a.take(r)
+		if b != nil {
+			p.allocs++
+		}
+		p.mu.Unlock()
+		if b != nil {
+			return b, nil
+		}
+		var err error
+		if a.expandable {
+			err = p.growExpandable(a, r)
+		} else {
+			err = p.growClassic(a, r)
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ErrOutOfMemory) || retried {
+			if errors.Is(err, ErrOutOfMemory) {
+				return nil, p.oomError(size, a.key.stream, err)
+			}
+			return nil, err
+		}
+		retried = true
+		p.mu.Lock()
+		p.retries++
+		p.mu.Unlock()
+		if rerr := p.releaseCachedLocked(); rerr != nil {
+			return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
+		}
+	}
+	return nil, fmt.Errorf("pool: bug: no block after growing the arena 64 times for %d bytes", r)
+}
+
+// sourceOOM marks an out-of-memory error from the source or from the limit.
+type sourceOOM struct{ err error }
+
+func (e sourceOOM) Error() string {
+	if e.err == nil {
+		return "pool limit reached"
+	}
+	return e.err.Error()
+}
+func (e sourceOOM) Is(target error) bool { return target == ErrOutOfMemory }
+func (e sourceOOM) Unwrap() error        { return e.err }
+
+// classify turns a source error into sourceOOM where it means no room.
+func classify(err error) error {
+	if IsSourceOutOfMemory(err) {
+		return sourceOOM{err}
+	}
+	return err
+}
+
+// overLimit reports whether reserving n more bytes breaks the limit.
+// Called with p.mu held.
+func (p *Pool) overLimit(n int64) bool {
+	return p.limit > 0 && p.reserved+n > p.limit
+}
+
+func (p *Pool) addReserved(n int64) {
+	p.reserved += n
+	p.reservedNow.Store(p.reserved)
+	if p.reserved > p.peakReserved {
+		p.peakReserved = p.reserved
+	}
+}
+
+// growClassic adds a whole segment to a. Called with growMu held.
+func (p *Pool) growClassic(a *arena, r int64) error {
+	size := classicSegmentSize(r, a.key.small)
+	p.mu.Lock()
+	over := p.overLimit(size)
+	p.mu.Unlock()
+	if over {
+		return sourceOOM{}
+	}
+	ptr, err := p.src.Alloc(size)
+	if err != nil {
+		return classify(err)
+	}
+	p.mu.Lock()
+	a.addSegment(ptr, size)
+	p.segments++
+	p.sourceAllocs++
+	p.addReserved(size)
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Pool) oomError(size int64, stream uintptr, err error) error {
+	free, total, merr := p.src.MemInfo()
+	if merr != nil {
+		free, total = -1, -1
+	}
+	var cause error
+	var so sourceOOM
+	if errors.As(err, &so) {
+		cause = so.err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ooms++
+	e := &OOMError{Requested: size, Stream: stream, Allocated: p.allocated.Load(), Reserved: p.reserved,
+		Limit: p.limit, DeviceFree: free, DeviceTotal: total, Err: cause}
+	for _, a := range p.arenas {
+		e.LargestFree = max(e.LargestFree, a.free.largest())
+	}
+	return e
+}
+
+// EmptyCache returns every cached byte it can to the source: fully free
+// segments, and in expandable arenas every whole page under a free block.
+// Live blocks are untouched.
+func (p *Pool) EmptyCache() error {
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	return p.releaseCachedLocked()
+}
+
+// releaseCachedLocked is EmptyCache with growMu held.
+func (p *Pool) releaseCachedLocked() error {
+	var errs []error
+	p.mu.Lock()
+	p.drainShards()
+	var segs []*segment
+	var moving []*block
+	for _, a := range p.arenas {
+		if a.expandable {
+			for _, b := range append([]*block(nil), a.free.blocks...) {
+				if mv := p.isolatePages(a, b, math.MaxInt64); mv != nil {
+					moving = append(moving, mv)
+				}
+			}
+			continue
+		}
+		for _, s := range append([]*segment(nil), a.segments...) {
+			if s.fullyFree() {
+				a.removeSegment(s)
+				segs = append(segs, s)
+			}
+		}
+	}
+	p.mu.Unlock()
+	errs = append(errs, p.waitStreams(streamsOf(segs, moving)))
+	for _, s := range segs {
+		err := p.src.Free(s.ptr, s.size)
+		p.mu.Lock()
+		if err != nil {
+			// Keep the segment: memory the source would not take back is
+			// still ours, and nothing is lost.
+			s.arena.segments = append(s.arena.segments, s)
+			s.arena.free.insert(s.first)
+			errs = append(errs, fmt.Errorf("pool: returning a %d-byte segment to the source: %w", s.size, err))
+		} else {
+			p.segments--
+			p.sourceFrees++
+			p.addReserved(-s.size)
+		}
+		p.mu.Unlock()
+	}
+	errs = append(errs, p.unmapMoving(moving))
+	p.mu.Lock()
+	pages := p.freePages
+	p.freePages = nil
+	p.mu.Unlock()
+	for i, pg := range pages {
+		if err := p.mapper.ReleasePage(pg); err != nil {
+			p.mu.Lock()
+			p.freePages = append(p.freePages, pages[i:]...)
+			p.mu.Unlock()
+			errs = append(errs, fmt.Errorf("pool: releasing a page: %w", err))
+			break
+		}
+		p.mu.Lock()
+		p.sourceFrees++
+		p.addReserved(-p.pageSize)
+		p.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases everything the pool caches and makes later allocations
+// fail with ErrClosed. If blocks are still live it returns an error saying
+// how many; their memory is released when they are freed. Close is
+// idempotent.
+func (p *Pool) Close() error {
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	err := p.EmptyCache()
+	st := p.Stats()
+	if st.ActiveBlocks > 0 {
+		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",
+			st.ActiveBlocks, FormatBytes(st.Allocated)))
+	}
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	p.mu.Lock()
+	var segs []*segment
+	for _, a := range p.arenas {
+		if a.expandable {
+			segs = append(segs, a.segments...)
+			a.segments = nil
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range segs {
+		if rerr := p.mapper.ReleaseAddress(s.ptr, s.size); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("pool: releasing address space: %w", rerr))
+		}
+	}
+	return err
+}
+
+// Stats returns a snapshot of the pool's counters.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	st := Stats{
+		Reserved:     p.reserved,
+		PeakReserved: p.peakReserved,
+		Segments:     p.segments,
+		Allocs:       p.allocs,
+		Frees:        p.frees,
+		SourceAllocs: p.sourceAllocs,
+		SourceFrees:  p.sourceFrees,
+		PagesMapped:  p.pagesMapped,
+		PagesMoved:   p.pagesMoved,
+		OOMs:         p.ooms,
+		Retries:      p.retries,
+	}
+	for _, a := range p.arenas {
+		if a.expandable {
+			st.Segments += int64(len(a.segments))
+		}
+	}
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		st.Allocs += s.allocs
+		st.CacheHits += s.allocs
+		st.Frees += s.frees
+		s.mu.Unlock()
+	}
+	st.Allocated = p.allocated.Load()
+	st.Requested = p.requested.Load()
+	st.PeakAllocated = p.peakAllocated.Load()
+	st.PeakRequested = p.peakRequested.Load()
+	p.mu.Unlock()
+	st.ActiveBlocks = st.Allocs - st.Frees
+	st.Cached = st.Reserved - st.Allocated
+	return st
+}
+
+// ResetPeaks sets every peak to its current value.
+func (p *Pool) ResetPeaks() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.peakReserved = p.reserved
+	p.peakAllocated.Store(p.allocated.Load())
+	p.peakRequested.Store(p.requested.Load())
+}

@@ -1,0 +1,378 @@
+// Package sim is a simulated memory source for package pool: it hands out
+// address ranges and pages without touching memory, so a trace that used
+// 20 GB of device memory replays on a laptop. It checks its callers as a
+// driver would: a double free, an unknown pointer, a map over a mapped page
+// or an access to an unmapped range is an error, and so is going beyond the
+// capacity.
+package sim
+
+import (
+	"fmt"
+	"sync"
+)
+
+// ErrOutOfMemory is what the source returns beyond its capacity. Its error
+// type has OutOfMemory() bool, which package pool recognizes.
+var ErrOutOfMemory error = oomError{}
+
+type oomError struct{}
+
+func (oomError) Error() string     { return "sim: out of memory" }
+func (oomError) OutOfMemory() bool { return true }
+
+// DefaultPageSize is CUDA's allocation granularity on an H200.
+const DefaultPageSize = 2 << 20
+
+// Source is a simulated device. It implements pool.Source, pool.EventSource
+// and pool.PageMapper; [Source.Plain] hides the page mapping. It is safe for
+// concurrent use.
+type Source struct {
+	mu       sync.Mutex // protects the fields below
+	capacity int64      // 0: unlimited
+	total    int64      // what MemInfo reports as total
+	pageSize int64
+	used     int64 // bytes of live allocations and pages
+	nextAddr uintptr
+	allocs   map[uintptr]int64 // live Alloc ranges
+	reserves map[uintptr]int64 // live address reservations
+	pages    map[uint64]bool   // live pages: mapped or not
+	nextPage uint64
+	mapped   map[uintptr]uint64 // page address -> page
+	busy     map[uintptr]bool   // streams whose events stay incomplete
+	events   map[uintptr]*event
+	nextEv   uintptr
+	counts   Counts
+}
+
+type event struct {
+	stream uintptr
+	done   bool
+}
+
+// Counts are the calls a Source has served.
+type Counts struct {
+	Allocs, Frees                int64
+	PagesCreated, PagesReleased  int64
+	Maps, Unmaps                 int64
+	Reserves, ReleasedReserves   int64
+	EventsRecorded, EventsWaited int64
+}
+
+// New returns a source with capacity bytes (0: unlimited) and pages of
+// pageSize bytes (0: DefaultPageSize).
+func New(capacity, pageSize int64) *Source {
+	if pageSize == 0 {
+		pageSize = DefaultPageSize
+	}
+	total := capacity
+	if total == 0 {
+		total = 1 << 40
+	}
+	return &Source{
+		capacity: capacity, total: total, pageSize: pageSize, nextAddr: 1 << 32,
+		allocs: map[uintptr]int64{}, reserves: map[uintptr]int64{}, pages: map[uint64]bool{},
+		mapped: map[uintptr]uint64{}, busy: map[uintptr]bool{}, events: map[uintptr]*event{},
+	}
+}
+
+// take claims n bytes of capacity. Called with s.mu held.
+func (s *Source) take(n int64) error {
+	if s.capacity > 0 && s.used+n > s.capacity {
+		return fmt.Errorf("sim: %d bytes asked, %d of %d in use: %w", n, s.used, s.capacity, ErrOutOfMemory)
+	}
+	s.used += n
+	return nil
+}
+
+// addr hands out fresh address space, aligned to the page size.
+func (s *Source) addr(n int64) uintptr {
+	p := s.nextAddr
+	s.nextAddr += uintptr((n + s.pageSize - 1) &^ (s.pageSize - 1))
+	return p
+}
+
+// Alloc implements pool.Source.
+func (s *Source) Alloc(size int64) (uintptr, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("sim: Alloc(%d)", size)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.take(size); err != nil {
+		return 0, err
+	}
+	p := s.addr(size)
+	s.allocs[p] = size
+	s.counts.Allocs++
+	return p, nil
+}
+
+// Free implements pool.Source.
+func (s *Source) Free(ptr uintptr, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.allocs[ptr]
+	if !ok {
+		return fmt.Errorf("sim: Free(%#x): not allocated (double free?)", ptr)
+	}
+	if n != size {
+		return fmt.Errorf("sim: Free(%#x, %d): allocated with %d bytes", ptr, size, n)
+	}
+	delete(s.allocs, ptr)
+	s.used -= n
+	s.counts.Frees++
+	return nil
+}
+
+// MemInfo implements pool.Source.
+func (s *Source) MemInfo() (free, total int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total - s.used, s.total, nil
+}
+
+// PageSize implements pool.PageMapper.
+func (s *Source) PageSize() int64 { return s.pageSize }
+
+// ReserveAddress implements pool.PageMapper.
+func (s *Source) ReserveAddress(size int64) (uintptr, error) {
+	if size <= 0 || size%s.pageSize != 0 {
+		return 0, fmt.Errorf("sim: ReserveAddress(%d): not a positive multiple of the page size", size)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.addr(size)
+	s.reserves[p] = size
+	s.counts.Reserves++
+	return p, nil
+}
+
+// ReleaseAddress implements pool.PageMapper.
+func (s *Source) ReleaseAddress(ptr uintptr, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reserves[ptr] != size {
+		return fmt.Errorf("sim: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
+	}
+	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
+		if _, ok := s.mapped[a]; ok {
+			return fmt.Errorf("sim: ReleaseAddress(%#x): page at %#x still mapped", ptr, a)
+		}
+	}
+	delete(s.reserves, ptr)
+	s.counts.ReleasedReserves++
+	return nil
+}
+
+// CreatePage implements pool.PageMapper.
+func (s *Source) CreatePage() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.take(s.pageSize); err != nil {
+		return 0, err
+	}
+	s.nextPage++
+	s.pages[s.nextPage] = true
+	s.counts.PagesCreated++
+	return s.nextPage, nil
+}
+
+// ReleasePage implements pool.PageMapper.
+func (s *Source) ReleasePage(page uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pages[page] {
+		return fmt.Errorf("sim: ReleasePage(%d): no such page", page)
+	}
+	for _, pg := range s.mapped {
+		if pg == page {
+			return fmt.Errorf("sim: ReleasePage(%d): still mapped", page)
+		}
+	}
+	delete(s.pages, page)
+	s.used -= s.pageSize
+	s.counts.PagesReleased++
+	return nil
+}
+
+// reservationOf returns whether [ptr, ptr+n) lies in one reservation.
+func (s *Source) inReservation(ptr uintptr, n int64) bool {
+	for base, size := range s.reserves {
+		if ptr >= base && ptr+uintptr(n) <= base+uintptr(size) {
+			return true
+		}
+	}
+	return false
+}
+
+// MapPages implements pool.PageMapper.
+func (s *Source) MapPages(ptr uintptr, pages []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := int64(len(pages)) * s.pageSize
+	if int64(ptr)%s.pageSize != 0 || !s.inReservation(ptr, n) {
+		return fmt.Errorf("sim: MapPages(%#x, %d pages): outside any reservation or unaligned", ptr, len(pages))
+	}
+	for i, pg := range pages {
+		a := ptr + uintptr(int64(i)*s.pageSize)
+		if !s.pages[pg] {
+			return fmt.Errorf("sim: MapPages: page %d does not exist", pg)
+		}
+		if _, ok := s.mapped[a]; ok {
+			return fmt.Errorf("sim: MapPages: %#x is already mapped", a)
+		}
+	}
+	for i, pg := range pages {
+		s.mapped[ptr+uintptr(int64(i)*s.pageSize)] = pg
+	}
+	s.counts.Maps++
+	return nil
+}
+
+// UnmapPages implements pool.PageMapper.
+func (s *Source) UnmapPages(ptr uintptr, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int64(ptr)%s.pageSize != 0 || size%s.pageSize != 0 {
+		return fmt.Errorf("sim: UnmapPages(%#x, %d): not whole pages", ptr, size)
+	}
+	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
+		if _, ok := s.mapped[a]; !ok {
+			return fmt.Errorf("sim: UnmapPages: %#x is not mapped", a)
+		}
+	}
+	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
+		delete(s.mapped, a)
+	}
+	s.counts.Unmaps++
+	return nil
+}
+
+// Accessible reports whether [ptr, ptr+n) is memory a kernel could touch:
+// inside a live allocation or wholly on mapped pages.
+func (s *Source) Accessible(ptr uintptr, n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for base, size := range s.allocs {
+		if ptr >= base && ptr+uintptr(n) <= base+uintptr(size) {
+			return true
+		}
+	}
+	first := ptr &^ uintptr(s.pageSize-1)
+	for a := first; a < ptr+uintptr(n); a += uintptr(s.pageSize) {
+		if _, ok := s.mapped[a]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// RecordEvent implements pool.EventSource. Events complete at once unless
+// the stream is busy (SetBusy).
+func (s *Source) RecordEvent(stream uintptr) (uintptr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextEv++
+	s.events[s.nextEv] = &event{stream: stream, done: !s.busy[stream]}
+	s.counts.EventsRecorded++
+	return s.nextEv, nil
+}
+
+// EventDone implements pool.EventSource.
+func (s *Source) EventDone(ev uintptr) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.events[ev]
+	if !ok {
+		return false, fmt.Errorf("sim: EventDone(%d): no such event", ev)
+	}
+	return e.done, nil
+}
+
+// WaitEvent implements pool.EventSource: the simulated work finishes.
+func (s *Source) WaitEvent(ev uintptr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.events[ev]
+	if !ok {
+		return fmt.Errorf("sim: WaitEvent(%d): no such event", ev)
+	}
+	e.done = true
+	s.counts.EventsWaited++
+	return nil
+}
+
+// DestroyEvent implements pool.EventSource.
+func (s *Source) DestroyEvent(ev uintptr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.events[ev]; !ok {
+		return fmt.Errorf("sim: DestroyEvent(%d): no such event", ev)
+	}
+	delete(s.events, ev)
+	return nil
+}
+
+// SetBusy makes events recorded on stream stay incomplete (busy) or
+// completes every event of the stream (not busy).
+func (s *Source) SetBusy(stream uintptr, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy[stream] = busy
+	if !busy {
+		for _, e := range s.events {
+			if e.stream == stream {
+				e.done = true
+			}
+		}
+	}
+}
+
+// Used returns the bytes of capacity in use: live allocations and pages.
+func (s *Source) Used() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// Counts returns the calls served so far.
+func (s *Source) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
+// Live reports what is still held: allocations, pages, reservations and
+// events. All zero after a pool has been emptied and closed.
+func (s *Source) Live() (allocs, pages, reserves, events int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.allocs), len(s.pages), len(s.reserves), len(s.events)
+}
+
+// Plain returns s without page mapping: a source for classic segments.
+func (s *Source) Plain() *PlainSource { return &PlainSource{s} }
+
+// PlainSource is a Source whose pages are hidden; see [Source.Plain].
+type PlainSource struct{ s *Source }
+
+// Alloc implements pool.Source.
+func (p *PlainSource) Alloc(size int64) (uintptr, error) { return p.s.Alloc(size) }
+
+// Free implements pool.Source.
+func (p *PlainSource) Free(ptr uintptr, size int64) error { return p.s.Free(ptr, size) }
+
+// MemInfo implements pool.Source.
+func (p *PlainSource) MemInfo() (int64, int64, error) { return p.s.MemInfo() }
+
+// RecordEvent implements pool.EventSource.
+func (p *PlainSource) RecordEvent(stream uintptr) (uintptr, error) { return p.s.RecordEvent(stream) }
+
+// EventDone implements pool.EventSource.
+func (p *PlainSource) EventDone(ev uintptr) (bool, error) { return p.s.EventDone(ev) }
+
+// WaitEvent implements pool.EventSource.
+func (p *PlainSource) WaitEvent(ev uintptr) error { return p.s.WaitEvent(ev) }
+
+// DestroyEvent implements pool.EventSource.
+func (p *PlainSource) DestroyEvent(ev uintptr) error { return p.s.DestroyEvent(ev) }

@@ -1,0 +1,29 @@
+package pool
+
+// Stats is a snapshot of a pool's memory. Byte counts are of rounded blocks
+// except Requested, which counts the sizes callers asked for.
+type Stats struct {
+	// Now.
+	Allocated    int64 // bytes in live blocks
+	Requested    int64 // bytes callers asked for, over live blocks
+	Reserved     int64 // bytes held from the source (mapped or idle pages, segments)
+	Cached       int64 // Reserved - Allocated: free bytes kept for reuse
+	ActiveBlocks int64 // live blocks
+	Segments     int64 // segments (expandable arenas count one each)
+
+	// Peaks, since the pool was made or ResetPeaks was called.
+	PeakAllocated int64
+	PeakRequested int64
+	PeakReserved  int64
+
+	// Totals, since the pool was made.
+	Allocs       int64 // successful allocations
+	Frees        int64 // frees
+	CacheHits    int64 // allocations served by the front cache
+	SourceAllocs int64 // calls that obtained new memory: segment allocations or page creations
+	SourceFrees  int64 // calls that returned memory: segment frees or page releases
+	PagesMapped  int64 // pages mapped into an arena (new or moved)
+	PagesMoved   int64 // pages unmapped from free blocks to be mapped elsewhere
+	OOMs         int64 // allocations that failed with ErrOutOfMemory
+	Retries      int64 // allocations retried after the cache was released
+}

@@ -1,0 +1,149 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+)
+
+// RecordUse tells the pool that work on stream, besides b's own stream, uses
+// b (PyTorch's record_stream). When b is freed the pool records an event on
+// each such stream and reuses b only after they have completed.
+func (p *Pool) RecordUse(b Block, stream uintptr) error {
+	blk := b.blk
+	if blk == nil || blk.seg.arena.pool != p || blk.live.Load() != b.gen {
+		return fmt.Errorf("%w: RecordUse on a block that is not live", ErrInvalidBlock)
+	}
+	if stream == b.stream {
+		return nil
+	}
+	if p.events == nil {
+		return errors.New("pool: RecordUse: the source has no streams or events")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range blk.uses {
+		if s == stream {
+			return nil
+		}
+	}
+	blk.uses = append(blk.uses, stream)
+	return nil
+}
+
+// freeAfterEvents records an event on every other stream that used blk and
+// parks it until they complete.
+func (p *Pool) freeAfterEvents(blk *block) error {
+	p.mu.Lock()
+	uses := append([]uintptr(nil), blk.uses...)
+	p.mu.Unlock()
+	var events []uintptr
+	for _, s := range uses {
+		ev, err := p.events.RecordEvent(s)
+		if err != nil {
+			// Without the event the block cannot be proven idle: wait for
+			// what was recorded so far and keep the block out of use until
+			// then by parking it with the events we have.
+			p.park(blk, events)
+			return fmt.Errorf("pool: recording an event on stream %#x at free: %w", s, err)
+		}
+		events = append(events, ev)
+	}
+	p.park(blk, events)
+	return nil
+}
+
+func (p *Pool) park(blk *block, events []uintptr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	blk.state = statePending
+	blk.events = events
+	p.frees++
+	p.pending = append(p.pending, blk)
+}
+
+// collectPending returns parked blocks whose events have all completed to
+// their arenas. It queries events; it never waits.
+func (p *Pool) collectPending() error {
+	p.mu.Lock()
+	if len(p.pending) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	parked := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	var errs []error
+	var done, waiting []*block
+	for _, b := range parked {
+		ok := true
+		for _, ev := range b.events {
+			fin, err := p.events.EventDone(ev)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pool: querying an event: %w", err))
+			}
+			if !fin || err != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			for _, ev := range b.events {
+				if err := p.events.DestroyEvent(ev); err != nil {
+					errs = append(errs, fmt.Errorf("pool: destroying an event: %w", err))
+				}
+			}
+			done = append(done, b)
+		} else {
+			waiting = append(waiting, b)
+		}
+	}
+	p.mu.Lock()
+	p.pending = append(p.pending, waiting...)
+	for _, b := range done {
+		b.seg.arena.release(b)
+	}
+	p.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// waitStreams waits, where the source has events, until the work queued on
+// each stream so far has completed, so that memory freed on it can be
+// unmapped or returned. Called only off the hot path.
+func (p *Pool) waitStreams(streams []uintptr) error {
+	if p.events == nil {
+		return nil
+	}
+	var errs []error
+	for _, s := range streams {
+		ev, err := p.events.RecordEvent(s)
+		if err == nil {
+			err = p.events.WaitEvent(ev)
+			if derr := p.events.DestroyEvent(ev); err == nil {
+				err = derr
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool: waiting for stream %#x: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// streamsOf lists the streams the segments and blocks belong to, once each.
+func streamsOf(segs []*segment, blocks []*block) []uintptr {
+	seen := map[uintptr]bool{}
+	var out []uintptr
+	add := func(s uintptr) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, s := range segs {
+		add(s.arena.key.stream)
+	}
+	for _, b := range blocks {
+		add(b.seg.arena.key.stream)
+	}
+	return out
+}

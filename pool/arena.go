@@ -57,7 +57,7 @@ func (a *arena) take(r int64) *block {
 		return nil
 	}
 	b := a.free.blocks[i]
-	if !a.key.small && a.maxSplit < 1<<62 {
+	if !a.key.small && !a.expandable && a.maxSplit < 1<<62 {
 		// Oversize blocks serve only oversize requests, and only close fits.
 		if r < a.maxSplit && b.size >= a.maxSplit {
 			return nil
@@ -66,6 +66,12 @@ func (a *arena) take(r int64) *block {
 			return nil
 		}
 	}
+	return a.takeBlock(b, r)
+}
+
+// takeBlock takes free block b for r bytes, splitting off the rest where
+// that is worth it.
+func (a *arena) takeBlock(b *block, r int64) *block {
 	a.free.remove(b)
 	b.state = stateInUse
 	if a.shouldSplit(b.size, r) {
@@ -116,7 +122,7 @@ func (a *arena) release(b *block) {
 	a.free.insert(b)
 }
 
-// addSegment adds a classic segment, all of it free.
+// addSegment adds a classic segment, all of it free, and returns it.
 func (a *arena) addSegment(ptr uintptr, size int64) *segment {
 	s := &segment{ptr: ptr, size: size, arena: a}
 	s.first = &block{ptr: ptr, size: size, seg: s, state: stateFree}

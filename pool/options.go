@@ -97,11 +97,12 @@ func ReleaseThreshold(bytes int64) Option {
 // MaxSplitSize stops the pool from splitting cached blocks of at least bytes
 // for smaller requests, so huge blocks are not shredded by small ones (PyTorch's
 // max_split_size_mb). Requests of at least bytes take such a block only if it
-// wastes less than 20 MiB.
+// wastes less than 20 MiB. It applies to classic segments: with a source
+// that maps pages, use it with Expand(ExpandNever), or New reports an error.
 func MaxSplitSize(bytes int64) Option {
 	return optionFunc(func(o *options) {
-		if bytes <= largeMin {
-			o.errs = append(o.errs, fmt.Errorf("pool: MaxSplitSize(%d): must be larger than %d", bytes, largeMin))
+		if bytes <= midSegment {
+			o.errs = append(o.errs, fmt.Errorf("pool: MaxSplitSize(%d): must be larger than %d", bytes, midSegment))
 		}
 		o.maxSplit = bytes
 	})

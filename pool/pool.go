@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -22,12 +23,14 @@ type Pool struct {
 
 	closed atomic.Bool
 
-	// Hot counters, updated without a lock.
-	allocated     atomic.Int64
-	requested     atomic.Int64
+	reservedNow atomic.Int64 // copy of reserved for lock-free reads
+
+	// peakAllocated is raised when a shard passes its own high-water mark;
+	// see shard.account. Current bytes are counted per shard, so that the
+	// hit path writes no shared cache line.
+	_             [64]byte
 	peakAllocated atomic.Int64
-	peakRequested atomic.Int64
-	reservedNow   atomic.Int64 // copy of reserved for lock-free reads
+	_             [64]byte
 
 	shards    []shard
 	shardOfP  sync.Pool
@@ -45,8 +48,6 @@ type Pool struct {
 	reserved     int64
 	peakReserved int64
 	segments     int64
-	allocs       int64 // allocations served by an arena
-	frees        int64 // frees not through a shard
 	sourceAllocs int64
 	sourceFrees  int64
 	pagesMapped  int64
@@ -89,6 +90,9 @@ func New(src Source, opts ...Option) (*Pool, error) {
 			va = MaxSize / 64
 		}
 		p.vaSize = 2 * ((va + p.pageSize - 1) &^ (p.pageSize - 1))
+		if o.maxSplit != math.MaxInt64 {
+			return nil, errors.New("pool: MaxSplitSize applies to classic segments; this source maps pages (add Expand(ExpandNever))")
+		}
 	} else if o.expansion == ExpandAlways {
 		return nil, errors.New("pool: Expand(ExpandAlways): the source cannot map pages")
 	}
@@ -97,9 +101,6 @@ func New(src Source, opts ...Option) (*Pool, error) {
 		n = 2 * runtime.GOMAXPROCS(0)
 	}
 	p.shards = make([]shard, n)
-	for i := range p.shards {
-		p.shards[i].bins = make(map[cacheKey][]*block)
-	}
 	return p, nil
 }
 
@@ -125,21 +126,47 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 	sh := p.getShard()
 	sh.mu.Lock()
 	b := sh.pop(cacheKey{stream, r})
+	if b != nil {
+		b.gen++
+		b.key = r
+		b.requested = size
+		b.live.Store(b.gen)
+		if sh.account(b.size, size) {
+			defer p.notePeak()
+		}
+	}
 	sh.mu.Unlock()
-	p.putShard(sh)
 	if b == nil {
 		var err error
 		if b, err = p.allocSlow(r, size, stream); err != nil {
+			p.putShard(sh)
 			return Block{}, err
 		}
+		sh.mu.Lock()
+		b.gen++
+		b.key = r
+		b.requested = size
+		b.live.Store(b.gen)
+		peak := sh.account(b.size, size)
+		sh.mu.Unlock()
+		if peak {
+			p.notePeak()
+		}
 	}
-	b.gen++
-	b.key = r
-	b.requested = size
-	b.live.Store(b.gen)
-	raise(&p.peakAllocated, p.allocated.Add(b.size))
-	raise(&p.peakRequested, p.requested.Add(size))
+	p.putShard(sh)
 	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+}
+
+// notePeak raises the peak to the bytes allocated now, summed over shards.
+func (p *Pool) notePeak() { raise(&p.peakAllocated, p.allocatedNow()) }
+
+// allocatedNow sums the shards' allocated bytes without locking them.
+func (p *Pool) allocatedNow() int64 {
+	var n int64
+	for i := range p.shards {
+		n += p.shards[i].allocated.Load()
+	}
+	return n
 }
 
 // raise sets peak to v if v is larger.
@@ -166,18 +193,19 @@ func (p *Pool) Free(b Block) error {
 	if !blk.live.CompareAndSwap(b.gen, 0) {
 		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
 	}
-	p.allocated.Add(-blk.size)
-	p.requested.Add(-blk.requested)
+	sh := p.getShard()
+	sh.mu.Lock()
+	sh.account(-blk.size, -blk.requested)
+	if len(blk.uses) == 0 {
+		sh.push(cacheKey{b.stream, blk.key}, blk)
+	}
+	sh.mu.Unlock()
+	p.putShard(sh)
 	if len(blk.uses) > 0 {
 		return p.freeAfterEvents(blk)
 	}
-	sh := p.getShard()
-	sh.mu.Lock()
-	sh.push(cacheKey{b.stream, blk.key}, blk)
-	sh.mu.Unlock()
-	p.putShard(sh)
 	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 &&
-		p.reservedNow.Load()-p.allocated.Load() > p.opts.releaseThreshold {
+		p.reservedNow.Load()-p.allocatedNow() > p.opts.releaseThreshold {
 		return p.EmptyCache()
 	}
 	return nil
@@ -195,9 +223,6 @@ func (p *Pool) allocSlow(r, size int64, stream uintptr) (*block, error) {
 	if b == nil {
 		p.drainShards()
 		b = a.take(r)
-	}
-	if b != nil {
-		p.allocs++
 	}
 	p.mu.Unlock()
 	if b != nil {
@@ -224,9 +249,6 @@ func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
 	for range 64 {
 		p.mu.Lock()
 		b := a.take(r)
-		if b != nil {
-			p.allocs++
-		}
 		p.mu.Unlock()
 		if b != nil {
 			return b, nil
@@ -234,8 +256,8 @@ func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
 		var err error
 		if a.expandable {
 			err = p.growExpandable(a, r)
-		} else {
-			err = p.growClassic(a, r)
+		} else if b, err = p.growClassic(a, r); b != nil {
+			return b, nil
 		}
 		if err == nil {
 			continue
@@ -291,26 +313,27 @@ func (p *Pool) addReserved(n int64) {
 	}
 }
 
-// growClassic adds a whole segment to a. Called with growMu held.
-func (p *Pool) growClassic(a *arena, r int64) error {
+// growClassic adds a whole segment to a and takes r bytes from it. Called
+// with growMu held.
+func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	size := classicSegmentSize(r, a.key.small)
 	p.mu.Lock()
 	over := p.overLimit(size)
 	p.mu.Unlock()
 	if over {
-		return sourceOOM{}
+		return nil, sourceOOM{}
 	}
 	ptr, err := p.src.Alloc(size)
 	if err != nil {
-		return classify(err)
+		return nil, classify(err)
 	}
 	p.mu.Lock()
-	a.addSegment(ptr, size)
+	defer p.mu.Unlock()
+	s := a.addSegment(ptr, size)
 	p.segments++
 	p.sourceAllocs++
 	p.addReserved(size)
-	p.mu.Unlock()
-	return nil
+	return a.takeBlock(s.first, r), nil
 }
 
 func (p *Pool) oomError(size int64, stream uintptr, err error) error {
@@ -326,7 +349,7 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ooms++
-	e := &OOMError{Requested: size, Stream: stream, Allocated: p.allocated.Load(), Reserved: p.reserved,
+	e := &OOMError{Requested: size, Stream: stream, Allocated: p.allocatedNow(), Reserved: p.reserved,
 		Limit: p.limit, DeviceFree: free, DeviceTotal: total, Err: cause}
 	for _, a := range p.arenas {
 		e.LargestFree = max(e.LargestFree, a.free.largest())
@@ -345,7 +368,7 @@ func (p *Pool) EmptyCache() error {
 
 // releaseCachedLocked is EmptyCache with growMu held.
 func (p *Pool) releaseCachedLocked() error {
-	var errs []error
+	errs := []error{p.collectPending()}
 	p.mu.Lock()
 	p.drainShards()
 	var segs []*segment
@@ -413,7 +436,7 @@ func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := p.EmptyCache()
+	err := errors.Join(p.waitPending(), p.EmptyCache())
 	st := p.Stats()
 	if st.ActiveBlocks > 0 {
 		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",
@@ -424,9 +447,12 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	var segs []*segment
 	for _, a := range p.arenas {
-		if a.expandable {
-			segs = append(segs, a.segments...)
-			a.segments = nil
+		for _, s := range append([]*segment(nil), a.segments...) {
+			if a.expandable && s.first.state == stateHole && s.first.next == nil {
+				a.holes.remove(s.first)
+				a.segments = slices.DeleteFunc(a.segments, func(t *segment) bool { return t == s })
+				segs = append(segs, s)
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -445,8 +471,6 @@ func (p *Pool) Stats() Stats {
 		Reserved:     p.reserved,
 		PeakReserved: p.peakReserved,
 		Segments:     p.segments,
-		Allocs:       p.allocs,
-		Frees:        p.frees,
 		SourceAllocs: p.sourceAllocs,
 		SourceFrees:  p.sourceFrees,
 		PagesMapped:  p.pagesMapped,
@@ -463,14 +487,13 @@ func (p *Pool) Stats() Stats {
 		s := &p.shards[i]
 		s.mu.Lock()
 		st.Allocs += s.allocs
-		st.CacheHits += s.allocs
+		st.CacheHits += s.hits
 		st.Frees += s.frees
+		st.Allocated += s.allocated.Load()
+		st.Requested += s.requested
 		s.mu.Unlock()
 	}
-	st.Allocated = p.allocated.Load()
-	st.Requested = p.requested.Load()
-	st.PeakAllocated = p.peakAllocated.Load()
-	st.PeakRequested = p.peakRequested.Load()
+	st.PeakAllocated = max(p.peakAllocated.Load(), st.Allocated)
 	p.mu.Unlock()
 	st.ActiveBlocks = st.Allocs - st.Frees
 	st.Cached = st.Reserved - st.Allocated
@@ -482,6 +505,11 @@ func (p *Pool) ResetPeaks() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.peakReserved = p.reserved
-	p.peakAllocated.Store(p.allocated.Load())
-	p.peakRequested.Store(p.requested.Load())
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		s.highWater = s.allocated.Load()
+		s.mu.Unlock()
+	}
+	p.peakAllocated.Store(p.allocatedNow())
 }

@@ -11,9 +11,11 @@ type Stats struct {
 	ActiveBlocks int64 // live blocks
 	Segments     int64 // segments (expandable arenas count one each)
 
-	// Peaks, since the pool was made or ResetPeaks was called.
+	// Peaks, since the pool was made or ResetPeaks was called. PeakReserved
+	// is exact. PeakAllocated is exact while allocations come from one
+	// goroutine; under concurrent allocation it may fall short of the true
+	// peak, because each P counts its own bytes (see docs/pool.md).
 	PeakAllocated int64
-	PeakRequested int64
 	PeakReserved  int64
 
 	// Totals, since the pool was made.

@@ -57,7 +57,6 @@ func (p *Pool) park(blk *block, events []uintptr) {
 	defer p.mu.Unlock()
 	blk.state = statePending
 	blk.events = events
-	p.frees++
 	p.pending = append(p.pending, blk)
 }
 
@@ -146,4 +145,25 @@ func streamsOf(segs []*segment, blocks []*block) []uintptr {
 		add(b.seg.arena.key.stream)
 	}
 	return out
+}
+
+// waitPending blocks until the events of every parked block have completed.
+// Close uses it: the blocks must come back before memory is released.
+func (p *Pool) waitPending() error {
+	if p.events == nil {
+		return nil
+	}
+	p.mu.Lock()
+	var events []uintptr
+	for _, b := range p.pending {
+		events = append(events, b.events...)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, ev := range events {
+		if err := p.events.WaitEvent(ev); err != nil {
+			errs = append(errs, fmt.Errorf("pool: waiting for an event: %w", err))
+		}
+	}
+	return errors.Join(append(errs, p.collectPending())...)
 }

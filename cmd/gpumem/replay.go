@@ -45,6 +45,7 @@ func replay(p *pool.Pool, events []event) (result, error) {
 	failed := make(map[uint64]bool) // allocations that ran out of memory
 	freed := make(map[uint64]int)   // address -> line of its last free
 	var elapsed time.Duration
+	var requested int64 // bytes the trace holds live, counted from the trace itself
 	for _, ev := range events {
 		switch ev.action {
 		case "alloc":
@@ -65,6 +66,8 @@ func replay(p *pool.Pool, events []event) (result, error) {
 			delete(failed, ev.addr)
 			delete(freed, ev.addr)
 			live[ev.addr] = liveBlock{b, ev.line}
+			requested += ev.size
+			res.PeakRequestedBytes = max(res.PeakRequestedBytes, requested)
 		case "free_requested":
 			lb, ok := live[ev.addr]
 			if !ok {
@@ -86,15 +89,15 @@ func replay(p *pool.Pool, events []event) (result, error) {
 			}
 			delete(live, ev.addr)
 			freed[ev.addr] = ev.line
+			requested -= lb.b.Size()
 		}
 	}
 	st := p.Stats()
 	res.Expandable = p.Expandable()
-	res.PeakRequestedBytes = st.PeakRequested
 	res.PeakAllocatedBytes = st.PeakAllocated
 	res.PeakReservedBytes = st.PeakReserved
-	if st.PeakRequested > 0 {
-		res.ReservedRatio = float64(st.PeakReserved) / float64(st.PeakRequested)
+	if res.PeakRequestedBytes > 0 {
+		res.ReservedRatio = float64(st.PeakReserved) / float64(res.PeakRequestedBytes)
 	}
 	res.SourceAllocs = st.SourceAllocs
 	res.SourceFrees = st.SourceFrees

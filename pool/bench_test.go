@@ -1,0 +1,70 @@
+package pool_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+var benchSizes = []int64{256, 1 << 20, 64 << 20}
+
+// BenchmarkCachedAllocFree measures an allocation and free that the cache
+// serves: the pool's hot path, with no call to the source.
+func BenchmarkCachedAllocFree(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
+			p, err := pool.New(sim.New(0, 0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			warm, _ := p.Alloc(size)
+			_ = p.Free(warm)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				blk, err := p.Alloc(size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Free(blk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if st := p.Stats(); st.SourceAllocs*sim.DefaultPageSize > 2*size+sim.DefaultPageSize*2 {
+				b.Fatalf("the cache did not serve the loop: %d source allocations", st.SourceAllocs)
+			}
+		})
+	}
+}
+
+// BenchmarkCachedAllocFreeParallel is the same pair from every P at once;
+// run it with -cpu 1,2,... to see throughput grow with cores.
+func BenchmarkCachedAllocFreeParallel(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
+			p, err := pool.New(sim.New(0, 0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					blk, err := p.Alloc(size)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if err := p.Free(blk); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

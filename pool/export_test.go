@@ -1,0 +1,11 @@
+package pool
+
+// Internals reached by the external tests.
+
+func (p *Pool) CheckInvariants(mapped func(ptr uintptr, n int64) bool) error {
+	return p.checkInvariants(mapped)
+}
+
+func (p *Pool) CheckTrimmed() error { return p.checkTrimmed() }
+
+func RoundSize(n int64) int64 { return roundSize(n) }

@@ -1,0 +1,212 @@
+package pool
+
+import (
+	"fmt"
+	"sort"
+)
+
+// checkInvariants verifies the pool's bookkeeping. It must be called while
+// no other goroutine uses the pool. It checks that blocks tile their
+// segments, no two live blocks overlap, free neighbours are coalesced, the
+// free and hole sets hold exactly the free blocks and holes, the pages of
+// every block that is not a hole are mapped, and the counters equal the
+// sums over live blocks. mapped, when not nil, says whether the source has
+// [ptr, ptr+n) accessible.
+func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cached := map[*block]bool{}
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		var bytes int64
+		var bad error
+		s.bins.each(func(bn *bin) {
+			k := bn.key
+			if s.bins.find(k) != bn {
+				bad = fmt.Errorf("bin %+v cannot be found", k)
+			}
+			for _, b := range bn.blocks {
+				if cached[b] {
+					bad = fmt.Errorf("block %#x cached twice", b.ptr)
+				}
+				if b.key != k.size || b.seg.arena.key.stream != k.stream || b.size < k.size {
+					bad = fmt.Errorf("block %#x (%d bytes) in bin %+v", b.ptr, b.size, k)
+				}
+				cached[b] = true
+				bytes += b.size
+			}
+		})
+		if bad != nil {
+			s.mu.Unlock()
+			return bad
+		}
+		if bytes != s.bytes {
+			s.mu.Unlock()
+			return fmt.Errorf("shard %d counts %d bytes, holds %d", i, s.bytes, bytes)
+		}
+		s.mu.Unlock()
+	}
+	pending := map[*block]bool{}
+	for _, b := range p.pending {
+		pending[b] = true
+	}
+	var allocated, requested, live, reserved int64
+	type span struct{ lo, hi uintptr }
+	var spans []span
+	for key, a := range p.arenas {
+		if a.key != key {
+			return fmt.Errorf("arena %+v filed under %+v", a.key, key)
+		}
+		nfree, nholes := 0, 0
+		for _, s := range a.segments {
+			if s.arena != a {
+				return fmt.Errorf("segment %#x points to another arena", s.ptr)
+			}
+			spans = append(spans, span{s.ptr, s.ptr + uintptr(s.size)})
+			if !a.expandable {
+				reserved += s.size
+			}
+			at := s.ptr
+			var prev *block
+			for b := s.first; b != nil; b = b.next {
+				if b.prev != prev || b.seg != s || b.ptr != at || b.size <= 0 {
+					return fmt.Errorf("segment %#x: block %#x (%d bytes) breaks the tiling at %#x", s.ptr, b.ptr, b.size, at)
+				}
+				if prev != nil && prev.state == b.state && (b.state == stateFree || b.state == stateHole) {
+					return fmt.Errorf("segment %#x: neighbours %#x and %#x both %v, not coalesced", s.ptr, prev.ptr, b.ptr, b.state)
+				}
+				switch b.state {
+				case stateFree:
+					nfree++
+					if !a.free.has(b) {
+						return fmt.Errorf("free block %#x missing from the free set", b.ptr)
+					}
+				case stateHole:
+					nholes++
+					if !a.holes.has(b) || int64(b.ptr)%p.pageSize != 0 || b.size%p.pageSize != 0 {
+						return fmt.Errorf("hole %#x (%d bytes) unaligned or missing from the hole set", b.ptr, b.size)
+					}
+				case statePending:
+					if !pending[b] {
+						return fmt.Errorf("pending block %#x not in the pending list", b.ptr)
+					}
+				case stateInUse:
+					if cached[b] {
+						if b.live.Load() != 0 {
+							return fmt.Errorf("cached block %#x is marked live", b.ptr)
+						}
+						delete(cached, b)
+					} else {
+						if b.live.Load() != b.gen || b.gen == 0 {
+							return fmt.Errorf("block %#x in use but not live", b.ptr)
+						}
+						live++
+						allocated += b.size
+						requested += b.requested
+						if b.requested > b.size || b.size%minBlock != 0 {
+							return fmt.Errorf("block %#x of %d bytes serves %d", b.ptr, b.size, b.requested)
+						}
+					}
+				default:
+					return fmt.Errorf("block %#x in state %v outside any operation", b.ptr, b.state)
+				}
+				if a.expandable && b.state != stateHole {
+					for pg := p.pageIndex(b.ptr); pg*p.pageSize < int64(b.end()); pg++ {
+						if _, ok := s.pages[pg]; !ok {
+							return fmt.Errorf("block %#x lies on unmapped page %d", b.ptr, pg)
+						}
+					}
+				}
+				if mapped != nil && b.state != stateHole && !mapped(b.ptr, b.size) {
+					return fmt.Errorf("block %#x (%d bytes) is not accessible at the source", b.ptr, b.size)
+				}
+				at = b.end()
+				prev = b
+			}
+			if at != s.ptr+uintptr(s.size) {
+				return fmt.Errorf("segment %#x: blocks end at %#x, not at its end", s.ptr, at)
+			}
+			reserved += int64(len(s.pages)) * p.pageSize
+		}
+		if nfree != a.free.len() || nholes != a.holes.len() {
+			return fmt.Errorf("arena %+v: %d free blocks and %d holes, sets hold %d and %d", key, nfree, nholes, a.free.len(), a.holes.len())
+		}
+	}
+	if len(cached) != 0 {
+		return fmt.Errorf("%d cached blocks lie in no segment", len(cached))
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].lo < spans[i-1].hi {
+			return fmt.Errorf("segments at %#x and %#x overlap", spans[i-1].lo, spans[i].lo)
+		}
+	}
+	reserved += int64(len(p.freePages)) * p.pageSize
+	if reserved != p.reserved || p.reservedNow.Load() != p.reserved {
+		return fmt.Errorf("reserved counts %d, segments and pages hold %d", p.reserved, reserved)
+	}
+	var allocs, frees, sumAllocated, sumRequested int64
+	for i := range p.shards {
+		allocs += p.shards[i].allocs
+		frees += p.shards[i].frees
+		sumAllocated += p.shards[i].allocated.Load()
+		sumRequested += p.shards[i].requested
+	}
+	if allocated != sumAllocated || requested != sumRequested {
+		return fmt.Errorf("allocated/requested count %d/%d, live blocks hold %d/%d",
+			sumAllocated, sumRequested, allocated, requested)
+	}
+	if allocs-frees != live {
+		return fmt.Errorf("counters say %d blocks live, %d are", allocs-frees, live)
+	}
+	if p.peakReserved < p.reserved {
+		return fmt.Errorf("peak reserved %d is below reserved %d", p.peakReserved, p.reserved)
+	}
+	return nil
+}
+
+// checkTrimmed verifies what EmptyCache leaves: no cached blocks, no idle
+// pages, no classic segment without a live block, and no whole page under a
+// free block. Called while no other goroutine uses the pool.
+func (p *Pool) checkTrimmed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.freePages) != 0 {
+		return fmt.Errorf("%d idle pages kept", len(p.freePages))
+	}
+	for i := range p.shards {
+		if p.shards[i].bytes != 0 {
+			return fmt.Errorf("shard %d still caches %d bytes", i, p.shards[i].bytes)
+		}
+	}
+	for _, a := range p.arenas {
+		for _, s := range a.segments {
+			if !a.expandable && s.fullyFree() {
+				return fmt.Errorf("segment %#x holds no live block", s.ptr)
+			}
+		}
+		for _, b := range a.free.blocks {
+			if a.expandable && p.wholePages(b) > 0 {
+				return fmt.Errorf("free block %#x keeps %d whole pages mapped", b.ptr, p.wholePages(b))
+			}
+		}
+	}
+	return nil
+}
+
+func (s blockState) String() string {
+	return [...]string{"free", "in use", "pending", "hole", "moving"}[s]
+}
+
+func (s *freeSet) has(b *block) bool {
+	i := s.lowerBound(b.size)
+	for ; i < len(s.blocks) && s.blocks[i].size == b.size; i++ {
+		if s.blocks[i] == b {
+			return true
+		}
+	}
+	return false
+}

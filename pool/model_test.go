@@ -1,0 +1,154 @@
+package pool_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+// modelConfig is one way to set up a pool for the reference-model run.
+type modelConfig struct {
+	name     string
+	capacity int64
+	plain    bool // classic segments
+	opts     []pool.Option
+}
+
+var modelConfigs = []modelConfig{
+	{name: "expandable"},
+	{name: "expandable under a capacity", capacity: 96 << 20},
+	{name: "classic", plain: true},
+	{name: "classic under a capacity", plain: true, capacity: 96 << 20},
+	{name: "classic with max split", plain: true, opts: []pool.Option{pool.MaxSplitSize(30 << 20)}},
+	{name: "expandable with a limit", opts: []pool.Option{pool.Limit(64 << 20)}},
+	{name: "classic with release threshold", plain: true, opts: []pool.Option{pool.ReleaseThreshold(4 << 20)}},
+}
+
+// modelRun applies a sequence of operations drawn from next to a pool and
+// checks every invariant after each step. next returns values in [0, n).
+func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) {
+	t.Helper()
+	src := sim.New(cfg.capacity, 0)
+	var s pool.Source = src
+	if cfg.plain {
+		s = src.Plain()
+	}
+	p, err := pool.New(s, append([]pool.Option{pool.Shards(2)}, cfg.opts...)...)
+	require.NoError(t, err)
+	var live []pool.Block
+	owner := map[uintptr]pool.Block{} // every live byte range start, to catch reuse of a live address
+	streams := []uintptr{0, 7}
+	sizes := []int64{1, 500, 512, 4096, 100_000, 1 << 20, 1<<20 + 1, 3 << 20, 9 << 20, 21 << 20, 40<<20 + 123}
+	for step := 0; step < steps; step++ {
+		switch op := next(10); {
+		case op < 5: // allocate
+			size := sizes[next(len(sizes))]
+			if next(4) == 0 {
+				size = int64(next(6<<20)) + 1
+			}
+			stream := streams[next(len(streams))]
+			b, err := p.AllocOn(size, stream)
+			if err != nil {
+				require.ErrorIs(t, err, pool.ErrOutOfMemory, "step %d", step)
+				var oom *pool.OOMError
+				require.ErrorAs(t, err, &oom)
+				require.Equal(t, size, oom.Requested)
+				break
+			}
+			require.Equal(t, size, b.Size())
+			require.Equal(t, stream, b.Stream())
+			_, taken := owner[b.Ptr()]
+			require.False(t, taken, "step %d: address %#x handed out twice", step, b.Ptr())
+			owner[b.Ptr()] = b
+			live = append(live, b)
+			if stream != 0 && next(3) == 0 {
+				require.NoError(t, p.RecordUse(b, 0))
+			}
+		case op < 9: // free
+			if len(live) == 0 {
+				break
+			}
+			i := next(len(live))
+			b := live[i]
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			delete(owner, b.Ptr())
+			require.NoError(t, p.Free(b), "step %d", step)
+			require.ErrorIs(t, p.Free(b), pool.ErrInvalidBlock, "a double free must fail")
+		default: // trim, or make a stream busy or idle
+			switch next(3) {
+			case 0:
+				require.NoError(t, p.EmptyCache())
+				require.NoError(t, p.CheckTrimmed(), "step %d", step)
+			case 1:
+				src.SetBusy(0, true)
+			default:
+				src.SetBusy(0, false)
+			}
+		}
+		require.NoError(t, p.CheckInvariants(src.Accessible), "step %d", step)
+		st := p.Stats()
+		require.Equal(t, int64(len(live)), st.ActiveBlocks, "step %d", step)
+		if cfg.capacity > 0 {
+			require.LessOrEqual(t, src.Used(), cfg.capacity)
+		}
+		if lim := p.Limit(); lim > 0 {
+			require.LessOrEqual(t, st.Reserved, lim, "step %d", step)
+		}
+	}
+	src.SetBusy(0, false)
+	final := p.Stats()
+	if cfg.capacity > 0 && steps >= 500 {
+		require.Positive(t, final.OOMs, "a capacity run must run out of memory")
+		require.Positive(t, final.Retries, "and retry after releasing the cache")
+	}
+	if !cfg.plain && steps >= 500 {
+		require.Positive(t, final.PagesMoved, "an expandable run must move pages")
+	}
+	for _, b := range live {
+		require.NoError(t, p.Free(b))
+	}
+	require.NoError(t, p.Close())
+	require.NoError(t, p.CheckInvariants(src.Accessible))
+	allocs, pages, reserves, _ := src.Live()
+	pend := p.Stats()
+	if pend.Reserved == 0 {
+		require.Zero(t, allocs, "segments left at the source")
+		require.Zero(t, pages, "pages left at the source")
+		require.Zero(t, reserves, "reservations left at the source")
+	}
+}
+
+func TestModelSeeded(t *testing.T) {
+	steps := 3000
+	if testing.Short() {
+		steps = 500
+	}
+	for _, cfg := range modelConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, uint64(len(cfg.name))))
+			modelRun(t, cfg, steps, func(n int) int { return r.IntN(n) })
+		})
+	}
+}
+
+func FuzzModel(f *testing.F) {
+	f.Add(uint8(0), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add(uint8(3), []byte{1, 1, 1, 1, 9, 9, 9, 0, 5, 5, 5, 5})
+	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
+		cfg := modelConfigs[int(which)%len(modelConfigs)]
+		i := 0
+		modelRun(t, cfg, len(ops), func(n int) int {
+			if i >= len(ops) {
+				return 0
+			}
+			v := int(ops[i])
+			i++
+			return v % n
+		})
+	})
+}

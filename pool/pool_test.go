@@ -1,0 +1,256 @@
+package pool_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+func newPool(t *testing.T, src pool.Source, opts ...pool.Option) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(src, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestBadSizesAreRefused(t *testing.T) {
+	p := newPool(t, sim.New(0, 0))
+	for _, n := range []int64{0, -1, math.MinInt64, pool.MaxSize + 1, math.MaxInt64} {
+		_, err := p.Alloc(n)
+		assert.ErrorIs(t, err, pool.ErrInvalidSize, "size %d", n)
+	}
+	assert.Zero(t, p.Stats().Reserved, "a refused size reserves nothing")
+}
+
+func TestBadFreesChangeNothing(t *testing.T) {
+	p := newPool(t, sim.New(0, 0))
+	other := newPool(t, sim.New(0, 0))
+	b, err := p.Alloc(100)
+	require.NoError(t, err)
+	ob, err := other.Alloc(100)
+	require.NoError(t, err)
+
+	assert.ErrorIs(t, p.Free(pool.Block{}), pool.ErrInvalidBlock, "the zero Block")
+	assert.ErrorIs(t, p.Free(ob), pool.ErrInvalidBlock, "a block of another pool")
+	require.NoError(t, p.Free(b))
+	assert.ErrorIs(t, p.Free(b), pool.ErrInvalidBlock, "a double free")
+
+	again, err := p.Alloc(100)
+	require.NoError(t, err)
+	assert.Equal(t, b.Ptr(), again.Ptr(), "the cache serves the same block")
+	assert.ErrorIs(t, p.Free(b), pool.ErrInvalidBlock, "a stale handle to a reused block")
+	assert.Equal(t, int64(1), p.Stats().ActiveBlocks, "the stale free must not free the new owner's block")
+	require.NoError(t, p.Free(again))
+	require.NoError(t, other.Free(ob))
+}
+
+func TestOptionsAreChecked(t *testing.T) {
+	src := sim.New(0, 0)
+	for name, opt := range map[string]pool.Option{
+		"negative limit":             pool.Limit(-1),
+		"fraction above one":         pool.LimitFraction(1.5),
+		"negative release threshold": pool.ReleaseThreshold(-1),
+		"tiny max split":             pool.MaxSplitSize(1 << 20),
+		"unknown expansion":          pool.Expand(9),
+		"no shards":                  pool.Shards(0),
+		"nil":                        nil,
+	} {
+		_, err := pool.New(src, opt)
+		assert.Error(t, err, name)
+	}
+	_, err := pool.New(src, pool.MaxSplitSize(64<<20))
+	assert.Error(t, err, "MaxSplitSize means nothing for expandable arenas")
+	_, err = pool.New(src.Plain(), pool.Expand(pool.ExpandAlways))
+	assert.Error(t, err, "ExpandAlways needs a page mapper")
+	_, err = pool.New(nil)
+	assert.Error(t, err)
+}
+
+func TestOutOfMemoryReleasesTheCacheRetriesThenReports(t *testing.T) {
+	for name, plain := range map[string]bool{"expandable": false, "classic": true} {
+		t.Run(name, func(t *testing.T) {
+			src := sim.New(64<<20, 0)
+			var s pool.Source = src
+			if plain {
+				s = src.Plain()
+			}
+			p := newPool(t, s)
+			a, err := p.Alloc(30 << 20)
+			require.NoError(t, err)
+			pin, err := p.Alloc(512)
+			require.NoError(t, err)
+			require.NoError(t, p.Free(a))
+			// 50 MiB fits only once the cached 30 MiB are reused: moved
+			// pages, or a released segment and a retry.
+			b, err := p.Alloc(50 << 20)
+			require.NoError(t, err)
+			assert.Positive(t, p.Stats().Retries+p.Stats().PagesMoved, "the cache had to be reused")
+			require.NoError(t, p.Free(pin))
+
+			_, err = p.Alloc(40 << 20)
+			require.ErrorIs(t, err, pool.ErrOutOfMemory)
+			var oom *pool.OOMError
+			require.ErrorAs(t, err, &oom)
+			assert.Equal(t, int64(40<<20), oom.Requested)
+			assert.Equal(t, int64(64<<20), oom.DeviceTotal)
+			assert.GreaterOrEqual(t, oom.Allocated, int64(50<<20))
+			assert.ErrorIs(t, err, sim.ErrOutOfMemory, "the source's own error is kept")
+			assert.Contains(t, err.Error(), "tried to allocate 40.00 MiB")
+			assert.Equal(t, int64(1), p.Stats().OOMs)
+			require.NoError(t, p.Free(b))
+		})
+	}
+}
+
+func TestLimitIsNeverExceeded(t *testing.T) {
+	src := sim.New(1<<30, 0)
+	p := newPool(t, src, pool.LimitFraction(0.25))
+	assert.Equal(t, int64(256<<20), p.Limit())
+	b, err := p.Alloc(200 << 20)
+	require.NoError(t, err)
+	_, err = p.Alloc(100 << 20)
+	var oom *pool.OOMError
+	require.ErrorAs(t, err, &oom)
+	assert.Equal(t, int64(256<<20), oom.Limit)
+	assert.LessOrEqual(t, p.Stats().PeakReserved, int64(256<<20))
+	require.NoError(t, p.Free(b))
+}
+
+func TestEmptyCacheReturnsEverythingUnused(t *testing.T) {
+	for name, plain := range map[string]bool{"expandable": false, "classic": true} {
+		t.Run(name, func(t *testing.T) {
+			src := sim.New(0, 0)
+			var s pool.Source = src
+			if plain {
+				s = src.Plain()
+			}
+			p := newPool(t, s)
+			keep, err := p.Alloc(1 << 20)
+			require.NoError(t, err)
+			for _, n := range []int64{512, 3 << 20, 40 << 20} {
+				b, err := p.Alloc(n)
+				require.NoError(t, err)
+				require.NoError(t, p.Free(b))
+			}
+			require.NoError(t, p.EmptyCache())
+			require.NoError(t, p.CheckTrimmed())
+			st := p.Stats()
+			assert.LessOrEqual(t, st.Reserved, int64(20<<20), "only what holds the live block stays")
+			assert.Equal(t, st.Reserved, src.Used())
+			require.NoError(t, p.Free(keep))
+			require.NoError(t, p.EmptyCache())
+			assert.Zero(t, p.Stats().Reserved)
+			assert.Zero(t, src.Used())
+		})
+	}
+}
+
+func TestReleaseThresholdBoundsTheCache(t *testing.T) {
+	src := sim.New(0, 0)
+	p := newPool(t, src.Plain(), pool.ReleaseThreshold(0))
+	b, err := p.Alloc(30 << 20)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(b))
+	assert.Zero(t, p.Stats().Reserved)
+	assert.Equal(t, int64(1), p.Stats().SourceFrees)
+}
+
+func TestStreams(t *testing.T) {
+	const a, b = uintptr(1), uintptr(2)
+	t.Run("a block is reused at once on its own stream", func(t *testing.T) {
+		p := newPool(t, sim.New(0, 0))
+		x, err := p.AllocOn(4096, a)
+		require.NoError(t, err)
+		require.NoError(t, p.Free(x))
+		y, err := p.AllocOn(4096, a)
+		require.NoError(t, err)
+		assert.Equal(t, x.Ptr(), y.Ptr())
+		require.NoError(t, p.Free(y))
+	})
+	t.Run("a block another stream used waits for that stream's event", func(t *testing.T) {
+		src := sim.New(0, 0)
+		p := newPool(t, src)
+		x, err := p.AllocOn(4096, a)
+		require.NoError(t, err)
+		require.NoError(t, p.RecordUse(x, b))
+		src.SetBusy(b, true)
+		require.NoError(t, p.Free(x))
+		y, err := p.AllocOn(4096, a)
+		require.NoError(t, err)
+		assert.NotEqual(t, x.Ptr(), y.Ptr(), "stream b may still read x")
+		src.SetBusy(b, false)
+		z, err := p.AllocOn(4096, a)
+		require.NoError(t, err)
+		assert.Equal(t, x.Ptr(), z.Ptr(), "once b's event completed x is reused")
+		require.NoError(t, p.Free(y))
+		require.NoError(t, p.Free(z))
+		assert.Positive(t, src.Counts().EventsRecorded)
+	})
+	t.Run("streams do not share cached blocks", func(t *testing.T) {
+		p := newPool(t, sim.New(0, 0))
+		x, err := p.AllocOn(4096, a)
+		require.NoError(t, err)
+		require.NoError(t, p.Free(x))
+		y, err := p.AllocOn(4096, b)
+		require.NoError(t, err)
+		assert.NotEqual(t, x.Ptr(), y.Ptr())
+		require.NoError(t, p.Free(y))
+	})
+	t.Run("RecordUse without events is an error", func(t *testing.T) {
+		p := newPool(t, plainNoEvents{sim.New(0, 0)})
+		x, err := p.Alloc(64)
+		require.NoError(t, err)
+		assert.Error(t, p.RecordUse(x, b))
+		require.NoError(t, p.Free(x))
+	})
+}
+
+// plainNoEvents is a source with neither pages nor events.
+type plainNoEvents struct{ s *sim.Source }
+
+func (p plainNoEvents) Alloc(n int64) (uintptr, error)  { return p.s.Alloc(n) }
+func (p plainNoEvents) Free(ptr uintptr, n int64) error { return p.s.Free(ptr, n) }
+func (p plainNoEvents) MemInfo() (int64, int64, error)  { return p.s.MemInfo() }
+
+func TestClosedPool(t *testing.T) {
+	src := sim.New(0, 0)
+	p, err := pool.New(src)
+	require.NoError(t, err)
+	b, err := p.Alloc(64)
+	require.NoError(t, err)
+	err = p.Close()
+	require.Error(t, err, "closing with a live block is reported")
+	assert.Contains(t, err.Error(), "1 blocks")
+	_, err = p.Alloc(64)
+	assert.ErrorIs(t, err, pool.ErrClosed)
+	require.NoError(t, p.Free(b), "a block freed after Close is released")
+	assert.Zero(t, p.Stats().Reserved)
+	assert.NoError(t, p.Close(), "Close is idempotent")
+}
+
+func TestSourceErrorsThatAreNotOOMPassThrough(t *testing.T) {
+	boom := errors.New("device lost")
+	p := newPool(t, failingSource{err: boom})
+	_, err := p.Alloc(64)
+	assert.ErrorIs(t, err, boom)
+	assert.NotErrorIs(t, err, pool.ErrOutOfMemory)
+}
+
+type failingSource struct{ err error }
+
+func (f failingSource) Alloc(int64) (uintptr, error)   { return 0, f.err }
+func (f failingSource) Free(uintptr, int64) error      { return f.err }
+func (f failingSource) MemInfo() (int64, int64, error) { return 1 << 30, 1 << 30, nil }
+
+func TestSizesRoundToHalfKiB(t *testing.T) {
+	assert.Equal(t, int64(512), pool.RoundSize(1))
+	assert.Equal(t, int64(1024), pool.RoundSize(513))
+	assert.Equal(t, int64(1<<20), pool.RoundSize(1<<20))
+}

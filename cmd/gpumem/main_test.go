@@ -79,10 +79,10 @@ func TestCapacityFindsTheSmallestDevice(t *testing.T) {
 
 func TestBadTracesNameTheLine(t *testing.T) {
 	cases := map[string]struct{ trace, want string }{
-		"a malformed line":  {"action,addr,size,stream\nalloc,1,2\n", "line 2"},
-		"an unknown action": {"action,addr,size,stream\nalloc,1,2,0\nrealloc,1,2,0\n", `line 3: unknown action "realloc"`},
-		"a negative size":   {"alloc,1,-2,0\n", "line 1"},
-		"a double free":     {"alloc,1,64,0\nfree_requested,1,64,0\nfree_requested,1,64,0\n", "line 3: double free of 1, freed at line 2"},
+		"a malformed line":             {"action,addr,size,stream\nalloc,1,2\n", "line 2"},
+		"an unknown action":            {"action,addr,size,stream\nalloc,1,2,0\nrealloc,1,2,0\n", `line 3: unknown action "realloc"`},
+		"a negative size":              {"alloc,1,-2,0\n", "line 1"},
+		"a double free":                {"alloc,1,64,0\nfree_requested,1,64,0\nfree_requested,1,64,0\n", "line 3: double free of 1, freed at line 2"},
 		"an alloc over a live address": {"alloc,1,64,0\nalloc,1,64,0\n", "line 2"},
 	}
 	for name, c := range cases {

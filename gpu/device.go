@@ -1,0 +1,110 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+// DefaultHostMemory is the capacity of a host device opened without
+// [HostMemory].
+const DefaultHostMemory = 1 << 30
+
+// Device is one device with its caching pool and its scopes. Its methods
+// are safe for concurrent use.
+type Device struct {
+	drv    driver.Driver
+	pool   *pool.Pool
+	tree   *scope.Tree
+	name   string
+	closed atomic.Bool
+}
+
+// OpenHost opens a device whose memory is host RAM, with the capacity given
+// by [HostMemory] (default DefaultHostMemory). It needs no GPU.
+func OpenHost(opts ...DeviceOption) (*Device, error) {
+	o, err := buildDeviceOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.hostMemory == 0 {
+		o.hostMemory = DefaultHostMemory
+	}
+	drv, err := host.New(o.hostMemory)
+	if err != nil {
+		return nil, err
+	}
+	return newDevice(drv, "host", o)
+}
+
+func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error) {
+	p, err := pool.New(drv, o.pool...)
+	if err != nil {
+		return nil, errors.Join(err, drv.Close())
+	}
+	d := &Device{drv: drv, pool: p, name: name}
+	d.tree = scope.NewTree(p, name)
+	register(d)
+	return d, nil
+}
+
+// Name returns the device's name, such as "host" or "cuda:0".
+func (d *Device) Name() string { return d.name }
+
+// String describes the device.
+func (d *Device) String() string { return d.drv.Name() }
+
+// Driver returns the device's driver, for work the package does not wrap
+// (kernel launches, streams).
+func (d *Device) Driver() driver.Driver { return d.drv }
+
+// Stats are a device's memory counters: the pool's, and its open scopes.
+type Stats struct {
+	pool.Stats
+	OpenScopes int // scopes open on the device
+}
+
+// Stats returns the device's counters.
+func (d *Device) Stats() Stats {
+	return Stats{Stats: d.pool.Stats(), OpenScopes: len(d.tree.Scopes())}
+}
+
+// EmptyCache returns cached, unused memory to the driver. Live buffers are
+// untouched.
+func (d *Device) EmptyCache() error {
+	if d.closed.Load() {
+		return ErrDeviceClosed
+	}
+	return d.pool.EmptyCache()
+}
+
+// MemInfo reports the device's free and total bytes, as its driver sees them.
+func (d *Device) MemInfo() (free, total int64, err error) { return d.drv.MemInfo() }
+
+// Close closes every scope still open (releasing its memory), returns the
+// pool's cache to the driver and closes the driver. Scopes left open are
+// reported in the error, by path. Close is idempotent.
+func (d *Device) Close() error {
+	if !d.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	defer unregister(d)
+	leftOpen, err := d.tree.Close()
+	if len(leftOpen) > 0 {
+		err = errors.Join(fmt.Errorf("gpu: device %s closed with %d scopes open: %s",
+			d.name, len(leftOpen), strings.Join(leftOpen, ", ")), err)
+	}
+	return errors.Join(err, d.pool.Close(), d.drv.Close())
+}
+
+// NewScope opens a long-lived root scope, such as one for model weights.
+// Close frees what it owns.
+func (d *Device) NewScope(opts ...ScopeOption) (*Scope, error) {
+	return d.open(nil, contextBackground, opts)
+}

@@ -1,0 +1,26 @@
+// Package gpu gives device memory a lifetime you can see in the code.
+//
+//	dev, err := gpu.OpenHost(gpu.HostMemory(2 << 30)) // or gpu.Open(0) with -tags cuda
+//	defer dev.Close()
+//	err = gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+//		x, err := gpu.Alloc[float32](s, 1000*1000)
+//		if err != nil {
+//			return err
+//		}
+//		return x.CopyFromHost(values)
+//	}) // everything allocated in the scope is freed here
+//
+// [WithScope] tracks every allocation made in the scope and frees all of it
+// when the function returns, panics, or its context is cancelled. Freed
+// memory goes back to the device's caching pool, so the next scope reuses it
+// without a driver call. Scopes nest: WithScope(s.Context(), ...) opens a
+// child, whose bytes count against its ancestors' limits and which draws
+// from their reservations first.
+//
+// Devices: [OpenHost] is device memory in host RAM, always available, the
+// default for tests and CI. [Open] is an NVIDIA GPU when the program is built
+// with -tags cuda (see docs/gpu-validation.md); otherwise it fails with
+// [ErrNoDevice].
+//
+// Package gpu/gputest checks, goleak-style, that tests leave no memory live.
+package gpu

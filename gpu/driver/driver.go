@@ -1,0 +1,84 @@
+// Package driver is the small interface a gpuscope device driver implements:
+// gpu/host (host memory, the default) and gpu/cuda (NVIDIA GPUs, with the
+// build tag cuda). Package gpu builds its pools and scopes on it; users
+// rarely see it.
+//
+// Every method is safe for concurrent use. A driver never panics on bad
+// input and never exits the process: it returns an error.
+package driver
+
+// Driver is one device.
+type Driver interface {
+	// Name describes the device, such as "host (2.00 GiB)" or
+	// "NVIDIA H200 (cuda:0)".
+	Name() string
+	// MemInfo reports free and total bytes of the device.
+	MemInfo() (free, total int64, err error)
+
+	// Alloc returns size bytes of device memory.
+	Alloc(size int64) (uintptr, error)
+	// Free releases memory from Alloc.
+	Free(ptr uintptr, size int64) error
+
+	// CopyHtoD copies src to device address dst, ordered on stream (0: the
+	// default stream), and returns when src may be reused.
+	CopyHtoD(dst uintptr, src []byte, stream uintptr) error
+	// CopyDtoH copies len(dst) bytes from device address src, ordered on
+	// stream, and returns when dst holds them.
+	CopyDtoH(dst []byte, src uintptr, stream uintptr) error
+	// CopyDtoD copies n bytes between device addresses, ordered on stream.
+	CopyDtoD(dst, src uintptr, n int64, stream uintptr) error
+	// Memset sets n bytes at dst to v, ordered on stream.
+	Memset(dst uintptr, v byte, n int64, stream uintptr) error
+
+	// NewStream creates a stream: work on it runs in order.
+	NewStream() (uintptr, error)
+	// DestroyStream waits for a stream's work and destroys it.
+	DestroyStream(stream uintptr) error
+	// Synchronize waits until the work queued on stream has completed.
+	Synchronize(stream uintptr) error
+
+	// RecordEvent, EventDone, WaitEvent and DestroyEvent are the events the
+	// pool uses for cross-stream reuse (pool.EventSource).
+	RecordEvent(stream uintptr) (uintptr, error)
+	EventDone(event uintptr) (bool, error)
+	WaitEvent(event uintptr) error
+	DestroyEvent(event uintptr) error
+
+	// Close releases the device. Later calls fail with an error.
+	Close() error
+}
+
+// PageMapper is the optional capability to reserve address space and map
+// physical pages into it; the pool grows in place with it. It has the
+// method set of pool.PageMapper.
+type PageMapper interface {
+	PageSize() int64
+	ReserveAddress(size int64) (uintptr, error)
+	ReleaseAddress(ptr uintptr, size int64) error
+	CreatePage() (uint64, error)
+	ReleasePage(page uint64) error
+	MapPages(ptr uintptr, pages []uint64) error
+	UnmapPages(ptr uintptr, size int64) error
+}
+
+// OutOfMemory is an error a driver returns when the device has no room.
+// Package pool recognizes it by its method OutOfMemory.
+type OutOfMemory struct {
+	Requested int64
+	Err       error // the driver's own error, if any
+}
+
+func (e *OutOfMemory) Error() string {
+	msg := "device out of memory"
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// OutOfMemory reports true: the pool releases its cache and retries.
+func (e *OutOfMemory) OutOfMemory() bool { return true }
+
+// Unwrap returns the driver's own error.
+func (e *OutOfMemory) Unwrap() error { return e.Err }

@@ -1,0 +1,363 @@
+// Package host is a gpuscope driver whose device memory is host RAM with a
+// hard capacity. It is the default device: CI, laptops and new users run on
+// it. It behaves like a real driver where it matters to tests: it refuses
+// memory beyond its capacity with an out-of-memory error, detects double
+// frees and unknown pointers, bounds-checks every copy, poisons freed
+// memory, and can be told to fail chosen operations (see [Driver.FailNth]
+// and [Driver.FailWhen]).
+//
+// Streams exist and are ordered; since every operation completes before it
+// returns, events are complete as soon as they are recorded.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+)
+
+// PoisonByte is written over memory when it is freed, so that a read of
+// freed memory shows an unmistakable pattern.
+const PoisonByte = 0xDB
+
+// ErrClosed is returned by every call after Close.
+var ErrClosed = errors.New("host: device closed")
+
+// ErrInjected is the error of an injected failure.
+var ErrInjected = errors.New("host: injected failure")
+
+// Op names an operation for fault injection.
+type Op int
+
+// The operations that can be made to fail.
+const (
+	OpAlloc Op = iota
+	OpFree
+	OpCopy // any copy or memset
+)
+
+func (o Op) String() string { return [...]string{"alloc", "free", "copy"}[o] }
+
+// Driver is a host-memory device. It is safe for concurrent use.
+type Driver struct {
+	capacity int64
+
+	mu       sync.Mutex // protects the fields below
+	used     int64
+	segs     []hostSeg // sorted by ptr
+	closed   bool
+	streams  map[uintptr]bool
+	nextID   uintptr
+	events   map[uintptr]bool
+	counts   [3]int // operations of each Op so far
+	failNth  [3]int // fail the Nth (1-based) operation of each Op; 0: never
+	failWhen func(op Op, size int64) bool
+}
+
+type hostSeg struct {
+	ptr uintptr
+	mem []byte
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns a host device of capacity bytes.
+func New(capacity int64) (*Driver, error) {
+	if capacity <= 0 {
+		return nil, fmt.Errorf("host: capacity %d must be positive", capacity)
+	}
+	return &Driver{capacity: capacity, streams: map[uintptr]bool{0: true}, events: map[uintptr]bool{}, nextID: 1}, nil
+}
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return fmt.Sprintf("host memory (%d bytes)", d.capacity) }
+
+// MemInfo implements driver.Driver.
+func (d *Driver) MemInfo() (free, total int64, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, 0, ErrClosed
+	}
+	return d.capacity - d.used, d.capacity, nil
+}
+
+// FailNth makes the nth operation of kind op from now on fail with
+// ErrInjected (n = 1: the next one); n = 0 clears it.
+func (d *Driver) FailNth(op Op, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.counts[op] = 0
+	d.failNth[op] = n
+}
+
+// FailWhen makes every operation for which fail returns true fail with
+// ErrInjected; nil clears it. fail is called with the driver's lock held and
+// must not call the driver.
+func (d *Driver) FailWhen(fail func(op Op, size int64) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failWhen = fail
+}
+
+// inject reports an injected failure for op. Called with d.mu held.
+func (d *Driver) inject(op Op, size int64) error {
+	if d.closed {
+		return ErrClosed
+	}
+	d.counts[op]++
+	if d.failNth[op] == d.counts[op] || d.failWhen != nil && d.failWhen(op, size) {
+		return fmt.Errorf("%w: %v of %d bytes", ErrInjected, op, size)
+	}
+	return nil
+}
+
+// Alloc implements driver.Driver.
+func (d *Driver) Alloc(size int64) (uintptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.inject(OpAlloc, size); err != nil {
+		return 0, err
+	}
+	if size <= 0 {
+		return 0, fmt.Errorf("host: Alloc(%d): size must be positive", size)
+	}
+	if d.used+size > d.capacity {
+		return 0, &driver.OutOfMemory{Requested: size,
+			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
+	}
+	mem := make([]byte, size)
+	ptr := addrOf(mem)
+	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr > ptr })
+	d.segs = append(d.segs, hostSeg{})
+	copy(d.segs[i+1:], d.segs[i:])
+	d.segs[i] = hostSeg{ptr: ptr, mem: mem}
+	d.used += size
+	return ptr, nil
+}
+
+// Free implements driver.Driver. Freed memory is poisoned.
+func (d *Driver) Free(ptr uintptr, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.inject(OpFree, size); err != nil {
+		return err
+	}
+	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr >= ptr })
+	if i == len(d.segs) || d.segs[i].ptr != ptr {
+		return fmt.Errorf("host: Free(%#x): not an allocation of this device (double free?)", ptr)
+	}
+	if int64(len(d.segs[i].mem)) != size {
+		return fmt.Errorf("host: Free(%#x, %d): allocated with %d bytes", ptr, size, len(d.segs[i].mem))
+	}
+	mem := d.segs[i].mem
+	for j := range mem {
+		mem[j] = PoisonByte
+	}
+	d.segs = append(d.segs[:i], d.segs[i+1:]...)
+	d.used -= size
+	return nil
+}
+
+// resolve returns the memory at [ptr, ptr+n). Called with d.mu held.
+func (d *Driver) resolve(ptr uintptr, n int64) ([]byte, error) {
+	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr > ptr }) - 1
+	if i < 0 || n < 0 {
+		return nil, fmt.Errorf("host: address %#x (%d bytes) is not device memory", ptr, n)
+	}
+	s := d.segs[i]
+	off := int64(ptr - s.ptr)
+	if off+n > int64(len(s.mem)) {
+		return nil, fmt.Errorf("host: range %#x+%d is not device memory", ptr, n)
+	}
+	return s.mem[off : off+n], nil
+}
+
+func (d *Driver) checkStream(stream uintptr) error {
+	if !d.streams[stream] {
+		return fmt.Errorf("host: stream %#x does not exist", stream)
+	}
+	return nil
+}
+
+// CopyHtoD implements driver.Driver.
+func (d *Driver) CopyHtoD(dst uintptr, src []byte, stream uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.inject(OpCopy, int64(len(src))); err != nil {
+		return err
+	}
+	if err := d.checkStream(stream); err != nil {
+		return err
+	}
+	mem, err := d.resolve(dst, int64(len(src)))
+	if err != nil {
+		return err
+	}
+	copy(mem, src)
+	return nil
+}
+
+// CopyDtoH implements driver.Driver.
+func (d *Driver) CopyDtoH(dst []byte, src uintptr, stream uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.inject(OpCopy, int64(len(dst))); err != nil {
+		return err
+	}
+	if err := d.checkStream(stream); err != nil {
+		return err
+	}
+	mem, err := d.resolve(src, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	copy(dst, mem)
+	return nil
+}
+
+// CopyDtoD implements driver.Driver.
+func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.inject(OpCopy, n); err != nil {
+		return err
+	}
+	if err := d.checkStream(stream); err != nil {
+		return err
+	}
+	to, err := d.resolve(dst, n)
+	if err != nil {
+		return err
+	}
+	from, err := d.resolve(src, n)
+	if err != nil {
+		return err
+	}
+	copy(to, from)
+	return nil
+}
+
+// Memset implements driver.Driver.
+func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.inject(OpCopy, n); err != nil {
+		return err
+	}
+	if err := d.checkStream(stream); err != nil {
+		return err
+	}
+	mem, err := d.resolve(dst, n)
+	if err != nil {
+		return err
+	}
+	for i := range mem {
+		mem[i] = v
+	}
+	return nil
+}
+
+// NewStream implements driver.Driver.
+func (d *Driver) NewStream() (uintptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	d.nextID++
+	d.streams[d.nextID] = true
+	return d.nextID, nil
+}
+
+// DestroyStream implements driver.Driver.
+func (d *Driver) DestroyStream(stream uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if stream == 0 || !d.streams[stream] {
+		return fmt.Errorf("host: DestroyStream(%#x): no such stream", stream)
+	}
+	delete(d.streams, stream)
+	return nil
+}
+
+// Synchronize implements driver.Driver: host work is already done.
+func (d *Driver) Synchronize(stream uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return d.checkStream(stream)
+}
+
+// RecordEvent implements driver.Driver.
+func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if err := d.checkStream(stream); err != nil {
+		return 0, err
+	}
+	d.nextID++
+	d.events[d.nextID] = true
+	return d.nextID, nil
+}
+
+func (d *Driver) event(ev uintptr) error {
+	if !d.events[ev] {
+		return fmt.Errorf("host: event %#x does not exist", ev)
+	}
+	return nil
+}
+
+// EventDone implements driver.Driver.
+func (d *Driver) EventDone(ev uintptr) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return true, d.event(ev)
+}
+
+// WaitEvent implements driver.Driver.
+func (d *Driver) WaitEvent(ev uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.event(ev)
+}
+
+// DestroyEvent implements driver.Driver.
+func (d *Driver) DestroyEvent(ev uintptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.event(ev); err != nil {
+		return err
+	}
+	delete(d.events, ev)
+	return nil
+}
+
+// Close implements driver.Driver. Memory still allocated is reported.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if len(d.segs) > 0 {
+		return fmt.Errorf("host: closed with %d allocations (%d bytes) not freed", len(d.segs), d.used)
+	}
+	return nil
+}
+
+// Used returns the bytes allocated from the device.
+func (d *Driver) Used() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.used
+}

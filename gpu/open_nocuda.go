@@ -1,0 +1,28 @@
+//go:build !cuda
+
+package gpu
+
+import "fmt"
+
+// Open opens CUDA device i. This build has no CUDA support: it always fails
+// with ErrNoDevice. Build with -tags cuda (docs/gpu-validation.md says how).
+func Open(i int, opts ...DeviceOption) (*Device, error) {
+	return nil, fmt.Errorf("%w: gpuscope was built without CUDA support; build with -tags cuda "+
+		"(scripts/cuda-sdk.sh fetches what the build needs), or use gpu.OpenHost", ErrNoDevice)
+}
+
+// DeviceInfo describes a CUDA device.
+type DeviceInfo struct {
+	Ordinal     int
+	Name        string
+	TotalMemory int64
+}
+
+// Devices lists the CUDA devices. This build has none: it returns
+// ErrNoDevice.
+func Devices() ([]DeviceInfo, error) {
+	return nil, fmt.Errorf("%w: gpuscope was built without CUDA support; build with -tags cuda", ErrNoDevice)
+}
+
+// CUDA reports whether this build has CUDA support.
+const CUDA = false

@@ -1,0 +1,107 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// A DeviceOption configures a device when it opens.
+type DeviceOption interface{ applyDevice(*deviceOptions) }
+
+type deviceOptions struct {
+	hostMemory int64
+	pool       []pool.Option
+	errs       []error
+}
+
+type deviceOptionFunc func(*deviceOptions)
+
+func (f deviceOptionFunc) applyDevice(o *deviceOptions) { f(o) }
+
+// HostMemory sets the capacity of a host-memory device ([OpenHost]). It
+// means nothing to [Open], which reports it as an error.
+func HostMemory(bytes int64) DeviceOption {
+	return deviceOptionFunc(func(o *deviceOptions) {
+		if bytes <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("gpu: HostMemory(%d): must be positive", bytes))
+		}
+		o.hostMemory = bytes
+	})
+}
+
+// PoolOptions passes options to the device's caching pool (limits, release
+// threshold, expansion; see package pool).
+func PoolOptions(opts ...pool.Option) DeviceOption {
+	return deviceOptionFunc(func(o *deviceOptions) { o.pool = append(o.pool, opts...) })
+}
+
+func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {
+	var o deviceOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("gpu: nil DeviceOption")
+		}
+		opt.applyDevice(&o)
+	}
+	if len(o.errs) > 0 {
+		return o, o.errs[0]
+	}
+	return o, nil
+}
+
+// A ScopeOption configures a scope when it opens.
+type ScopeOption interface{ applyScope(*scopeOptions) }
+
+type scopeOptions struct {
+	name    string
+	reserve int64
+	limit   int64
+	errs    []error
+}
+
+type scopeOptionFunc func(*scopeOptions)
+
+func (f scopeOptionFunc) applyScope(o *scopeOptions) { f(o) }
+
+// Name names a scope for diagnostics: leak reports and errors show its path,
+// such as "request/decode".
+func Name(name string) ScopeOption {
+	return scopeOptionFunc(func(o *scopeOptions) { o.name = name })
+}
+
+// Reserve sets bytes aside for the scope and its children when it opens.
+// They allocate from the nearest reservation with room, then from the pool.
+func Reserve(bytes int64) ScopeOption {
+	return scopeOptionFunc(func(o *scopeOptions) {
+		if bytes <= 0 || bytes > pool.MaxSize {
+			o.errs = append(o.errs, fmt.Errorf("%w: Reserve(%d)", ErrInvalidSize, bytes))
+		}
+		o.reserve = bytes
+	})
+}
+
+// Limit caps the bytes live in the scope and its children; an allocation
+// past it fails with an error that is ErrOutOfMemory and a *LimitError.
+func Limit(bytes int64) ScopeOption {
+	return scopeOptionFunc(func(o *scopeOptions) {
+		if bytes <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("%w: Limit(%d)", ErrInvalidSize, bytes))
+		}
+		o.limit = bytes
+	})
+}
+
+func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {
+	var o scopeOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("gpu: nil ScopeOption")
+		}
+		opt.applyScope(&o)
+	}
+	if len(o.errs) > 0 {
+		return o, o.errs[0]
+	}
+	return o, nil
+}

@@ -1,0 +1,128 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+var contextBackground = context.Background()
+
+// Scope owns the buffers allocated in it and frees them when it ends. A
+// Scope is safe for use by many goroutines; they must finish with it before
+// it ends.
+type Scope struct {
+	s   *scope.Scope
+	dev *Device
+}
+
+// WithScope opens a scope on dev, calls fn with it, and frees everything the
+// scope still owns when fn returns or panics, last allocated first.
+//
+//   - fn's error is returned, joined with any release errors.
+//   - A panic in fn releases the scope, then continues with its value.
+//   - If ctx is done before fn is called, fn is not called and the context's
+//     cause is returned. Once ctx is done, allocations in the scope and its
+//     children fail with an error that errors.Is the cause, and WithScope
+//     returns it. Memory is released only when fn returns: never while fn
+//     may still use it.
+//   - If ctx carries a scope of dev (from [Scope.Context]), the new scope is
+//     its child.
+func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts ...ScopeOption) (err error) {
+	if dev == nil {
+		return fmt.Errorf("%w: nil Device", ErrNoDevice)
+	}
+	if fn == nil {
+		return errors.New("gpu: WithScope: nil function")
+	}
+	if ctx == nil {
+		return errors.New("gpu: WithScope: nil Context")
+	}
+	var parent *scope.Scope
+	if ps, ok := scope.FromContext(ctx); ok && ps.Tree() == dev.tree {
+		parent = ps
+	}
+	s, err := dev.open(parent, ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cerr := s.s.Close()
+		if r := recover(); r != nil {
+			panic(r) // released above; the panic goes on with its own value
+		}
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = errors.Join(err, cause)
+		}
+		err = errors.Join(err, cerr)
+	}()
+	return fn(s)
+}
+
+func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOption) (*Scope, error) {
+	if d.closed.Load() {
+		return nil, ErrDeviceClosed
+	}
+	o, err := buildScopeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.tree.Open(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit})
+	if err != nil {
+		return nil, err
+	}
+	return &Scope{s: s, dev: d}, nil
+}
+
+// Device returns the scope's device.
+func (s *Scope) Device() *Device { return s.dev }
+
+// Path returns the names of the scope and its ancestors, joined by "/".
+func (s *Scope) Path() string { return s.s.Path() }
+
+// Context returns a context carrying the scope: WithScope(s.Context(), ...)
+// opens a child. It is done when the scope's own context is done.
+func (s *Scope) Context() context.Context { return s.s.Context() }
+
+// Alloc allocates size bytes owned by the scope.
+func (s *Scope) Alloc(size int64) (*Buffer, error) {
+	a, err := s.s.Alloc(size)
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{a: a, dev: s.dev}, nil
+}
+
+// Free releases b before the scope ends, back to the pool.
+func (s *Scope) Free(b *Buffer) error {
+	if b == nil {
+		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
+	}
+	if b.dev != s.dev {
+		return fmt.Errorf("%w: buffer of device %s freed through a scope of %s", ErrWrongScope, b.dev.name, s.dev.name)
+	}
+	return s.s.Free(b.a)
+}
+
+// Keep moves b to the parent scope, so that it outlives this one.
+func (s *Scope) Keep(b *Buffer) error {
+	if b == nil {
+		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
+	}
+	if b.dev != s.dev {
+		return fmt.Errorf("%w: buffer of device %s kept through a scope of %s", ErrWrongScope, b.dev.name, s.dev.name)
+	}
+	return s.s.Keep(b.a)
+}
+
+// Close ends a scope from [Device.NewScope], freeing what it owns. It is
+// idempotent. Scopes of WithScope close themselves.
+func (s *Scope) Close() error { return s.s.Close() }
+
+// ScopeStats describes a scope.
+type ScopeStats = scope.Stats
+
+// Stats returns the scope's counters.
+func (s *Scope) Stats() ScopeStats { return s.s.Stats() }

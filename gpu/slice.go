@@ -1,0 +1,60 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Elem are the element types of a [Slice]: fixed-size numbers, which can be
+// copied to and from the device byte for byte.
+type Elem interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~int | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint | ~uintptr |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// Slice is a typed buffer of n elements of T.
+type Slice[T Elem] struct {
+	*Buffer
+	n int
+}
+
+// Alloc allocates n elements of T owned by s.
+func Alloc[T Elem](s *Scope, n int) (*Slice[T], error) {
+	size := int64(unsafe.Sizeof(*new(T)))
+	if n <= 0 || int64(n) > math.MaxInt64/size {
+		return nil, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
+	}
+	b, err := s.Alloc(int64(n) * size)
+	if err != nil {
+		return nil, err
+	}
+	return &Slice[T]{Buffer: b, n: n}, nil
+}
+
+// Len returns the number of elements.
+func (x *Slice[T]) Len() int { return x.n }
+
+// CopyFromHost copies src, at most Len elements, to the start of x.
+func (x *Slice[T]) CopyFromHost(src []T) error {
+	if len(src) > x.n {
+		return fmt.Errorf("gpu: CopyFromHost: %d elements into a slice of %d", len(src), x.n)
+	}
+	return x.Buffer.CopyFromHost(bytesOf(src))
+}
+
+// CopyToHost copies the first len(dst) elements of x into dst.
+func (x *Slice[T]) CopyToHost(dst []T) error {
+	if len(dst) > x.n {
+		return fmt.Errorf("gpu: CopyToHost: %d elements from a slice of %d", len(dst), x.n)
+	}
+	return x.Buffer.CopyToHost(bytesOf(dst))
+}
+
+// bytesOf views s as bytes. Elem types hold no pointers, so this is safe.
+func bytesOf[T Elem](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}

@@ -1,0 +1,350 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// Scope owns allocations; closing it releases them, last allocated first.
+// A Scope is safe for use by many goroutines.
+type Scope struct {
+	tree     *Tree
+	parent   *Scope
+	name     string
+	path     string
+	limit    int64
+	ctx      context.Context
+	done     <-chan struct{}
+	stack    []uintptr
+	region   *pool.Region // the reservation, if any
+	resBlock pool.Block   // the memory behind region
+
+	closed atomic.Bool
+	live   atomic.Int64 // bytes live here and in descendants
+	peak   atomic.Int64
+	total  atomic.Int64 // allocations made here, ever
+
+	mu         sync.Mutex // protects the fields below
+	head, tail *Allocation
+	count      int
+	children   []*Scope
+}
+
+// Stats describes a scope.
+type Stats struct {
+	Live        int64 // bytes live in the scope and its children
+	Peak        int64 // the most Live has been
+	Allocations int   // live allocations the scope owns itself
+	Total       int64 // allocations ever made in the scope
+	Children    int   // open child scopes
+	Reserved    int64 // bytes of its reservation
+	Limit       int64 // its limit (0: none)
+}
+
+// Name returns the scope's name; Path its ancestors' names and its own.
+func (s *Scope) Name() string { return s.name }
+
+// Path returns the names from the root to this scope, joined by "/".
+func (s *Scope) Path() string { return s.path }
+
+// Parent returns the parent scope, or nil for a root.
+func (s *Scope) Parent() *Scope { return s.parent }
+
+// Tree returns the tree the scope belongs to.
+func (s *Scope) Tree() *Tree { return s.tree }
+
+// Context returns a context that carries the scope, so that a scope opened
+// with it is a child of this one. It is done when the context the scope was
+// opened with is done.
+func (s *Scope) Context() context.Context { return s.ctx }
+
+// Stack returns where the scope was opened, when stacks were recorded.
+func (s *Scope) Stack() []uintptr { return s.stack }
+
+// Closed reports whether the scope has ended.
+func (s *Scope) Closed() bool { return s.closed.Load() }
+
+// Stats returns the scope's counters.
+func (s *Scope) Stats() Stats {
+	s.mu.Lock()
+	n, kids := s.count, len(s.children)
+	s.mu.Unlock()
+	st := Stats{Live: s.live.Load(), Peak: s.peak.Load(), Allocations: n, Total: s.total.Load(), Children: kids, Limit: s.limit}
+	if s.region != nil {
+		st.Reserved = s.region.Size()
+	}
+	return st
+}
+
+// Allocations returns the live allocations the scope owns, oldest first.
+func (s *Scope) Allocations() []*Allocation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Allocation, 0, s.count)
+	for a := s.head; a != nil; a = a.next {
+		out = append(out, a)
+	}
+	return out
+}
+
+// Children returns the open child scopes, oldest first.
+func (s *Scope) Children() []*Scope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Scope(nil), s.children...)
+}
+
+// Alloc allocates size bytes owned by the scope: from the nearest
+// reservation, its own or an ancestor's, with room, else from the device's
+// pool. It fails once the scope is closed or its context is done.
+func (s *Scope) Alloc(size int64) (*Allocation, error) {
+	if size <= 0 || size > pool.MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
+	}
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	if err := s.charge(size); err != nil {
+		return nil, err
+	}
+	a := &Allocation{size: size}
+	for r := s; r != nil; r = r.parent {
+		if r.region == nil {
+			continue
+		}
+		if ptr, _, ok := r.region.Alloc(size); ok {
+			a.ptr, a.region, a.resOf = ptr, r.region, r
+			break
+		}
+	}
+	if a.region == nil {
+		b, err := s.tree.pool.Alloc(size)
+		if err != nil {
+			s.uncharge(size)
+			return nil, fmt.Errorf("scope %q: %w", s.path, err)
+		}
+		a.ptr, a.block = b.Ptr(), b
+	}
+	if s.tree.record.Load() {
+		a.stack = callers(3)
+	}
+	a.owner.Store(s)
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		_, err := a.release(released, s.tree.pool)
+		s.uncharge(size)
+		return nil, errors.Join(ErrClosed, err)
+	}
+	s.link(a)
+	s.mu.Unlock()
+	s.total.Add(1)
+	return a, nil
+}
+
+// allocFromPool takes memory for the scope's own use (its reservation).
+func (s *Scope) allocFromPool(n int64) (pool.Block, error) {
+	return s.tree.pool.Alloc(n)
+}
+
+// usable reports why the scope cannot allocate, if it cannot.
+func (s *Scope) usable() error {
+	if s.closed.Load() {
+		return fmt.Errorf("scope %q: %w", s.path, ErrClosed)
+	}
+	select {
+	case <-s.done:
+		return fmt.Errorf("scope %q: %w", s.path, context.Cause(s.ctx))
+	default:
+		return nil
+	}
+}
+
+// charge counts size bytes against the scope and every ancestor, failing
+// where a limit would be passed.
+func (s *Scope) charge(size int64) error {
+	for a := s; a != nil; a = a.parent {
+		n := a.live.Add(size)
+		if a.limit > 0 && n > a.limit {
+			for b := s; b != a.parent; b = b.parent {
+				b.live.Add(-size)
+			}
+			return &LimitError{Path: a.path, Limit: a.limit, Live: n - size, Requested: size}
+		}
+		for {
+			p := a.peak.Load()
+			if n <= p || a.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Scope) uncharge(size int64) {
+	for a := s; a != nil; a = a.parent {
+		a.live.Add(-size)
+	}
+}
+
+// link appends a to the list. Called with s.mu held.
+func (s *Scope) link(a *Allocation) {
+	a.prev, a.next = s.tail, nil
+	if s.tail != nil {
+		s.tail.next = a
+	} else {
+		s.head = a
+	}
+	s.tail = a
+	s.count++
+}
+
+// unlink removes a from the list. Called with s.mu held.
+func (s *Scope) unlink(a *Allocation) {
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		s.head = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	} else {
+		s.tail = a.prev
+	}
+	a.prev, a.next = nil, nil
+	s.count--
+}
+
+// own checks that s owns a, live, and takes it off the list.
+func (s *Scope) own(a *Allocation) error {
+	if a == nil {
+		return fmt.Errorf("%w: nil buffer", ErrWrongScope)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := a.err(); err != nil {
+		return err
+	}
+	if o := a.owner.Load(); o != s {
+		if o == nil || o.tree != s.tree {
+			return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
+		}
+		return fmt.Errorf("%w: owned by %q, freed through %q", ErrWrongScope, o.path, s.path)
+	}
+	s.unlink(a)
+	return nil
+}
+
+// Free releases a before the scope ends. Freeing twice, or through a scope
+// that does not own it, is an error that changes nothing.
+func (s *Scope) Free(a *Allocation) error {
+	if err := s.own(a); err != nil {
+		return err
+	}
+	ok, err := a.release(freed, s.tree.pool)
+	if ok {
+		s.uncharge(a.size)
+	}
+	return err
+}
+
+// Keep moves a to the parent scope, so that it outlives this one. It fails
+// for a root scope, a closed parent, and memory in this scope's own
+// reservation, which ends with the scope.
+func (s *Scope) Keep(a *Allocation) error {
+	p := s.parent
+	if p == nil {
+		return fmt.Errorf("gpu: Keep in %q: a root scope has no parent", s.path)
+	}
+	if a != nil && a.resOf == s {
+		return fmt.Errorf("gpu: Keep in %q: the buffer lies in this scope's reservation, which ends with it", s.path)
+	}
+	if err := s.own(a); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		s.mu.Lock()
+		s.link(a)
+		s.mu.Unlock()
+		return fmt.Errorf("gpu: Keep in %q: parent %w", s.path, ErrClosed)
+	}
+	a.owner.Store(p)
+	p.link(a)
+	p.mu.Unlock()
+	s.live.Add(-a.size)
+	return nil
+}
+
+// adopt registers child c. It fails if s is closed.
+func (s *Scope) adopt(c *Scope) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return fmt.Errorf("gpu: opening a scope in %q: %w", s.path, ErrClosed)
+	}
+	s.children = append(s.children, c)
+	return nil
+}
+
+func (s *Scope) removeChild(c *Scope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, k := range s.children {
+		if k == c {
+			s.children = append(s.children[:i], s.children[i+1:]...)
+			return
+		}
+	}
+}
+
+// Close ends the scope: open children are closed first, then every
+// allocation the scope still owns is released, last allocated first, and
+// then its reservation. Release errors are joined; one never stops the
+// rest. Close is idempotent.
+func (s *Scope) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var errs []error
+	s.mu.Lock()
+	kids := append([]*Scope(nil), s.children...)
+	s.mu.Unlock()
+	for i := len(kids) - 1; i >= 0; i-- {
+		errs = append(errs, kids[i].Close())
+	}
+	s.mu.Lock()
+	tail := s.tail
+	s.head, s.tail, s.count = nil, nil, 0
+	s.mu.Unlock()
+	for a := tail; a != nil; {
+		prev := a.prev
+		a.prev, a.next = nil, nil
+		if ok, err := a.release(released, s.tree.pool); ok {
+			s.uncharge(a.size)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))
+			}
+		}
+		a = prev
+	}
+	if s.region != nil {
+		if used := s.region.Used(); used != 0 {
+			errs = append(errs, fmt.Errorf("scope %q: bug: reservation still holds %d bytes", s.path, used))
+		} else if err := s.tree.pool.Free(s.resBlock); err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: releasing its reservation: %w", s.path, err))
+		}
+	}
+	if s.parent != nil {
+		s.parent.removeChild(s)
+	} else {
+		s.tree.removeRoot(s)
+	}
+	return errors.Join(errs...)
+}

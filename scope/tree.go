@@ -1,0 +1,167 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// Tree holds the scopes of one device over its pool.
+type Tree struct {
+	pool   *pool.Pool
+	device string
+	record atomic.Bool
+
+	mu     sync.Mutex // protects roots and closed
+	roots  []*Scope
+	closed bool
+}
+
+// NewTree returns an empty tree over p, for the device named device.
+func NewTree(p *pool.Pool, device string) *Tree {
+	return &Tree{pool: p, device: device}
+}
+
+// Pool returns the tree's pool.
+func (t *Tree) Pool() *pool.Pool { return t.pool }
+
+// Device returns the name of the tree's device.
+func (t *Tree) Device() string { return t.device }
+
+// RecordStacks turns recording of allocation and scope-opening stacks on or
+// off for scopes and allocations made from now on.
+func (t *Tree) RecordStacks(on bool) { t.record.Store(on) }
+
+// Recording reports whether stacks are recorded.
+func (t *Tree) Recording() bool { return t.record.Load() }
+
+// Options configure a scope when it opens.
+type Options struct {
+	Name    string // for diagnostics; its path is its ancestors' names and its own, joined by "/"
+	Reserve int64  // bytes to set aside for the scope and its children (0: none)
+	Limit   int64  // most bytes live in the scope and its children (0: none)
+}
+
+// Open opens a scope: a child of parent, or a root where parent is nil. A
+// ctx that is already done fails the open with its cause.
+func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, error) {
+	if ctx == nil {
+		return nil, errors.New("gpu: nil Context")
+	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
+		return nil, fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
+	}
+	if o.Limit > 0 && o.Reserve > o.Limit {
+		return nil, fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+	}
+	s := &Scope{tree: t, parent: parent, name: o.Name, limit: o.Limit, done: ctx.Done()}
+	s.ctx = context.WithValue(ctx, scopeKey{}, s)
+	s.path = o.Name
+	if s.path == "" {
+		s.path = "scope"
+	}
+	if parent != nil {
+		s.path = parent.path + "/" + s.path
+	}
+	if t.record.Load() {
+		s.stack = callers(3)
+	}
+	if o.Reserve > 0 {
+		a, err := s.allocFromPool(o.Reserve)
+		if err != nil {
+			return nil, fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+		}
+		r, err := pool.NewRegion(a.Ptr(), o.Reserve)
+		if err != nil {
+			return nil, errors.Join(err, t.pool.Free(a))
+		}
+		s.resBlock, s.region = a, r
+	}
+	var err error
+	if parent != nil {
+		err = parent.adopt(s)
+	} else {
+		t.mu.Lock()
+		if t.closed {
+			err = ErrClosed
+		} else {
+			t.roots = append(t.roots, s)
+		}
+		t.mu.Unlock()
+	}
+	if err != nil {
+		if s.region != nil {
+			err = errors.Join(err, t.pool.Free(s.resBlock))
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Scopes returns every open scope, parents before children.
+func (t *Tree) Scopes() []*Scope {
+	t.mu.Lock()
+	roots := append([]*Scope(nil), t.roots...)
+	t.mu.Unlock()
+	var out []*Scope
+	var walk func(s *Scope)
+	walk = func(s *Scope) {
+		out = append(out, s)
+		for _, c := range s.Children() {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return out
+}
+
+// Close closes every open scope, releasing its memory, and refuses new
+// root scopes. It returns the paths of the scopes it had to close.
+func (t *Tree) Close() (leftOpen []string, err error) {
+	t.mu.Lock()
+	t.closed = true
+	roots := append([]*Scope(nil), t.roots...)
+	t.mu.Unlock()
+	var errs []error
+	for i := len(roots) - 1; i >= 0; i-- {
+		leftOpen = append(leftOpen, roots[i].path)
+		errs = append(errs, roots[i].Close())
+	}
+	return leftOpen, errors.Join(errs...)
+}
+
+func (t *Tree) removeRoot(s *Scope) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, r := range t.roots {
+		if r == s {
+			t.roots = append(t.roots[:i], t.roots[i+1:]...)
+			return
+		}
+	}
+}
+
+type scopeKey struct{}
+
+// FromContext returns the scope that ctx was made by ([Scope.Context]).
+func FromContext(ctx context.Context) (*Scope, bool) {
+	s, ok := ctx.Value(scopeKey{}).(*Scope)
+	return s, ok
+}
+
+// callers records the stack above skip frames.
+func callers(skip int) []uintptr {
+	var pcs [32]uintptr
+	n := runtime.Callers(skip, pcs[:])
+	return append([]uintptr(nil), pcs[:n]...)
+}

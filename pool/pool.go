@@ -193,15 +193,18 @@ func (p *Pool) Free(b Block) error {
 	if !blk.live.CompareAndSwap(b.gen, 0) {
 		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
 	}
+	// Read before the block is pushed: once it is in a shard another
+	// goroutine may drain and reuse it.
+	usedElsewhere := len(blk.uses) > 0
 	sh := p.getShard()
 	sh.mu.Lock()
 	sh.account(-blk.size, -blk.requested)
-	if len(blk.uses) == 0 {
+	if !usedElsewhere {
 		sh.push(cacheKey{b.stream, blk.key}, blk)
 	}
 	sh.mu.Unlock()
 	p.putShard(sh)
-	if len(blk.uses) > 0 {
+	if usedElsewhere {
 		return p.freeAfterEvents(blk)
 	}
 	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 &&

@@ -30,7 +30,7 @@ func TestBadSizesAreRefused(t *testing.T) {
 }
 
 func TestBadFreesChangeNothing(t *testing.T) {
-	p := newPool(t, sim.New(0, 0))
+	p := newPool(t, sim.New(0, 0), pool.Shards(1)) // one shard: the freed block is the one found next
 	other := newPool(t, sim.New(0, 0))
 	b, err := p.Alloc(100)
 	require.NoError(t, err)
@@ -167,44 +167,46 @@ func TestReleaseThresholdBoundsTheCache(t *testing.T) {
 }
 
 func TestStreams(t *testing.T) {
+	// Each device holds one page, so every reuse is forced and visible.
 	const a, b = uintptr(1), uintptr(2)
+	const page = sim.DefaultPageSize
 	t.Run("a block is reused at once on its own stream", func(t *testing.T) {
-		p := newPool(t, sim.New(0, 0))
-		x, err := p.AllocOn(4096, a)
+		src := sim.New(page, 0)
+		p := newPool(t, src)
+		x, err := p.AllocOn(page, a)
 		require.NoError(t, err)
 		require.NoError(t, p.Free(x))
-		y, err := p.AllocOn(4096, a)
-		require.NoError(t, err)
+		y, err := p.AllocOn(page, a)
+		require.NoError(t, err, "only x's memory exists")
 		assert.Equal(t, x.Ptr(), y.Ptr())
+		assert.Zero(t, src.Counts().EventsRecorded, "no event on the hot path")
 		require.NoError(t, p.Free(y))
 	})
 	t.Run("a block another stream used waits for that stream's event", func(t *testing.T) {
-		src := sim.New(0, 0)
+		src := sim.New(page, 0)
 		p := newPool(t, src)
-		x, err := p.AllocOn(4096, a)
+		x, err := p.AllocOn(page, a)
 		require.NoError(t, err)
 		require.NoError(t, p.RecordUse(x, b))
 		src.SetBusy(b, true)
 		require.NoError(t, p.Free(x))
-		y, err := p.AllocOn(4096, a)
-		require.NoError(t, err)
-		assert.NotEqual(t, x.Ptr(), y.Ptr(), "stream b may still read x")
+		_, err = p.AllocOn(page, a)
+		require.ErrorIs(t, err, pool.ErrOutOfMemory, "stream b may still read x")
 		src.SetBusy(b, false)
-		z, err := p.AllocOn(4096, a)
-		require.NoError(t, err)
-		assert.Equal(t, x.Ptr(), z.Ptr(), "once b's event completed x is reused")
-		require.NoError(t, p.Free(y))
+		z, err := p.AllocOn(page, a)
+		require.NoError(t, err, "once b's event completed x is reused")
+		assert.Equal(t, x.Ptr(), z.Ptr())
 		require.NoError(t, p.Free(z))
-		assert.Positive(t, src.Counts().EventsRecorded)
 	})
-	t.Run("streams do not share cached blocks", func(t *testing.T) {
-		p := newPool(t, sim.New(0, 0))
-		x, err := p.AllocOn(4096, a)
+	t.Run("another stream gets a cached block only after an event on its stream", func(t *testing.T) {
+		src := sim.New(page, 0)
+		p := newPool(t, src)
+		x, err := p.AllocOn(page, a)
 		require.NoError(t, err)
 		require.NoError(t, p.Free(x))
-		y, err := p.AllocOn(4096, b)
+		y, err := p.AllocOn(page, b)
 		require.NoError(t, err)
-		assert.NotEqual(t, x.Ptr(), y.Ptr())
+		assert.Positive(t, src.Counts().EventsWaited, "the pool waited for stream a's work first")
 		require.NoError(t, p.Free(y))
 	})
 	t.Run("RecordUse without events is an error", func(t *testing.T) {

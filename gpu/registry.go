@@ -53,6 +53,8 @@ func RecordStacks(on bool) {
 
 // ScopeInfo describes an open scope, for leak reports.
 type ScopeInfo struct {
+	ID      uint64 // unique in the process
+	Name    string
 	Device  string
 	Path    string
 	Live    int64     // bytes live in it and its children
@@ -72,7 +74,7 @@ type BufferInfo struct {
 func (d *Device) OpenScopes() []ScopeInfo {
 	var out []ScopeInfo
 	for _, s := range d.tree.Scopes() {
-		info := ScopeInfo{Device: d.name, Path: s.Path(), Live: s.Stats().Live, Stack: s.Stack()}
+		info := ScopeInfo{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: s.Stats().Live, Stack: s.Stack()}
 		for _, a := range s.Allocations() {
 			info.Buffers = append(info.Buffers, BufferInfo{Ptr: a.Ptr(), Size: a.Size(), Stack: a.Stack()})
 		}

@@ -14,6 +14,7 @@ import (
 // A Scope is safe for use by many goroutines.
 type Scope struct {
 	tree     *Tree
+	id       uint64
 	parent   *Scope
 	name     string
 	path     string
@@ -45,6 +46,9 @@ type Stats struct {
 	Reserved    int64 // bytes of its reservation
 	Limit       int64 // its limit (0: none)
 }
+
+// ID returns a number no other scope of the process has.
+func (s *Scope) ID() uint64 { return s.id }
 
 // Name returns the scope's name; Path its ancestors' names and its own.
 func (s *Scope) Name() string { return s.name }

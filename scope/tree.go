@@ -62,7 +62,7 @@ func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, erro
 	if o.Limit > 0 && o.Reserve > o.Limit {
 		return nil, fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
-	s := &Scope{tree: t, parent: parent, name: o.Name, limit: o.Limit, done: ctx.Done()}
+	s := &Scope{tree: t, parent: parent, name: o.Name, limit: o.Limit, done: ctx.Done(), id: nextID.Add(1)}
 	s.ctx = context.WithValue(ctx, scopeKey{}, s)
 	s.path = o.Name
 	if s.path == "" {
@@ -152,6 +152,10 @@ func (t *Tree) removeRoot(s *Scope) {
 }
 
 type scopeKey struct{}
+
+// nextID numbers scopes, so that a scope can be told apart from a later one
+// at the same path.
+var nextID atomic.Uint64
 
 // FromContext returns the scope that ctx was made by ([Scope.Context]).
 func FromContext(ctx context.Context) (*Scope, bool) {

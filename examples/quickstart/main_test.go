@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+func TestQuickstartShowsMemoryComingBack(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(&out))
+	s := out.String()
+	if !gpu.CUDA {
+		assert.Contains(t, s, "Running on the host-memory device instead.")
+	}
+	assert.Contains(t, s, "all equal")
+	assert.Regexp(t, `inside the scope:\s+allocated 3.81 MiB`, s)
+	assert.Regexp(t, `after the scope .*allocated 0 B\s+reserved [1-9]`, s)
+	assert.Regexp(t, `after EmptyCache:\s+allocated 0 B\s+reserved 0 B`, s)
+}

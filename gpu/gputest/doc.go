@@ -1,0 +1,18 @@
+// Package gputest checks, as go.uber.org/goleak does for goroutines, that
+// tests leave no GPU memory behind: no scope still open and no buffer still
+// live, on any device open in the process.
+//
+//	func TestMain(m *testing.M) {
+//		gputest.VerifyTestMain(m)
+//	}
+//
+//	func TestDecode(t *testing.T) {
+//		defer gputest.VerifyNone(t)
+//		...
+//	}
+//
+// With goleak too: goleak.VerifyTestMain(gputest.Wrap(m)).
+//
+// Like goleak, VerifyNone sees the whole process: it does not work with
+// t.Parallel, since other tests' scopes are open while it looks.
+package gputest

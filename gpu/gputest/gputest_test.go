@@ -1,0 +1,199 @@
+package gputest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+// fakeT records what a check reports.
+type fakeT struct{ errs []string }
+
+func (f *fakeT) Error(args ...any) { f.errs = append(f.errs, fmt.Sprint(args...)) }
+func (f *fakeT) Helper()           {}
+
+func openHost(t *testing.T) *gpu.Device {
+	t.Helper()
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
+	return dev
+}
+
+func fast() gputest.Option { return gputest.MaxSleep(1) }
+
+func TestAnOpenScopeAndItsBufferAreReported(t *testing.T) {
+	dev := openHost(t)
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
+	s, err := dev.NewScope(gpu.Name("request"))
+	require.NoError(t, err)
+	_, err = s.Alloc(4096)
+	require.NoError(t, err)
+
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	require.Len(t, ft.errs, 1)
+	msg := ft.errs[0]
+	assert.Contains(t, msg, "1 scopes open, 1 buffers (4.00 KiB) live")
+	assert.Contains(t, msg, `[Scope "request" open on device host`)
+	assert.Contains(t, msg, `[Buffer of 4.00 KiB at 0x`)
+	assert.Contains(t, msg, "gputest_test.TestAnOpenScopeAndItsBufferAreReported", "the allocation site")
+	assert.Contains(t, msg, "gputest_test.go:", "with file and line")
+
+	require.NoError(t, s.Close())
+	ft = &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	assert.Empty(t, ft.errs, "after closing nothing is reported")
+}
+
+func TestIgnoreCurrentHidesWhatExistedBefore(t *testing.T) {
+	dev := openHost(t)
+	weights, err := dev.NewScope(gpu.Name("weights"))
+	require.NoError(t, err)
+	defer weights.Close()
+	_, err = weights.Alloc(1 << 20)
+	require.NoError(t, err)
+
+	ignore := gputest.IgnoreCurrent()
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, ignore, fast())
+	assert.Empty(t, ft.errs)
+
+	b, err := weights.Alloc(64)
+	require.NoError(t, err)
+	gputest.VerifyNone(ft, ignore, fast())
+	require.Len(t, ft.errs, 1, "a new buffer in an old scope is a leak")
+	assert.Contains(t, ft.errs[0], "64 B")
+	require.NoError(t, weights.Free(b))
+
+	assert.NoError(t, gputest.Find(gputest.IgnoreScope("weights"), fast()))
+	assert.NoError(t, gputest.Find(gputest.Devices("cuda:7"), fast()), "other devices only")
+	assert.Error(t, gputest.Find(gputest.Devices("host"), fast()))
+}
+
+func TestOptionsThatMakeNoSenseAreErrors(t *testing.T) {
+	assert.Error(t, gputest.Find(gputest.Cleanup(func(int) {})))
+	assert.Error(t, gputest.Find(gputest.IgnoreScope("")))
+	assert.Error(t, gputest.Find(gputest.Devices()))
+	assert.Error(t, gputest.Find(gputest.MaxSleep(0)))
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, nil)
+	assert.Len(t, ft.errs, 1)
+}
+
+func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {
+	dev := openHost(t)
+	s, err := dev.NewScope(gpu.Name("closing"))
+	require.NoError(t, err)
+	_, err = s.Alloc(4096)
+	require.NoError(t, err)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		<-inFlight
+		_ = s.Close()
+	}()
+	err = gputest.Find(fast(), gputest.OnRetry(func(attempt int) {
+		if attempt == 0 {
+			inFlight <- struct{}{} // the free lands while the check retries
+			<-closed
+		}
+	}))
+	assert.NoError(t, err)
+}
+
+var inFlight = make(chan struct{})
+
+func TestSteady(t *testing.T) {
+	dev := openHost(t)
+	keep, err := dev.NewScope(gpu.Name("cache"))
+	require.NoError(t, err)
+	defer keep.Close()
+
+	t.Run("a loop that keeps one buffer per iteration fails", func(t *testing.T) {
+		ft := &fakeT{}
+		gputest.Steady(ft, 2, 5, func() error {
+			_, err := keep.Alloc(1000)
+			return err
+		})
+		require.Len(t, ft.errs, 1)
+		assert.Contains(t, ft.errs[0], "grew in 5 of 5 iterations")
+		assert.Contains(t, ft.errs[0], "+1.00 KiB")
+		assert.Contains(t, ft.errs[0], `scope "host:cache" grew by 4.88 KiB`)
+	})
+	t.Run("a loop that frees passes", func(t *testing.T) {
+		ft := &fakeT{}
+		gputest.Steady(ft, 2, 5, func() error {
+			return gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+				_, err := s.Alloc(1000)
+				return err
+			})
+		})
+		assert.Empty(t, ft.errs)
+	})
+	t.Run("an error stops it", func(t *testing.T) {
+		ft := &fakeT{}
+		gputest.Steady(ft, 0, 3, func() error { return errors.New("boom") })
+		require.Len(t, ft.errs, 1)
+		assert.Contains(t, ft.errs[0], "boom")
+	})
+	t.Run("bad arguments", func(t *testing.T) {
+		ft := &fakeT{}
+		gputest.Steady(ft, 0, 1, func() error { return nil })
+		assert.Len(t, ft.errs, 1)
+	})
+}
+
+type fakeM struct {
+	code int
+	run  func()
+}
+
+func (m fakeM) Run() int {
+	if m.run != nil {
+		m.run()
+	}
+	return m.code
+}
+
+func TestVerifyTestMain(t *testing.T) {
+	dev := openHost(t)
+	var exit int
+	var out bytes.Buffer
+	restore := gputest.SetTestMainHooks(func(c int) { exit = c }, &out)
+	defer restore()
+
+	gputest.VerifyTestMain(fakeM{code: 0}, fast())
+	assert.Equal(t, 0, exit)
+
+	var leaked *gpu.Scope
+	gputest.VerifyTestMain(fakeM{code: 0, run: func() {
+		leaked, _ = dev.NewScope(gpu.Name("leaky"))
+		_, _ = leaked.Alloc(10)
+	}}, fast())
+	assert.Equal(t, 1, exit)
+	assert.Contains(t, out.String(), `[Scope "leaky"`)
+	assert.Contains(t, out.String(), "allocated at:", "VerifyTestMain records stacks")
+	require.NoError(t, leaked.Close())
+
+	gputest.VerifyTestMain(fakeM{code: 3}, fast())
+	assert.Equal(t, 3, exit, "a failed run keeps its code")
+
+	var cleaned int = -1
+	gputest.VerifyTestMain(fakeM{code: 0}, fast(), gputest.Cleanup(func(c int) { cleaned = c }))
+	assert.Equal(t, 0, cleaned)
+}

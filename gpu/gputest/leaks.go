@@ -1,0 +1,135 @@
+package gputest
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// TestingT is the part of *testing.T that VerifyNone and Steady use.
+type TestingT interface {
+	Error(args ...any)
+}
+
+// Find returns an error describing every open scope and live buffer on the
+// devices open now, or nil. It retries with a bounded backoff first, so
+// that a scope another goroutine is closing is not reported.
+func Find(opts ...Option) error {
+	o := buildOptions(opts)
+	if err := o.validFor("Find", false); err != nil {
+		return err
+	}
+	return find(o)
+}
+
+func find(o *options) error {
+	sleep := time.Microsecond
+	for attempt := 0; ; attempt++ {
+		leaks := collect(o)
+		if len(leaks) == 0 {
+			return nil
+		}
+		if attempt >= o.maxRetries {
+			return errors.New(report(leaks))
+		}
+		if o.onRetry != nil {
+			o.onRetry(attempt)
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, o.maxSleep)
+	}
+}
+
+// VerifyNone marks t failed if Find reports leaks.
+func VerifyNone(t TestingT, opts ...Option) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	o := buildOptions(opts)
+	if err := o.validFor("VerifyNone", false); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := find(o); err != nil {
+		t.Error(err)
+	}
+}
+
+// collect lists what is live and not ignored.
+func collect(o *options) []gpu.ScopeInfo {
+	var leaks []gpu.ScopeInfo
+	for _, d := range gpu.OpenDevices() {
+		if len(o.devices) > 0 && !slices.Contains(o.devices, d.Name()) {
+			continue
+		}
+		var ignoredPaths []string
+		for _, s := range d.OpenScopes() {
+			if slices.Contains(o.ignoredNames, s.Name) || slices.Contains(o.ignoredNames, s.Path) ||
+				slices.ContainsFunc(ignoredPaths, func(p string) bool { return strings.HasPrefix(s.Path, p+"/") }) {
+				ignoredPaths = append(ignoredPaths, s.Path)
+				continue
+			}
+			var bufs []gpu.BufferInfo
+			for _, b := range s.Buffers {
+				if !o.ignoredBufs[b.Ptr] {
+					bufs = append(bufs, b)
+				}
+			}
+			if o.ignoredScopes[s.ID] && len(bufs) == 0 {
+				continue
+			}
+			s.Buffers = bufs
+			leaks = append(leaks, s)
+		}
+	}
+	return leaks
+}
+
+// report writes one block per leak, most useful line first, stack after.
+func report(leaks []gpu.ScopeInfo) string {
+	var b strings.Builder
+	var total int64
+	n := 0
+	for _, s := range leaks {
+		for _, buf := range s.Buffers {
+			total += buf.Size
+			n++
+		}
+	}
+	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live\n",
+		len(leaks), n, pool.FormatBytes(total))
+	for _, s := range leaks {
+		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, pool.FormatBytes(s.Live))
+		writeStack(&b, "opened at", s.Stack)
+		for _, buf := range s.Buffers {
+			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
+				pool.FormatBytes(buf.Size), buf.Ptr, s.Path, s.Device)
+			writeStack(&b, "allocated at", buf.Stack)
+		}
+	}
+	return b.String()
+}
+
+func writeStack(b *strings.Builder, what string, pcs []uintptr) {
+	if len(pcs) == 0 {
+		fmt.Fprintf(b, "  %s: (not recorded; gputest.VerifyTestMain or gpu.RecordStacks(true) records it)\n", what)
+		return
+	}
+	fmt.Fprintf(b, "  %s:\n", what)
+	frames := runtime.CallersFrames(pcs)
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "testing.") {
+			fmt.Fprintf(b, "    %s\n      %s:%d\n", f.Function, f.File, f.Line)
+		}
+		if !more {
+			return
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package gputest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// Option changes what counts as a leak or how it is looked for.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	ignoredScopes map[uint64]bool // by ID, from IgnoreCurrent
+	ignoredBufs   map[uintptr]bool
+	ignoredNames  []string
+	devices       []string
+	maxRetries    int
+	maxSleep      time.Duration
+	cleanup       func(code int)
+	onRetry       func(attempt int) // for tests
+	errs          []error
+}
+
+func buildOptions(opts []Option) *options {
+	o := &options{maxRetries: 20, maxSleep: 100 * time.Millisecond}
+	for _, opt := range opts {
+		if opt == nil {
+			o.errs = append(o.errs, fmt.Errorf("gputest: nil Option"))
+			continue
+		}
+		opt.apply(o)
+	}
+	return o
+}
+
+// validFor returns an error for options that mean nothing to the caller.
+func (o *options) validFor(caller string, testMain bool) error {
+	if len(o.errs) > 0 {
+		return o.errs[0]
+	}
+	if o.cleanup != nil && !testMain {
+		return fmt.Errorf("gputest: Cleanup is only for VerifyTestMain and Wrap, not %s", caller)
+	}
+	return nil
+}
+
+// IgnoreCurrent ignores the scopes and buffers that are live when it is
+// called: memory a test inherits is not its leak.
+func IgnoreCurrent() Option {
+	scopes, bufs := map[uint64]bool{}, map[uintptr]bool{}
+	for _, d := range gpu.OpenDevices() {
+		for _, s := range d.OpenScopes() {
+			scopes[s.ID] = true
+			for _, b := range s.Buffers {
+				bufs[b.Ptr] = true
+			}
+		}
+	}
+	return optionFunc(func(o *options) {
+		o.ignoredScopes, o.ignoredBufs = scopes, bufs
+	})
+}
+
+// IgnoreScope ignores scopes whose name or path is name, with their
+// buffers and their children: memory such a scope holds on purpose (model
+// weights, say).
+func IgnoreScope(name string) Option {
+	return optionFunc(func(o *options) {
+		if name == "" {
+			o.errs = append(o.errs, fmt.Errorf("gputest: IgnoreScope needs a name"))
+		}
+		o.ignoredNames = append(o.ignoredNames, name)
+	})
+}
+
+// Devices restricts the check to the devices of these names (see
+// gpu.Device.Name, such as "host" or "cuda:0").
+func Devices(names ...string) Option {
+	return optionFunc(func(o *options) {
+		if len(names) == 0 {
+			o.errs = append(o.errs, fmt.Errorf("gputest: Devices needs at least one name"))
+		}
+		o.devices = append(o.devices, names...)
+	})
+}
+
+// MaxSleep bounds the wait between retries (default 100ms); with the
+// default 20 retries the check waits about two seconds at most for frees
+// still in flight before it reports them.
+func MaxSleep(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, fmt.Errorf("gputest: MaxSleep(%v) must be positive", d))
+		}
+		o.maxSleep = d
+	})
+}
+
+// Cleanup calls fn with the exit code after VerifyTestMain's check, before
+// the process exits. It is valid only for VerifyTestMain and Wrap.
+func Cleanup(fn func(exitCode int)) Option {
+	return optionFunc(func(o *options) { o.cleanup = fn })
+}

@@ -1,0 +1,137 @@
+package scope_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+func newTree(t testing.TB) *scope.Tree {
+	t.Helper()
+	p, err := pool.New(sim.New(0, 0))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	return scope.NewTree(p, "sim")
+}
+
+func TestReleaseIsLastAllocatedFirst(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), nil, scope.Options{Name: "lifo"})
+	require.NoError(t, err)
+	var ptrs []uintptr
+	for range 4 {
+		a, err := s.Alloc(512)
+		require.NoError(t, err)
+		ptrs = append(ptrs, a.Ptr())
+	}
+	require.NoError(t, s.Close())
+	// The pool's front cache is a stack per size: the block released last
+	// comes back first, so LIFO release hands out the first allocation first.
+	s2, err := tr.Open(context.Background(), nil, scope.Options{})
+	require.NoError(t, err)
+	defer s2.Close()
+	a, err := s2.Alloc(512)
+	require.NoError(t, err)
+	assert.Contains(t, ptrs, a.Ptr())
+}
+
+func TestTreeListsScopesParentsFirst(t *testing.T) {
+	tr := newTree(t)
+	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "a"})
+	require.NoError(t, err)
+	child, err := tr.Open(root.Context(), root, scope.Options{Name: "b"})
+	require.NoError(t, err)
+	var paths []string
+	for _, s := range tr.Scopes() {
+		paths = append(paths, s.Path())
+	}
+	assert.Equal(t, []string{"a", "a/b"}, paths)
+	got, ok := scope.FromContext(child.Context())
+	require.True(t, ok)
+	assert.Same(t, child, got)
+	assert.NotEqual(t, root.ID(), child.ID())
+	left, err := tr.Close()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, left)
+	assert.True(t, child.Closed(), "closing a parent closes its children")
+	_, err = tr.Open(context.Background(), nil, scope.Options{})
+	assert.ErrorIs(t, err, scope.ErrClosed)
+}
+
+func BenchmarkEmptyScope(b *testing.B) {
+	tr := newTree(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := tr.Open(ctx, nil, scope.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAllocFree is an allocation and free through a scope; compare
+// with BenchmarkBarePoolAllocFree for the scope's own cost.
+func BenchmarkAllocFree(b *testing.B) {
+	tr := newTree(b)
+	s, err := tr.Open(context.Background(), nil, scope.Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := s.Alloc(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Free(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBarePoolAllocFree(b *testing.B) {
+	p := newTree(b).Pool()
+	b.ReportAllocs()
+	for b.Loop() {
+		blk, err := p.Alloc(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Free(blk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAllocFreeRecordingStacks(b *testing.B) {
+	tr := newTree(b)
+	tr.RecordStacks(true)
+	s, err := tr.Open(context.Background(), nil, scope.Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := s.Alloc(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Free(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -346,7 +346,6 @@ func TestSecondIdenticalScopeReusesTheCache(t *testing.T) {
 	second := dev.Stats()
 	assert.Equal(t, first.SourceAllocs, second.SourceAllocs, "no new driver allocation")
 	assert.Equal(t, first.Reserved, second.Reserved)
-	assert.Greater(t, second.CacheHits, first.CacheHits)
 }
 
 func TestTypedSlicesRoundTrip(t *testing.T) {

@@ -1,0 +1,78 @@
+package host_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+func TestCapacityDoubleFreeAndBounds(t *testing.T) {
+	d, err := host.New(1 << 20)
+	require.NoError(t, err)
+	p, err := d.Alloc(1 << 19)
+	require.NoError(t, err)
+	_, err = d.Alloc(1 << 20)
+	assert.True(t, pool.IsSourceOutOfMemory(err), "beyond capacity is out of memory: %v", err)
+	assert.Error(t, d.CopyHtoD(p+(1<<19)-1, []byte{1, 2}, 0), "a copy past the end")
+	assert.Error(t, d.CopyHtoD(12345, []byte{1}, 0), "an unknown pointer")
+	require.NoError(t, d.CopyHtoD(p, []byte{7, 7}, 0))
+	require.NoError(t, d.Free(p, 1<<19))
+	assert.Error(t, d.Free(p, 1<<19), "a double free")
+	assert.Error(t, d.CopyDtoH(make([]byte, 1), p, 0), "freed memory is gone")
+	assert.Error(t, d.CopyHtoD(p, []byte{1}, 99), "an unknown stream")
+	require.NoError(t, d.Close())
+	_, err = d.Alloc(1)
+	assert.ErrorIs(t, err, host.ErrClosed)
+}
+
+func TestFaultInjection(t *testing.T) {
+	d, err := host.New(1 << 20)
+	require.NoError(t, err)
+	defer d.Close()
+	d.FailNth(host.OpAlloc, 2)
+	a, err := d.Alloc(64)
+	require.NoError(t, err)
+	_, err = d.Alloc(64)
+	assert.ErrorIs(t, err, host.ErrInjected, "the second allocation fails")
+	b, err := d.Alloc(64)
+	require.NoError(t, err, "and only that one")
+	d.FailWhen(func(op host.Op, size int64) bool { return op == host.OpCopy && size == 3 })
+	assert.ErrorIs(t, d.CopyHtoD(a, []byte{1, 2, 3}, 0), host.ErrInjected)
+	assert.NoError(t, d.CopyHtoD(a, []byte{1, 2}, 0))
+	d.FailWhen(nil)
+	d.FailNth(host.OpFree, 1)
+	assert.ErrorIs(t, d.Free(a, 64), host.ErrInjected)
+	require.NoError(t, d.Free(a, 64), "an injected failure loses nothing")
+	require.NoError(t, d.Free(b, 64))
+	assert.False(t, errors.Is(err, host.ErrClosed))
+}
+
+func TestStreamsAndEvents(t *testing.T) {
+	d, err := host.New(1 << 20)
+	require.NoError(t, err)
+	defer d.Close()
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	ev, err := d.RecordEvent(s)
+	require.NoError(t, err)
+	done, err := d.EventDone(ev)
+	require.NoError(t, err)
+	assert.True(t, done)
+	require.NoError(t, d.WaitEvent(ev))
+	require.NoError(t, d.DestroyEvent(ev))
+	assert.Error(t, d.DestroyEvent(ev))
+	require.NoError(t, d.Synchronize(s))
+	require.NoError(t, d.DestroyStream(s))
+	assert.Error(t, d.DestroyStream(s))
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 func openHost(t testing.TB, opts ...gpu.DeviceOption) *gpu.Device {
@@ -22,8 +23,29 @@ func openHost(t testing.TB, opts ...gpu.DeviceOption) *gpu.Device {
 	return dev
 }
 
+// testDevice opens the device the semantics tests run on: GPU 0 in a build
+// with CUDA support, the host-memory device otherwise. A capacity > 0 caps
+// its memory: the host device's size, or the GPU pool's limit.
+func testDevice(t testing.TB, capacity int64) *gpu.Device {
+	t.Helper()
+	if !gpu.CUDA {
+		if capacity > 0 {
+			return openHost(t, gpu.HostMemory(capacity))
+		}
+		return openHost(t)
+	}
+	var opts []gpu.DeviceOption
+	if capacity > 0 {
+		opts = append(opts, gpu.PoolOptions(pool.Limit(capacity)))
+	}
+	dev, err := gpu.Open(0, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, dev.Close()) })
+	return dev
+}
+
 func TestScopeFreesEverythingOnNormalExit(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	var b *gpu.Buffer
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		var err error
@@ -45,7 +67,7 @@ func TestScopeFreesEverythingOnNormalExit(t *testing.T) {
 }
 
 func TestScopeReturnsFnErrorAndStillFrees(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	boom := errors.New("boom")
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		_, err := s.Alloc(4096)
@@ -57,7 +79,7 @@ func TestScopeReturnsFnErrorAndStillFrees(t *testing.T) {
 }
 
 func TestScopePanicReleasesAndRepanicsWithTheSameValue(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	type myPanic struct{ n int }
 	val := &myPanic{42}
 	func() {
@@ -77,7 +99,7 @@ func TestScopePanicReleasesAndRepanicsWithTheSameValue(t *testing.T) {
 }
 
 func TestCancelledBeforeFnIsNotCalled(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	cause := errors.New("client went away")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
@@ -88,7 +110,7 @@ func TestCancelledBeforeFnIsNotCalled(t *testing.T) {
 }
 
 func TestCancelledDuringFn(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	cause := errors.New("deadline for request")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var kept *gpu.Buffer
@@ -109,7 +131,7 @@ func TestCancelledDuringFn(t *testing.T) {
 }
 
 func TestThreeDeepNestingWithKeep(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	var out *gpu.Buffer
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
 		err := gpu.WithScope(outer.Context(), dev, func(mid *gpu.Scope) error {
@@ -141,7 +163,7 @@ func TestThreeDeepNestingWithKeep(t *testing.T) {
 }
 
 func TestKeepReadsBackAcrossScopes(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
 		var b *gpu.Buffer
 		err := gpu.WithScope(outer.Context(), dev, func(in *gpu.Scope) error {
@@ -162,7 +184,7 @@ func TestKeepReadsBackAcrossScopes(t *testing.T) {
 }
 
 func TestReservationFallback(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
 		reserved := dev.Stats().Allocated
 		assert.Equal(t, int64(1<<20), reserved, "the reservation is taken when the scope opens")
@@ -186,7 +208,7 @@ func TestReservationFallback(t *testing.T) {
 }
 
 func TestKeepOutOfOwnReservationIsRefused(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
 		return gpu.WithScope(outer.Context(), dev, func(in *gpu.Scope) error {
 			b, err := in.Alloc(100)
@@ -199,7 +221,7 @@ func TestKeepOutOfOwnReservationIsRefused(t *testing.T) {
 }
 
 func TestLimitsCountAgainstEveryAncestor(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
 		_, err := outer.Alloc(600)
 		require.NoError(t, err)
@@ -221,7 +243,7 @@ func TestLimitsCountAgainstEveryAncestor(t *testing.T) {
 }
 
 func TestManyGoroutinesAllocateInOneScope(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)
@@ -261,7 +283,7 @@ func TestManyGoroutinesAllocateInOneScope(t *testing.T) {
 }
 
 func TestBadFrees(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	other := openHost(t)
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		b, err := s.Alloc(64)
@@ -288,7 +310,7 @@ func TestBadFrees(t *testing.T) {
 }
 
 func TestBadSizes(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		for _, n := range []int64{0, -1, math.MinInt64, math.MaxInt64, 1 << 50} {
 			_, err := s.Alloc(n)
@@ -312,7 +334,7 @@ func TestBadSizes(t *testing.T) {
 }
 
 func TestOutOfMemoryLeaksNothing(t *testing.T) {
-	dev := openHost(t, gpu.HostMemory(64<<20))
+	dev := testDevice(t, 64<<20)
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		a, err := s.Alloc(40 << 20)
 		require.NoError(t, err)
@@ -321,7 +343,11 @@ func TestOutOfMemoryLeaksNothing(t *testing.T) {
 		var oom *gpu.OOMError
 		require.ErrorAs(t, err, &oom)
 		assert.Equal(t, int64(40<<20), oom.Requested)
-		assert.Equal(t, int64(64<<20), oom.DeviceTotal)
+		if gpu.CUDA {
+			assert.Equal(t, int64(64<<20), oom.Limit)
+		} else {
+			assert.Equal(t, int64(64<<20), oom.DeviceTotal)
+		}
 		assert.Equal(t, 1, s.Stats().Allocations, "the failed allocation is not tracked")
 		assert.Equal(t, int64(40<<20), s.Stats().Live)
 		return s.Free(a)
@@ -331,7 +357,7 @@ func TestOutOfMemoryLeaksNothing(t *testing.T) {
 }
 
 func TestSecondIdenticalScopeReusesTheCache(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	work := func(s *gpu.Scope) error {
 		for _, n := range []int{1000, 250_000, 4_000_000} {
 			if _, err := gpu.Alloc[float32](s, n); err != nil {
@@ -349,7 +375,7 @@ func TestSecondIdenticalScopeReusesTheCache(t *testing.T) {
 }
 
 func TestTypedSlicesRoundTrip(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		x, err := gpu.Alloc[float32](s, 1000)
 		require.NoError(t, err)
@@ -376,7 +402,7 @@ func TestTypedSlicesRoundTrip(t *testing.T) {
 }
 
 func TestCopyBetweenDevices(t *testing.T) {
-	a, b := openHost(t), openHost(t)
+	a, b := testDevice(t, 0), openHost(t)
 	err := gpu.WithScope(context.Background(), a, func(sa *gpu.Scope) error {
 		return gpu.WithScope(context.Background(), b, func(sb *gpu.Scope) error {
 			x, err := sa.Alloc(3)
@@ -426,7 +452,7 @@ func TestOpenWithoutCUDA(t *testing.T) {
 }
 
 func TestEmptyCacheReturnsReservedToZero(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		_, err := s.Alloc(5 << 20)
 		return err
@@ -437,7 +463,7 @@ func TestEmptyCacheReturnsReservedToZero(t *testing.T) {
 }
 
 func TestLongLivedScope(t *testing.T) {
-	dev := openHost(t)
+	dev := testDevice(t, 0)
 	weights, err := dev.NewScope(gpu.Name("weights"))
 	require.NoError(t, err)
 	w, err := weights.Alloc(1 << 20)

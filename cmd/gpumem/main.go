@@ -1,12 +1,16 @@
 // Command gpumem works with device-memory traces.
 //
 //	gpumem replay [flags] FILE
+//	gpumem stress [flags]
 //
-// replays an allocation trace (CSV, plain or gzip, in the format of
+// replay replays an allocation trace (CSV, plain or gzip, in the format of
 // shared/traces/README.md) through gpuscope's pool and prints one JSON object:
 // peak requested and reserved bytes, their ratio, the calls made to the
 // source, and nanoseconds per operation. By default it runs on a simulated
 // device that hands out address ranges without touching memory.
+//
+// stress opens and closes nested scopes from many goroutines for a while
+// and checks that no memory is left; compute-sanitizer runs it on a GPU.
 package main
 
 import (
@@ -29,15 +33,20 @@ func main() {
 }
 
 const usage = `usage: gpumem replay [flags] FILE
+       gpumem stress [flags]
 
-Replays an allocation trace through the pool and prints one JSON object.
-Flags:
+replay replays an allocation trace through the pool and prints one JSON
+object. stress runs nested scopes from many goroutines and checks that
+nothing is left. Flags of replay:
 `
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "stress" {
+		return stress(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "replay" {
 		fmt.Fprint(stderr, usage)
-		return errors.New("unknown or missing command; the one command is replay")
+		return errors.New("unknown or missing command; the commands are replay and stress")
 	}
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)

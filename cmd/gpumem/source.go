@@ -7,9 +7,6 @@ import (
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
-// extraDrivers names the drivers this build offers besides sim.
-var extraDrivers = ""
-
 // openSource returns the memory source a replay runs on.
 func openSource(driver string, capacity, pageSize int64) (pool.Source, func(), error) {
 	if driver == "sim" {
@@ -17,6 +14,12 @@ func openSource(driver string, capacity, pageSize int64) (pool.Source, func(), e
 			return nil, nil, fmt.Errorf("--capacity must be >= 0 and --page-size a power of two")
 		}
 		return sim.New(capacity, pageSize), func() {}, nil
+	}
+	if driver == "cuda" && extraDrivers != "" {
+		if capacity != 0 {
+			return nil, nil, fmt.Errorf("--capacity is for --driver sim; cap a GPU with --limit")
+		}
+		return openCUDASource()
 	}
 	return nil, nil, fmt.Errorf("--driver %q: unknown driver; this build has: sim%s", driver, extraDrivers)
 }

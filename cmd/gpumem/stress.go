@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// stressResult is what a stress run prints.
+type stressResult struct {
+	Driver      string  `json:"driver"`
+	Seconds     float64 `json:"seconds"`
+	Goroutines  int     `json:"goroutines"`
+	Scopes      int64   `json:"scopes"`
+	Allocations int64   `json:"allocations"`
+	Kept        int64   `json:"kept"`
+	Freed       int64   `json:"freed"`
+	// What is left when every scope has ended: both must be zero.
+	AllocatedAfter int64 `json:"allocated_after"`
+	OpenScopes     int   `json:"open_scopes_after"`
+}
+
+// stress opens and closes nested scopes from many goroutines until the time
+// is up, allocating, writing, keeping and freeing buffers in them; then it
+// checks that nothing is left. It is the workload compute-sanitizer runs.
+func stress(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stress", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	driver := fs.String("driver", "host", "host, or cuda (GPU 0, in a build with -tags cuda)")
+	seconds := fs.Float64("seconds", 5, "how long to run")
+	goroutines := fs.Int("goroutines", 16, "goroutines opening scopes at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *seconds <= 0 || *goroutines <= 0 {
+		return errors.New("--seconds and --goroutines must be positive")
+	}
+	var dev *gpu.Device
+	var err error
+	switch *driver {
+	case "host":
+		dev, err = gpu.OpenHost(gpu.HostMemory(4 << 30))
+	case "cuda":
+		dev, err = gpu.Open(0)
+	default:
+		err = fmt.Errorf("--driver %q: want host or cuda", *driver)
+	}
+	if err != nil {
+		return err
+	}
+	res := stressResult{Driver: *driver, Goroutines: *goroutines}
+	var scopes, allocs, kept, freed atomic.Int64
+	deadline := time.Now().Add(time.Duration(*seconds * float64(time.Second)))
+	var wg sync.WaitGroup
+	errs := make(chan error, *goroutines)
+	start := time.Now()
+	for g := range *goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			var nest func(ctx context.Context, depth int) error
+			nest = func(ctx context.Context, depth int) error {
+				return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+					scopes.Add(1)
+					var last *gpu.Buffer
+					for range 1 + r.IntN(4) {
+						b, err := s.Alloc(int64(1 + r.IntN(3<<20)))
+						if err != nil {
+							return err
+						}
+						allocs.Add(1)
+						if err := b.Memset(byte(depth)); err != nil {
+							return err
+						}
+						last = b
+					}
+					if r.IntN(3) == 0 {
+						if err := s.Free(last); err != nil {
+							return err
+						}
+						freed.Add(1)
+					} else if depth > 0 && r.IntN(2) == 0 {
+						if err := s.Keep(last); err != nil {
+							return err
+						}
+						kept.Add(1)
+					}
+					if depth < 3 {
+						return nest(s.Context(), depth+1)
+					}
+					return nil
+				}, gpu.Name(fmt.Sprint("d", depth)))
+			}
+			for time.Now().Before(deadline) {
+				if err := nest(context.Background(), 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	res.Seconds = time.Since(start).Seconds()
+	res.Scopes, res.Allocations, res.Kept, res.Freed = scopes.Load(), allocs.Load(), kept.Load(), freed.Load()
+	st := dev.Stats()
+	res.AllocatedAfter, res.OpenScopes = st.Allocated, st.OpenScopes
+	var runErr error
+	for err := range errs {
+		runErr = errors.Join(runErr, err)
+	}
+	runErr = errors.Join(runErr, dev.Close())
+	if res.AllocatedAfter != 0 || res.OpenScopes != 0 {
+		runErr = errors.Join(runErr, fmt.Errorf("left behind: %d bytes, %d scopes", res.AllocatedAfter, res.OpenScopes))
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return errors.Join(runErr, enc.Encode(res))
+}

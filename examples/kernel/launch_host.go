@@ -1,0 +1,32 @@
+//go:build !cuda
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+func openDevice(w io.Writer) (*gpu.Device, error) {
+	fmt.Fprintln(w, "This build has no CUDA support (build with -tags cuda): saxpy runs on the host-memory device.")
+	return gpu.OpenHost()
+}
+
+// saxpy computes on the host device: the buffers are read, combined in Go
+// and written back, standing in for the kernel.
+func saxpy(_ *gpu.Device, y, x *gpu.Slice[float32], a float32, n int) error {
+	hx, hy := make([]float32, n), make([]float32, n)
+	if err := x.CopyToHost(hx); err != nil {
+		return err
+	}
+	if err := y.CopyToHost(hy); err != nil {
+		return err
+	}
+	for i := range hy {
+		hy[i] = float32(math.FMA(float64(a), float64(hx[i]), float64(hy[i])))
+	}
+	return y.CopyFromHost(hy)
+}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+func TestSaxpyMatchesGo(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(&out, 10_007)) // not a multiple of the block size
+	assert.Contains(t, out.String(), "all 10007 results equal Go's")
+	assert.Contains(t, out.String(), "after the scope: 0 bytes allocated")
+}

@@ -1,0 +1,246 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"gorgonia.org/cu"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/cuda"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+func open(t testing.TB) *cuda.Driver {
+	t.Helper()
+	d, err := cuda.Open(0)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, d.Close()) })
+	return d
+}
+
+func TestOpenBadOrdinal(t *testing.T) {
+	n, err := cuda.Count()
+	require.NoError(t, err)
+	_, err = cuda.Open(n)
+	assert.ErrorIs(t, err, cuda.ErrNoDevice)
+	_, err = cuda.Open(-1)
+	assert.ErrorIs(t, err, cuda.ErrNoDevice)
+}
+
+func TestErrorsKeepTheCUDAResult(t *testing.T) {
+	d := open(t)
+	_, err := d.Alloc(1 << 50)
+	require.Error(t, err)
+	var ce *cuda.Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "cuMemAlloc", ce.Op)
+	assert.Equal(t, 2, ce.Result, "CUDA_ERROR_OUT_OF_MEMORY")
+	assert.True(t, pool.IsSourceOutOfMemory(err))
+	assert.ErrorIs(t, err, cu.OutOfMemory, "cu's own error is kept")
+
+	assert.Error(t, d.Free(12345, 1), "freeing an address that is not an allocation")
+	assert.Error(t, d.CopyHtoD(0, []byte{1}, 0), "a copy to address 0")
+	assert.Error(t, d.CopyHtoD(0, []byte{1}, 777), "an unknown stream")
+	_, err = d.EventDone(999)
+	assert.Error(t, err)
+}
+
+func TestPagesMapAndUnmap(t *testing.T) {
+	d := open(t)
+	page := d.PageSize()
+	assert.Equal(t, int64(2<<20), page, "the H200's granularity")
+	va, err := d.ReserveAddress(8 * page)
+	require.NoError(t, err)
+	p1, err := d.CreatePage()
+	require.NoError(t, err)
+	p2, err := d.CreatePage()
+	require.NoError(t, err)
+	require.NoError(t, d.MapPages(va+uintptr(page), []uint64{p1, p2}))
+	data := make([]byte, 2*page)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	require.NoError(t, d.CopyHtoD(va+uintptr(page), data, 0))
+	back := make([]byte, 2*page)
+	require.NoError(t, d.CopyDtoH(back, va+uintptr(page), 0))
+	assert.Equal(t, data, back)
+	require.NoError(t, d.UnmapPages(va+uintptr(page), 2*page))
+	// The page moves: map p2 elsewhere and find its bytes there.
+	require.NoError(t, d.MapPages(va+uintptr(5*page), []uint64{p2}))
+	require.NoError(t, d.CopyDtoH(back[:page], va+uintptr(5*page), 0))
+	assert.Equal(t, data[page:], back[:page])
+	require.NoError(t, d.UnmapPages(va+uintptr(5*page), page))
+	require.NoError(t, d.ReleasePage(p1))
+	require.NoError(t, d.ReleasePage(p2))
+	require.NoError(t, d.ReleaseAddress(va, 8*page))
+}
+
+func TestStreamsAndEvents(t *testing.T) {
+	d := open(t)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	p, err := d.Alloc(1 << 20)
+	require.NoError(t, err)
+	require.NoError(t, d.Memset(p, 9, 1<<20, s))
+	ev, err := d.RecordEvent(s)
+	require.NoError(t, err)
+	require.NoError(t, d.WaitEvent(ev))
+	done, err := d.EventDone(ev)
+	require.NoError(t, err)
+	assert.True(t, done)
+	require.NoError(t, d.DestroyEvent(ev))
+	got := make([]byte, 1)
+	require.NoError(t, d.CopyDtoH(got, p+12345, s))
+	assert.Equal(t, byte(9), got[0])
+	require.NoError(t, d.Synchronize(s))
+	require.NoError(t, d.DestroyStream(s))
+	require.NoError(t, d.Free(p, 1<<20))
+}
+
+// TestPoolOnTheGPU runs the caching pool on real pages: allocations of
+// many sizes, written and read back, then everything returned.
+func TestPoolOnTheGPU(t *testing.T) {
+	d := open(t)
+	free0, _, err := d.MemInfo()
+	require.NoError(t, err)
+	p, err := pool.New(d)
+	require.NoError(t, err)
+	require.True(t, p.Expandable())
+	var live []pool.Block
+	for i, n := range []int64{1, 512, 4096, 1 << 20, 3 << 20, 17 << 20, 100 << 20, 5000, 64 << 20} {
+		b, err := p.Alloc(n)
+		require.NoError(t, err)
+		require.NoError(t, d.Memset(b.Ptr(), byte(i+1), n, 0))
+		live = append(live, b)
+	}
+	for i, b := range live {
+		got := make([]byte, 1)
+		require.NoError(t, d.CopyDtoH(got, b.Ptr()+uintptr(b.Size()-1), 0))
+		assert.Equal(t, byte(i+1), got[0], "block %d kept its bytes", i)
+	}
+	for i := 0; i < len(live); i += 2 {
+		require.NoError(t, p.Free(live[i]))
+	}
+	big, err := p.Alloc(150 << 20)
+	require.NoError(t, err, "pages move from freed blocks")
+	require.NoError(t, d.Memset(big.Ptr(), 1, 150<<20, 0))
+	for i := 1; i < len(live); i += 2 {
+		require.NoError(t, p.Free(live[i]))
+	}
+	require.NoError(t, p.Free(big))
+	st := p.Stats()
+	t.Logf("stats: %+v", st)
+	require.NoError(t, p.Close())
+	free1, _, err := d.MemInfo()
+	require.NoError(t, err)
+	assert.InDelta(t, free0, free1, 64<<20, "the memory went back to the driver")
+}
+
+var sizes = []int64{256, 1 << 20, 64 << 20}
+
+// BenchmarkAllocFree compares a cached allocation and free through gpuscope
+// with the driver's own calls, at the sizes of docs/benchmarks.md.
+func BenchmarkAllocFree(b *testing.B) {
+	for _, n := range sizes {
+		name := pool.FormatBytes(n)
+		b.Run(fmt.Sprintf("gpuscope-scope/size=%s", name), func(b *testing.B) {
+			dev, err := gpu.Open(0)
+			require.NoError(b, err)
+			defer dev.Close()
+			s, err := dev.NewScope()
+			require.NoError(b, err)
+			defer s.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				x, err := s.Alloc(n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Free(x); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("gpuscope-pool/size=%s", name), func(b *testing.B) {
+			d := open(b)
+			p, err := pool.New(d)
+			require.NoError(b, err)
+			defer p.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				x, err := p.Alloc(n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Free(x); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("cuMemAlloc/size=%s", name), func(b *testing.B) {
+			d := open(b)
+			err := d.Do(func() error {
+				for b.Loop() {
+					p, err := cu.MemAlloc(n)
+					if err != nil {
+						return err
+					}
+					if err := cu.MemFree(p); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			require.NoError(b, err)
+		})
+		b.Run(fmt.Sprintf("cuMemAllocAsync/size=%s", name), func(b *testing.B) {
+			d := open(b)
+			err := d.Do(func() error {
+				if err := cuda.KeepAsyncPool(0); err != nil {
+					return err
+				}
+				for b.Loop() {
+					p, err := cuda.AllocAsync(n)
+					if err != nil {
+						return err
+					}
+					if err := cuda.FreeAsync(p); err != nil {
+						return err
+					}
+				}
+				return errors.Join(cu.Synchronize())
+			})
+			require.NoError(b, err)
+		})
+	}
+}
+
+// TestScopesOnTheGPU is a short version of the semantics, for
+// compute-sanitizer runs of this binary.
+func TestScopesOnTheGPU(t *testing.T) {
+	dev, err := gpu.Open(0)
+	require.NoError(t, err)
+	defer dev.Close()
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		x, err := gpu.Alloc[int32](s, 1000)
+		if err != nil {
+			return err
+		}
+		return x.Memset(0)
+	})
+	require.NoError(t, err)
+	assert.Zero(t, dev.Stats().Allocated)
+}

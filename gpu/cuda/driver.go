@@ -1,0 +1,434 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+)
+
+// Driver is one CUDA device. It is safe for concurrent use.
+type Driver struct {
+	ordinal  int
+	dev      cu.Device
+	ctx      cu.CUContext
+	name     string
+	pageSize int64
+
+	mu      sync.Mutex // protects the fields below
+	closed  bool
+	streams map[uintptr]cu.Stream
+	events  map[uintptr]cu.Event
+	nextID  uintptr
+}
+
+var (
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.PageMapper = (*Driver)(nil)
+)
+
+// Count returns the number of CUDA devices.
+func Count() (int, error) {
+	n, err := cu.NumDevices()
+	return n, wrap("cuDeviceGetCount", err)
+}
+
+// Info describes a device without opening it.
+func Info(ordinal int) (name string, total int64, err error) {
+	n, err := Count()
+	if err != nil {
+		return "", 0, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return "", 0, fmt.Errorf("%w: ordinal %d of %d", ErrNoDevice, ordinal, n)
+	}
+	d, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return "", 0, wrap("cuDeviceGet", err)
+	}
+	if name, err = d.Name(); err != nil {
+		return "", 0, wrap("cuDeviceGetName", err)
+	}
+	total, err = d.TotalMem()
+	return name, total, wrap("cuDeviceTotalMem", err)
+}
+
+// Open retains the primary context of device ordinal.
+func Open(ordinal int) (*Driver, error) {
+	name, _, err := Info(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return nil, wrap("cuDeviceGet", err)
+	}
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return nil, wrap("cuDevicePrimaryCtxRetain", err)
+	}
+	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: fmt.Sprintf("%s (cuda:%d)", name, ordinal),
+		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1}
+	err = d.Do(func() error {
+		var err error
+		d.pageSize, err = granularity(ordinal)
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(err, wrap("cuDevicePrimaryCtxRelease", dev.ReleasePrimaryCtx()))
+	}
+	return d, nil
+}
+
+// Do runs fn on a locked OS thread with the device's context current, for
+// calls the driver does not wrap (kernel launches).
+func (d *Driver) Do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(d.ctx); err != nil {
+		return wrap("cuCtxSetCurrent", err)
+	}
+	return fn()
+}
+
+// Ordinal returns the device's ordinal.
+func (d *Driver) Ordinal() int { return d.ordinal }
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return d.name }
+
+func (d *Driver) open() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// MemInfo implements driver.Driver.
+func (d *Driver) MemInfo() (free, total int64, err error) {
+	if err := d.open(); err != nil {
+		return 0, 0, err
+	}
+	err = d.Do(func() error {
+		var err error
+		free, total, err = cu.MemInfo()
+		return wrap("cuMemGetInfo", err)
+	})
+	return free, total, err
+}
+
+// Alloc implements driver.Driver with cuMemAlloc.
+func (d *Driver) Alloc(size int64) (ptr uintptr, err error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	if size <= 0 {
+		return 0, fmt.Errorf("cuda: Alloc(%d): size must be positive", size)
+	}
+	err = d.Do(func() error {
+		p, err := cu.MemAlloc(size)
+		ptr = uintptr(p)
+		return wrap("cuMemAlloc", err)
+	})
+	return ptr, err
+}
+
+// Free implements driver.Driver with cuMemFree, whose error is returned.
+func (d *Driver) Free(ptr uintptr, size int64) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.Do(func() error { return wrap("cuMemFree", cu.MemFree(cu.DevicePtr(ptr))) })
+}
+
+func (d *Driver) stream(s uintptr) (cu.Stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return cu.Stream{}, ErrClosed
+	}
+	st, ok := d.streams[s]
+	if !ok {
+		return cu.Stream{}, fmt.Errorf("cuda: stream %#x does not exist", s)
+	}
+	return st, nil
+}
+
+// CopyHtoD implements driver.Driver.
+func (d *Driver) CopyHtoD(dst uintptr, src []byte, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil || len(src) == 0 {
+		return err
+	}
+	return d.Do(func() error {
+		if err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)), st); err != nil {
+			return wrap("cuMemcpyHtoDAsync", err)
+		}
+		// src is Go memory: wait before it may be reused or moved.
+		return wrap("cuStreamSynchronize", st.Synchronize())
+	})
+}
+
+// CopyDtoH implements driver.Driver.
+func (d *Driver) CopyDtoH(dst []byte, src uintptr, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil || len(dst) == 0 {
+		return err
+	}
+	return d.Do(func() error {
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)), st); err != nil {
+			return wrap("cuMemcpyDtoHAsync", err)
+		}
+		return wrap("cuStreamSynchronize", st.Synchronize())
+	})
+}
+
+// CopyDtoD implements driver.Driver.
+func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil || n == 0 {
+		return err
+	}
+	return d.Do(func() error {
+		if err := cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), n, st); err != nil {
+			return wrap("cuMemcpyDtoDAsync", err)
+		}
+		return wrap("cuStreamSynchronize", st.Synchronize())
+	})
+}
+
+// Memset implements driver.Driver.
+func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil || n == 0 {
+		return err
+	}
+	return d.Do(func() error {
+		if err := cu.MemsetD8Async(cu.DevicePtr(dst), v, n, st); err != nil {
+			return wrap("cuMemsetD8Async", err)
+		}
+		return wrap("cuStreamSynchronize", st.Synchronize())
+	})
+}
+
+// NewStream implements driver.Driver.
+func (d *Driver) NewStream() (uintptr, error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	var st cu.Stream
+	err := d.Do(func() error {
+		var err error
+		st, err = cu.MakeStream(cu.NonBlocking)
+		return wrap("cuStreamCreate", err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nextID++
+	d.streams[d.nextID] = st
+	return d.nextID, nil
+}
+
+// Stream returns the cu.Stream behind a handle, for kernel launches.
+func (d *Driver) Stream(s uintptr) (cu.Stream, error) { return d.stream(s) }
+
+// DestroyStream implements driver.Driver.
+func (d *Driver) DestroyStream(s uintptr) error {
+	d.mu.Lock()
+	st, ok := d.streams[s]
+	if s == 0 || !ok {
+		d.mu.Unlock()
+		return fmt.Errorf("cuda: DestroyStream(%#x): no such stream", s)
+	}
+	delete(d.streams, s)
+	d.mu.Unlock()
+	return d.Do(func() error {
+		if err := st.Synchronize(); err != nil {
+			return wrap("cuStreamSynchronize", err)
+		}
+		return wrap("cuStreamDestroy", st.Destroy())
+	})
+}
+
+// Synchronize implements driver.Driver.
+func (d *Driver) Synchronize(s uintptr) error {
+	st, err := d.stream(s)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error { return wrap("cuStreamSynchronize", st.Synchronize()) })
+}
+
+// RecordEvent implements driver.Driver.
+func (d *Driver) RecordEvent(s uintptr) (uintptr, error) {
+	st, err := d.stream(s)
+	if err != nil {
+		return 0, err
+	}
+	var ev cu.Event
+	err = d.Do(func() error {
+		var err error
+		if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			return wrap("cuEventCreate", err)
+		}
+		if err := ev.Record(st); err != nil {
+			return errors.Join(wrap("cuEventRecord", err), wrap("cuEventDestroy", cu.DestroyEvent(&ev)))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nextID++
+	d.events[d.nextID] = ev
+	return d.nextID, nil
+}
+
+func (d *Driver) event(id uintptr) (cu.Event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ev, ok := d.events[id]
+	if !ok {
+		return cu.Event{}, fmt.Errorf("cuda: event %#x does not exist", id)
+	}
+	return ev, nil
+}
+
+// EventDone implements driver.Driver with cuEventQuery; it never blocks.
+func (d *Driver) EventDone(id uintptr) (bool, error) {
+	ev, err := d.event(id)
+	if err != nil {
+		return false, err
+	}
+	var done bool
+	err = d.Do(func() error {
+		err := ev.Query()
+		if err == nil {
+			done = true
+			return nil
+		}
+		if err == cu.NotReady {
+			return nil
+		}
+		return wrap("cuEventQuery", err)
+	})
+	return done, err
+}
+
+// WaitEvent implements driver.Driver.
+func (d *Driver) WaitEvent(id uintptr) error {
+	ev, err := d.event(id)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error { return wrap("cuEventSynchronize", ev.Synchronize()) })
+}
+
+// DestroyEvent implements driver.Driver.
+func (d *Driver) DestroyEvent(id uintptr) error {
+	d.mu.Lock()
+	ev, ok := d.events[id]
+	delete(d.events, id)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: DestroyEvent(%#x): no such event", id)
+	}
+	return d.Do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&ev)) })
+}
+
+// PageSize implements driver.PageMapper: the allocation granularity.
+func (d *Driver) PageSize() int64 { return d.pageSize }
+
+// ReserveAddress implements driver.PageMapper.
+func (d *Driver) ReserveAddress(size int64) (ptr uintptr, err error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	err = d.Do(func() error {
+		var err error
+		ptr, err = reserveAddress(size, d.pageSize)
+		return err
+	})
+	return ptr, err
+}
+
+// ReleaseAddress implements driver.PageMapper.
+func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
+	return d.Do(func() error { return freeAddress(ptr, size) })
+}
+
+// CreatePage implements driver.PageMapper.
+func (d *Driver) CreatePage() (page uint64, err error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	err = d.Do(func() error {
+		var err error
+		page, err = createPage(d.pageSize, d.ordinal)
+		return err
+	})
+	return page, err
+}
+
+// ReleasePage implements driver.PageMapper.
+func (d *Driver) ReleasePage(page uint64) error {
+	return d.Do(func() error { return releasePage(page) })
+}
+
+// MapPages implements driver.PageMapper.
+func (d *Driver) MapPages(ptr uintptr, pages []uint64) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.Do(func() error { return mapPages(ptr, d.pageSize, pages, d.ordinal) })
+}
+
+// UnmapPages implements driver.PageMapper.
+func (d *Driver) UnmapPages(ptr uintptr, size int64) error {
+	if size%d.pageSize != 0 || int64(ptr)%d.pageSize != 0 {
+		return fmt.Errorf("cuda: UnmapPages(%#x, %d): not whole pages of %d bytes", ptr, size, d.pageSize)
+	}
+	return d.Do(func() error { return unmapPages(ptr, size, d.pageSize) })
+}
+
+// Close implements driver.Driver: it destroys the streams and events it
+// made and releases the primary context.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	streams, events := d.streams, d.events
+	d.streams, d.events = map[uintptr]cu.Stream{}, map[uintptr]cu.Event{}
+	d.mu.Unlock()
+	var errs []error
+	err := d.Do(func() error {
+		for id, st := range streams {
+			if id != 0 {
+				errs = append(errs, wrap("cuStreamDestroy", st.Destroy()))
+			}
+		}
+		for _, ev := range events {
+			errs = append(errs, wrap("cuEventDestroy", cu.DestroyEvent(&ev)))
+		}
+		return nil
+	})
+	errs = append(errs, err, wrap("cuDevicePrimaryCtxRelease", d.dev.ReleasePrimaryCtx()))
+	return errors.Join(errs...)
+}

@@ -1,0 +1,205 @@
+//go:build cuda
+
+package cuda
+
+// The driver calls gorgonia.org/cu does not wrap: virtual memory management
+// (reserve, create, map, set access) for the pool's expandable arenas, and
+// the stream-ordered allocator for benchmarks. This is the project's only
+// cgo besides cu itself.
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+#include <string.h>
+
+static CUmemAllocationProp gs_prop(int dev) {
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	return prop;
+}
+
+static CUresult gs_granularity(size_t *g, int dev) {
+	CUmemAllocationProp prop = gs_prop(dev);
+	return cuMemGetAllocationGranularity(g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+}
+
+static CUresult gs_reserve(CUdeviceptr *ptr, size_t size, size_t align) {
+	return cuMemAddressReserve(ptr, size, align, 0, 0);
+}
+
+static CUresult gs_address_free(CUdeviceptr ptr, size_t size) {
+	return cuMemAddressFree(ptr, size);
+}
+
+static CUresult gs_create(CUmemGenericAllocationHandle *h, size_t size, int dev) {
+	CUmemAllocationProp prop = gs_prop(dev);
+	return cuMemCreate(h, size, &prop, 0);
+}
+
+static CUresult gs_release(CUmemGenericAllocationHandle h) {
+	return cuMemRelease(h);
+}
+
+// gs_map maps n handles of page bytes each at ptr, then makes the range
+// readable and writable with one call. On failure it unmaps what it mapped.
+static CUresult gs_map(CUdeviceptr ptr, size_t page, const CUmemGenericAllocationHandle *h, int n, int dev) {
+	CUresult r;
+	int i;
+	for (i = 0; i < n; i++) {
+		r = cuMemMap(ptr + (size_t)i * page, page, 0, h[i], 0);
+		if (r != CUDA_SUCCESS) {
+			goto undo;
+		}
+	}
+	CUmemAccessDesc d;
+	memset(&d, 0, sizeof d);
+	d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	d.location.id = dev;
+	d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	r = cuMemSetAccess(ptr, (size_t)n * page, &d, 1);
+	if (r == CUDA_SUCCESS) {
+		return r;
+	}
+undo:
+	while (i-- > 0) {
+		cuMemUnmap(ptr + (size_t)i * page, page);
+	}
+	return r;
+}
+
+// gs_unmap unmaps page by page: cuMemUnmap must cover whole mappings, and
+// each page was mapped on its own.
+static CUresult gs_unmap(CUdeviceptr ptr, size_t size, size_t page) {
+	size_t off;
+	for (off = 0; off < size; off += page) {
+		CUresult r = cuMemUnmap(ptr + off, page);
+		if (r != CUDA_SUCCESS) {
+			return r;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult gs_alloc_async(CUdeviceptr *p, size_t n, CUstream s) {
+	return cuMemAllocAsync(p, n, s);
+}
+
+static CUresult gs_free_async(CUdeviceptr p, CUstream s) {
+	return cuMemFreeAsync(p, s);
+}
+
+// gs_keep_pool raises the release threshold of the device's default
+// stream-ordered pool so that it keeps freed memory, as a caching
+// allocator does.
+static CUresult gs_keep_pool(int dev) {
+	CUmemoryPool pool;
+	CUresult r = cuDeviceGetDefaultMemPool(&pool, dev);
+	if (r != CUDA_SUCCESS) {
+		return r;
+	}
+	cuuint64_t t = ~(cuuint64_t)0;
+	return cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &t);
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+func granularity(dev int) (int64, error) {
+	var g C.size_t
+	if r := C.gs_granularity(&g, C.int(dev)); r != C.CUDA_SUCCESS {
+		return 0, resultError("cuMemGetAllocationGranularity", int(r))
+	}
+	return int64(g), nil
+}
+
+func reserveAddress(size int64, align int64) (uintptr, error) {
+	var p C.CUdeviceptr
+	if r := C.gs_reserve(&p, C.size_t(size), C.size_t(align)); r != C.CUDA_SUCCESS {
+		return 0, resultError("cuMemAddressReserve", int(r))
+	}
+	return uintptr(p), nil
+}
+
+func freeAddress(ptr uintptr, size int64) error {
+	if r := C.gs_address_free(C.CUdeviceptr(ptr), C.size_t(size)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemAddressFree", int(r))
+	}
+	return nil
+}
+
+func createPage(size int64, dev int) (uint64, error) {
+	var h C.CUmemGenericAllocationHandle
+	if r := C.gs_create(&h, C.size_t(size), C.int(dev)); r != C.CUDA_SUCCESS {
+		return 0, resultError("cuMemCreate", int(r))
+	}
+	return uint64(h), nil
+}
+
+func releasePage(h uint64) error {
+	if r := C.gs_release(C.CUmemGenericAllocationHandle(h)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemRelease", int(r))
+	}
+	return nil
+}
+
+func mapPages(ptr uintptr, page int64, pages []uint64, dev int) error {
+	if len(pages) == 0 {
+		return nil
+	}
+	hs := make([]C.CUmemGenericAllocationHandle, len(pages))
+	for i, p := range pages {
+		hs[i] = C.CUmemGenericAllocationHandle(p)
+	}
+	if r := C.gs_map(C.CUdeviceptr(ptr), C.size_t(page), &hs[0], C.int(len(hs)), C.int(dev)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemMap/cuMemSetAccess", int(r))
+	}
+	return nil
+}
+
+func unmapPages(ptr uintptr, size, page int64) error {
+	if r := C.gs_unmap(C.CUdeviceptr(ptr), C.size_t(size), C.size_t(page)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemUnmap", int(r))
+	}
+	return nil
+}
+
+// rawStream is the CUstream inside a cu.Stream, which holds nothing else.
+func rawStream(s cu.Stream) C.CUstream {
+	return *(*C.CUstream)(unsafe.Pointer(&s))
+}
+
+// AllocAsync and FreeAsync are cuMemAllocAsync and cuMemFreeAsync on the
+// default stream; for benchmarks against the driver's own pool. The calling
+// goroutine must hold the device's context (see Driver.Do).
+func AllocAsync(n int64) (uintptr, error) {
+	var p C.CUdeviceptr
+	if r := C.gs_alloc_async(&p, C.size_t(n), rawStream(cu.Stream{})); r != C.CUDA_SUCCESS {
+		return 0, resultError("cuMemAllocAsync", int(r))
+	}
+	return uintptr(p), nil
+}
+
+// FreeAsync: see AllocAsync.
+func FreeAsync(p uintptr) error {
+	if r := C.gs_free_async(C.CUdeviceptr(p), rawStream(cu.Stream{})); r != C.CUDA_SUCCESS {
+		return resultError("cuMemFreeAsync", int(r))
+	}
+	return nil
+}
+
+// KeepAsyncPool raises the release threshold of the device's default
+// stream-ordered pool so that it keeps what is freed.
+func KeepAsyncPool(dev int) error {
+	if r := C.gs_keep_pool(C.int(dev)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemPoolSetAttribute", int(r))
+	}
+	return nil
+}

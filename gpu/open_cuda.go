@@ -1,0 +1,61 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/gpu/cuda"
+)
+
+// Open opens CUDA device i: a device with its own caching pool, whose
+// arenas map pages (cuMemCreate and cuMemMap). A bad ordinal fails with
+// ErrNoDevice.
+func Open(i int, opts ...DeviceOption) (*Device, error) {
+	o, err := buildDeviceOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.hostMemory != 0 {
+		return nil, errors.New("gpu: HostMemory is for OpenHost; a GPU's memory is what it has (use PoolOptions(pool.Limit(n)) to cap it)")
+	}
+	drv, err := cuda.Open(i)
+	if errors.Is(err, cuda.ErrNoDevice) {
+		return nil, fmt.Errorf("%w: %w", ErrNoDevice, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newDevice(drv, fmt.Sprintf("cuda:%d", i), o)
+}
+
+// DeviceInfo describes a CUDA device.
+type DeviceInfo struct {
+	Ordinal     int
+	Name        string
+	TotalMemory int64
+}
+
+// Devices lists the CUDA devices.
+func Devices() ([]DeviceInfo, error) {
+	n, err := cuda.Count()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: the CUDA driver reports no device", ErrNoDevice)
+	}
+	out := make([]DeviceInfo, n)
+	for i := range out {
+		name, total, err := cuda.Info(i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = DeviceInfo{Ordinal: i, Name: name, TotalMemory: total}
+	}
+	return out, nil
+}
+
+// CUDA reports whether this build has CUDA support.
+const CUDA = true

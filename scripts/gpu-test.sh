@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# gpu-test.sh builds here and runs there: the CUDA test binaries of every
+# package.
+#
+#   scripts/gpu-test.sh build          # on any machine with Go: cuda.h and the
+#                                      # stub libcuda come from scripts/cuda-sdk.sh
+#   scripts/gpu-test.sh run [LOGDIR]   # on the GPU machine, from the repository root
+#
+# build writes .gpubin/: one test binary per package (PKG.test), the gpumem
+# and kernel commands, and a list of which directory each test runs in. run
+# needs no Go: it runs each test binary in its package directory and prints
+# a go-test-style summary. Where there is no GPU it says so and exits 2: the
+# tests were not run, which is not a pass.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bin=.gpubin
+
+case "${1:-}" in
+build)
+  eval "$(scripts/cuda-sdk.sh)"
+  rm -rf "$bin" && mkdir -p "$bin"
+  : >"$bin/tests.txt"
+  for pkg in $(go list -tags cuda ./...); do
+    dir=$(go list -tags cuda -f '{{.Dir}}' "$pkg")
+    name=$(echo "${pkg#github.com/gpuscope/gpuscope/}" | tr / _)
+    if [ -n "$(go list -tags cuda -f '{{join .TestGoFiles ""}}{{join .XTestGoFiles ""}}' "$pkg")" ]; then
+      go test -c -tags cuda -ldflags='-s -w' -o "$bin/$name.test" "$pkg"
+      echo "$name.test ${dir#$root/}" >>"$bin/tests.txt"
+    fi
+  done
+  go build -tags cuda -ldflags='-s -w' -o "$bin/gpumem" ./cmd/gpumem
+  go build -tags cuda -ldflags='-s -w' -o "$bin/kernel" ./examples/kernel
+  echo "built $(wc -l <"$bin/tests.txt") test binaries in $bin/"
+  ;;
+run)
+  logs=${2:-$bin/logs}
+  mkdir -p "$logs"
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1' || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu-test: no NVIDIA driver or GPU on this machine: the CUDA tests were NOT run" >&2
+    exit 2
+  fi
+  pass=0 fail=0
+  while read -r test dir; do
+    if (cd "$dir" && "$root/$bin/$test" -test.v -test.count=1 >"$root/$logs/$test.log" 2>&1 </dev/null); then
+      pass=$((pass + 1)); echo "ok   $test ($dir)"
+    else
+      fail=$((fail + 1)); echo "FAIL $test ($dir)"; tail -40 "$root/$logs/$test.log"
+    fi
+  done <"$bin/tests.txt"
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+  ;;
+*)
+  echo "usage: $0 build | run [LOGDIR]" >&2
+  exit 64
+  ;;
+esac

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# gpu-validate.sh runs, on the GPU machine, everything docs/gpu-validation.md
+# and docs/benchmarks.md report, after `scripts/gpu-test.sh build` here.
+# Logs go to LOGDIR (default .gpubin/logs).
+#
+#   scripts/gpu-validate.sh [LOGDIR]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+logs=${1:-.gpubin/logs}
+mkdir -p "$logs"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  nvidia-smi | head -4
+} >"$logs/machine.txt" 2>&1
+
+scripts/gpu-test.sh run "$logs" 2>&1 | tee "$logs/summary.txt"
+
+# Benchmarks, one run, all sizes and methods.
+(cd gpu/cuda && "$root/.gpubin/gpu_cuda.test" -test.run XXX -test.bench . -test.benchtime 0.5s -test.count 5) >"$logs/bench_go.txt" 2>&1
+python3 scripts/bench_python.py >"$logs/bench_python.json" 2>&1
+
+# Trace replays on the GPU, to compare with the simulated source.
+for t in mlp_train resnet50_train; do
+  .gpubin/gpumem replay --driver cuda "cmd/gpumem/testdata/$t.csv.gz" >"$logs/replay_cuda_$t.json" 2>&1
+done
+
+# compute-sanitizer: the kernel example and a 30-second stress run.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)
+if [ -n "$sanitizer" ]; then
+  "$sanitizer" --tool memcheck --error-exitcode 9 .gpubin/kernel >"$logs/sanitizer_kernel.txt" 2>&1
+  echo "exit $?" >>"$logs/sanitizer_kernel.txt"
+  "$sanitizer" --tool memcheck --error-exitcode 9 .gpubin/gpumem stress --driver cuda --seconds 30 --goroutines 16 >"$logs/sanitizer_stress.txt" 2>&1
+  echo "exit $?" >>"$logs/sanitizer_stress.txt"
+else
+  echo "compute-sanitizer not found" >"$logs/sanitizer_kernel.txt"
+fi
+ls -la "$logs"

@@ -11,8 +11,9 @@ import (
 // they never touch released memory. Copies use the default stream and
 // return when done.
 type Buffer struct {
-	a   *scope.Allocation
+	a   *scope.Allocation // points to own, below
 	dev *Device
+	own scope.Allocation
 }
 
 // Size returns the bytes allocated.

@@ -88,11 +88,13 @@ func (s *Scope) Context() context.Context { return s.s.Context() }
 
 // Alloc allocates size bytes owned by the scope.
 func (s *Scope) Alloc(size int64) (*Buffer, error) {
-	a, err := s.s.Alloc(size)
-	if err != nil {
+	b := new(Buffer)
+	b.dev = s.dev
+	b.a = &b.own
+	if err := s.s.AllocInto(size, b.a); err != nil {
 		return nil, err
 	}
-	return &Buffer{a: a, dev: s.dev}, nil
+	return b, nil
 }
 
 // Free releases b before the scope ends, back to the pool.

@@ -25,6 +25,7 @@ type block struct {
 	state      blockState
 	key        int64         // rounded size it was handed out for: the front-cache key
 	requested  int64         // bytes asked for while allocated
+	shard      *shard        // the shard that handed it out, which takes it back
 	gen        uint64        // handout count; a Block carries the gen it was given
 	live       atomic.Uint64 // gen while allocated, 0 otherwise: guards double frees
 	events     []uintptr     // while pending: events on other streams

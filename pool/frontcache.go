@@ -68,6 +68,18 @@ func (s *shard) push(k cacheKey, b *block) {
 	s.bytes += b.size
 }
 
+// handOut records that b now serves a request of size bytes rounded to r,
+// from this shard. It reports whether the shard passed its high-water mark.
+// Called with s.mu held.
+func (s *shard) handOut(b *block, r, size int64) bool {
+	b.gen++
+	b.key = r
+	b.requested = size
+	b.shard = s
+	b.live.Store(b.gen)
+	return s.account(b.size, size)
+}
+
 // bin holds the cached blocks of one key.
 type bin struct {
 	key    cacheKey

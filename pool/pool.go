@@ -126,34 +126,24 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 	sh := p.getShard()
 	sh.mu.Lock()
 	b := sh.pop(cacheKey{stream, r})
+	peak := false
 	if b != nil {
-		b.gen++
-		b.key = r
-		b.requested = size
-		b.live.Store(b.gen)
-		if sh.account(b.size, size) {
-			defer p.notePeak()
-		}
+		peak = sh.handOut(b, r, size)
 	}
 	sh.mu.Unlock()
+	p.putShard(sh)
 	if b == nil {
 		var err error
 		if b, err = p.allocSlow(r, size, stream); err != nil {
-			p.putShard(sh)
 			return Block{}, err
 		}
 		sh.mu.Lock()
-		b.gen++
-		b.key = r
-		b.requested = size
-		b.live.Store(b.gen)
-		peak := sh.account(b.size, size)
+		peak = sh.handOut(b, r, size)
 		sh.mu.Unlock()
-		if peak {
-			p.notePeak()
-		}
 	}
-	p.putShard(sh)
+	if peak {
+		p.notePeak()
+	}
 	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
 }
 
@@ -194,16 +184,17 @@ func (p *Pool) Free(b Block) error {
 		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
 	}
 	// Read before the block is pushed: once it is in a shard another
-	// goroutine may drain and reuse it.
+	// goroutine may drain and reuse it. The block goes back to the shard
+	// that handed it out, which is the freeing goroutine's own in the
+	// common case and saves finding the P's shard again.
 	usedElsewhere := len(blk.uses) > 0
-	sh := p.getShard()
+	sh := blk.shard
 	sh.mu.Lock()
 	sh.account(-blk.size, -blk.requested)
 	if !usedElsewhere {
 		sh.push(cacheKey{b.stream, blk.key}, blk)
 	}
 	sh.mu.Unlock()
-	p.putShard(sh)
 	if usedElsewhere {
 		return p.freeAfterEvents(blk)
 	}

@@ -1,23 +1,28 @@
 package scope
 
 import (
-	"sync"
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-// Allocation states.
+// Allocation states, kept in the top bits of Allocation.st; the bits below
+// count the Use calls running.
 const (
-	live     int32 = iota
+	live     int64 = iota
 	freed          // by Scope.Free
 	released       // by the end of its scope
+
+	stateShift = 48
+	usersMask  = 1<<stateShift - 1
 )
 
-// Allocation is memory owned by a scope.
+// Allocation is memory owned by a scope. The zero value is ready for
+// [Scope.AllocInto].
 type Allocation struct {
-	use   sync.RWMutex // read-held while the memory is used; write-held to release it
-	state atomic.Int32
+	st    atomic.Int64 // state<<stateShift | running Use calls
 	owner atomic.Pointer[Scope]
 
 	ptr    uintptr
@@ -47,16 +52,23 @@ func (a *Allocation) Owner() *Scope { return a.owner.Load() }
 // allocation cannot be released until fn returns. It fails with ErrClosed or
 // ErrFreed once it is gone.
 func (a *Allocation) Use(fn func(ptr uintptr) error) error {
-	a.use.RLock()
-	defer a.use.RUnlock()
-	if err := a.err(); err != nil {
-		return err
+	for {
+		v := a.st.Load()
+		if v>>stateShift != live {
+			return stateErr(v >> stateShift)
+		}
+		if a.st.CompareAndSwap(v, v+1) {
+			break
+		}
 	}
+	defer a.st.Add(-1)
 	return fn(a.ptr)
 }
 
-func (a *Allocation) err() error {
-	switch a.state.Load() {
+func (a *Allocation) err() error { return stateErr(a.st.Load() >> stateShift) }
+
+func stateErr(state int64) error {
+	switch state {
 	case freed:
 		return ErrFreed
 	case released:
@@ -65,16 +77,30 @@ func (a *Allocation) err() error {
 	return nil
 }
 
-// release returns the memory, once no Use is running. It reports whether
-// this call released it (the state was live).
-func (a *Allocation) release(to int32, p *pool.Pool) (bool, error) {
-	if !a.state.CompareAndSwap(live, to) {
-		return false, nil
+// mark moves the allocation from live to state to, keeping the count of
+// running Use calls, and reports whether it was live.
+func (a *Allocation) mark(to int64) bool {
+	for {
+		v := a.st.Load()
+		if v>>stateShift != live {
+			return false
+		}
+		if a.st.CompareAndSwap(v, to<<stateShift|v&usersMask) {
+			return true
+		}
 	}
-	a.use.Lock()
-	defer a.use.Unlock()
+}
+
+// releaseMemory returns the memory of a marked allocation. No new Use can
+// start; it waits for those running, which the contract says finish before
+// the scope ends (a copy, a kernel launch).
+func (a *Allocation) releaseMemory(p *pool.Pool) error {
+	for wait := time.Microsecond; a.st.Load()&usersMask != 0; wait = min(2*wait, time.Millisecond) {
+		runtime.Gosched()
+		time.Sleep(wait)
+	}
 	if a.region != nil {
-		return true, a.region.Free(a.ptr)
+		return a.region.Free(a.ptr)
 	}
-	return true, p.Free(a.block)
+	return p.Free(a.block)
 }

@@ -28,7 +28,6 @@ type Scope struct {
 	closed atomic.Bool
 	live   atomic.Int64 // bytes live here and in descendants
 	peak   atomic.Int64
-	total  atomic.Int64 // allocations made here, ever
 
 	mu         sync.Mutex // protects the fields below
 	head, tail *Allocation
@@ -41,7 +40,6 @@ type Stats struct {
 	Live        int64 // bytes live in the scope and its children
 	Peak        int64 // the most Live has been
 	Allocations int   // live allocations the scope owns itself
-	Total       int64 // allocations ever made in the scope
 	Children    int   // open child scopes
 	Reserved    int64 // bytes of its reservation
 	Limit       int64 // its limit (0: none)
@@ -78,7 +76,7 @@ func (s *Scope) Stats() Stats {
 	s.mu.Lock()
 	n, kids := s.count, len(s.children)
 	s.mu.Unlock()
-	st := Stats{Live: s.live.Load(), Peak: s.peak.Load(), Allocations: n, Total: s.total.Load(), Children: kids, Limit: s.limit}
+	st := Stats{Live: s.live.Load(), Peak: s.peak.Load(), Allocations: n, Children: kids, Limit: s.limit}
 	if s.region != nil {
 		st.Reserved = s.region.Size()
 	}
@@ -107,16 +105,27 @@ func (s *Scope) Children() []*Scope {
 // reservation, its own or an ancestor's, with room, else from the device's
 // pool. It fails once the scope is closed or its context is done.
 func (s *Scope) Alloc(size int64) (*Allocation, error) {
+	a := new(Allocation)
+	if err := s.AllocInto(size, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// AllocInto is Alloc into a zero Allocation the caller provides, typically
+// inside an object of its own, so that one heap object serves both. a must
+// not be used for another allocation afterwards.
+func (s *Scope) AllocInto(size int64, a *Allocation) error {
 	if size <= 0 || size > pool.MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
+		return fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
 	}
 	if err := s.usable(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.charge(size); err != nil {
-		return nil, err
+		return err
 	}
-	a := &Allocation{size: size}
+	a.size = size
 	for r := s; r != nil; r = r.parent {
 		if r.region == nil {
 			continue
@@ -130,7 +139,7 @@ func (s *Scope) Alloc(size int64) (*Allocation, error) {
 		b, err := s.tree.pool.Alloc(size)
 		if err != nil {
 			s.uncharge(size)
-			return nil, fmt.Errorf("scope %q: %w", s.path, err)
+			return fmt.Errorf("scope %q: %w", s.path, err)
 		}
 		a.ptr, a.block = b.Ptr(), b
 	}
@@ -141,19 +150,14 @@ func (s *Scope) Alloc(size int64) (*Allocation, error) {
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
-		_, err := a.release(released, s.tree.pool)
+		a.mark(released)
+		err := a.releaseMemory(s.tree.pool)
 		s.uncharge(size)
-		return nil, errors.Join(ErrClosed, err)
+		return errors.Join(fmt.Errorf("scope %q: %w", s.path, ErrClosed), err)
 	}
 	s.link(a)
 	s.mu.Unlock()
-	s.total.Add(1)
-	return a, nil
-}
-
-// allocFromPool takes memory for the scope's own use (its reservation).
-func (s *Scope) allocFromPool(n int64) (pool.Block, error) {
-	return s.tree.pool.Alloc(n)
+	return nil
 }
 
 // usable reports why the scope cannot allocate, if it cannot.
@@ -180,9 +184,8 @@ func (s *Scope) charge(size int64) error {
 			}
 			return &LimitError{Path: a.path, Limit: a.limit, Live: n - size, Requested: size}
 		}
-		for {
-			p := a.peak.Load()
-			if n <= p || a.peak.CompareAndSwap(p, n) {
+		for n > a.peak.Load() {
+			if p := a.peak.Load(); a.peak.CompareAndSwap(p, n) {
 				break
 			}
 		}
@@ -224,8 +227,10 @@ func (s *Scope) unlink(a *Allocation) {
 	s.count--
 }
 
-// own checks that s owns a, live, and takes it off the list.
-func (s *Scope) own(a *Allocation) error {
+// take checks that s owns a, live, and takes it off the list, marking it
+// with state to. The state of the allocations on s's list changes only
+// under s.mu, so that Close, Free and Keep agree on who ends each one.
+func (s *Scope) take(a *Allocation, to int64) error {
 	if a == nil {
 		return fmt.Errorf("%w: nil buffer", ErrWrongScope)
 	}
@@ -234,26 +239,32 @@ func (s *Scope) own(a *Allocation) error {
 	if err := a.err(); err != nil {
 		return err
 	}
-	if o := a.owner.Load(); o != s {
-		if o == nil || o.tree != s.tree {
-			return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
-		}
+	switch o := a.owner.Load(); {
+	case o == nil:
+		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
+	case o.tree != s.tree:
+		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
+	case o != s:
 		return fmt.Errorf("%w: owned by %q, freed through %q", ErrWrongScope, o.path, s.path)
 	}
+	if to != live && !a.mark(to) {
+		panic("scope: bug: an allocation on a scope's list is not live")
+	}
 	s.unlink(a)
+	if to == live {
+		a.owner.Store(nil) // in transit: on no list
+	}
 	return nil
 }
 
 // Free releases a before the scope ends. Freeing twice, or through a scope
 // that does not own it, is an error that changes nothing.
 func (s *Scope) Free(a *Allocation) error {
-	if err := s.own(a); err != nil {
+	if err := s.take(a, freed); err != nil {
 		return err
 	}
-	ok, err := a.release(freed, s.tree.pool)
-	if ok {
-		s.uncharge(a.size)
-	}
+	err := a.releaseMemory(s.tree.pool)
+	s.uncharge(a.size)
 	return err
 }
 
@@ -268,22 +279,32 @@ func (s *Scope) Keep(a *Allocation) error {
 	if a != nil && a.resOf == s {
 		return fmt.Errorf("gpu: Keep in %q: the buffer lies in this scope's reservation, which ends with it", s.path)
 	}
-	if err := s.own(a); err != nil {
+	if err := s.take(a, live); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	if p.closed.Load() {
+	if !p.closed.Load() {
+		a.owner.Store(p)
+		p.link(a)
 		p.mu.Unlock()
-		s.mu.Lock()
+		s.live.Add(-a.size)
+		return nil
+	}
+	p.mu.Unlock()
+	err := fmt.Errorf("gpu: Keep in %q: parent %w", s.path, ErrClosed)
+	s.mu.Lock()
+	if !s.closed.Load() {
+		a.owner.Store(s)
 		s.link(a)
 		s.mu.Unlock()
-		return fmt.Errorf("gpu: Keep in %q: parent %w", s.path, ErrClosed)
+		return err
 	}
-	a.owner.Store(p)
-	p.link(a)
-	p.mu.Unlock()
-	s.live.Add(-a.size)
-	return nil
+	// Both ended while a was between them: it ends here.
+	a.mark(released)
+	s.mu.Unlock()
+	rerr := a.releaseMemory(s.tree.pool)
+	s.uncharge(a.size)
+	return errors.Join(err, rerr)
 }
 
 // adopt registers child c. It fails if s is closed.
@@ -324,19 +345,24 @@ func (s *Scope) Close() error {
 		errs = append(errs, kids[i].Close())
 	}
 	s.mu.Lock()
-	tail := s.tail
+	var ending []*Allocation // last allocated first
+	for a := s.tail; a != nil; a = a.prev {
+		if !a.mark(released) {
+			panic("scope: bug: an allocation on a scope's list is not live")
+		}
+		ending = append(ending, a)
+	}
+	for _, a := range ending {
+		a.prev, a.next = nil, nil
+	}
 	s.head, s.tail, s.count = nil, nil, 0
 	s.mu.Unlock()
-	for a := tail; a != nil; {
-		prev := a.prev
-		a.prev, a.next = nil, nil
-		if ok, err := a.release(released, s.tree.pool); ok {
-			s.uncharge(a.size)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))
-			}
+	for _, a := range ending {
+		err := a.releaseMemory(s.tree.pool)
+		s.uncharge(a.size)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))
 		}
-		a = prev
 	}
 	if s.region != nil {
 		if used := s.region.Used(); used != 0 {

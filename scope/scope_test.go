@@ -2,6 +2,7 @@ package scope_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -134,5 +135,46 @@ func BenchmarkAllocFreeRecordingStacks(b *testing.B) {
 		if err := s.Free(a); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRacingFreesKeepsAndClose races every ownership operation on the same
+// allocations: each must end exactly once, and the bytes must add up.
+func TestRacingFreesKeepsAndClose(t *testing.T) {
+	tr := newTree(t)
+	for range 50 {
+		parent, err := tr.Open(context.Background(), nil, scope.Options{})
+		require.NoError(t, err)
+		child, err := tr.Open(parent.Context(), parent, scope.Options{})
+		require.NoError(t, err)
+		var allocs []*scope.Allocation
+		for range 16 {
+			a, err := child.Alloc(1000)
+			require.NoError(t, err)
+			allocs = append(allocs, a)
+		}
+		var wg sync.WaitGroup
+		for i, a := range allocs {
+			wg.Add(2)
+			go func() { defer wg.Done(); _ = child.Free(a) }()
+			go func() {
+				defer wg.Done()
+				if i%2 == 0 {
+					_ = child.Keep(a)
+				} else {
+					_ = a.Use(func(uintptr) error { return nil })
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = child.Close() }()
+		wg.Wait()
+		require.NoError(t, child.Close())
+		assert.Zero(t, child.Stats().Allocations)
+		kept := parent.Stats().Allocations
+		assert.Equal(t, int64(kept*1000), parent.Stats().Live, "the parent's bytes are exactly what it kept")
+		require.NoError(t, parent.Close())
+		assert.Zero(t, parent.Stats().Live)
+		assert.Zero(t, tr.Pool().Stats().Allocated, "every allocation ended exactly once")
 	}
 }

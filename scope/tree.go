@@ -75,7 +75,7 @@ func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, erro
 		s.stack = callers(3)
 	}
 	if o.Reserve > 0 {
-		a, err := s.allocFromPool(o.Reserve)
+		a, err := t.pool.Alloc(o.Reserve)
 		if err != nil {
 			return nil, fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}

@@ -11,13 +11,14 @@
 # needs no Go: it runs each test binary in its package directory and prints
 # a go-test-style summary. Where there is no GPU it says so and exits 2: the
 # tests were not run, which is not a pass.
-set -euo pipefail
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bin=.gpubin
 
 case "${1:-}" in
 build)
+  set -e
   eval "$(scripts/cuda-sdk.sh)"
   rm -rf "$bin" && mkdir -p "$bin"
   : >"$bin/tests.txt"
@@ -36,16 +37,17 @@ build)
 run)
   logs=${2:-$bin/logs}
   mkdir -p "$logs"
+  logs=$(cd "$logs" && pwd)
   if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1' || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu-test: no NVIDIA driver or GPU on this machine: the CUDA tests were NOT run" >&2
     exit 2
   fi
   pass=0 fail=0
   while read -r test dir; do
-    if (cd "$dir" && "$root/$bin/$test" -test.v -test.count=1 >"$root/$logs/$test.log" 2>&1 </dev/null); then
-      pass=$((pass + 1)); echo "ok   $test ($dir)"
+    if (cd "$dir" && "$root/$bin/$test" -test.v -test.count=1 >"$logs/$test.log" 2>&1 </dev/null); then
+      pass=$((pass + 1)); echo "ok   $test ($dir) $(grep -c '^--- PASS' "$logs/$test.log") passed, $(grep -c '^--- SKIP' "$logs/$test.log") skipped"
     else
-      fail=$((fail + 1)); echo "FAIL $test ($dir)"; tail -40 "$root/$logs/$test.log"
+      fail=$((fail + 1)); echo "FAIL $test ($dir)"; tail -40 "$logs/$test.log"
     fi
   done <"$bin/tests.txt"
   echo "$pass passed, $fail failed"

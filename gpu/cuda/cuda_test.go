@@ -154,6 +154,8 @@ var sizes = []int64{256, 1 << 20, 64 << 20}
 // BenchmarkAllocFree compares a cached allocation and free through gpuscope
 // with the driver's own calls, at the sizes of docs/benchmarks.md.
 func BenchmarkAllocFree(b *testing.B) {
+	gpu.RecordStacks(false) // TestMain records stacks; these measure without
+	defer gpu.RecordStacks(true)
 	for _, n := range sizes {
 		name := pool.FormatBytes(n)
 		b.Run(fmt.Sprintf("gpuscope-scope/size=%s", name), func(b *testing.B) {

@@ -1,0 +1,71 @@
+package gpu_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// BenchmarkWithScope enters and leaves a scope that allocates nothing.
+func BenchmarkWithScope(b *testing.B) {
+	gpu.RecordStacks(false) // TestMain records stacks; this measures without
+	defer gpu.RecordStacks(true)
+	dev := openHost(b)
+	ctx := context.Background()
+	fn := func(*gpu.Scope) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := gpu.WithScope(ctx, dev, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScopeAllocFree is a cached allocation and free of a *Buffer
+// through a scope; BenchmarkBarePoolAllocFree is the same pair on the pool
+// alone, so the difference is the scope's own cost.
+func BenchmarkScopeAllocFree(b *testing.B) {
+	gpu.RecordStacks(false) // TestMain records stacks; this measures without
+	defer gpu.RecordStacks(true)
+	dev := openHost(b)
+	s, err := dev.NewScope()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		x, err := s.Alloc(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Free(x); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBarePoolAllocFree(b *testing.B) {
+	drv, err := host.New(1 << 30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := pool.New(drv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		x, err := p.Alloc(4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Free(x); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -166,6 +166,23 @@ func (p *Pool) getShard() *shard {
 
 func (p *Pool) putShard(s *shard) { p.shardOfP.Put(s) }
 
+// stealExact takes a cached block of key from a shard other than own.
+func (p *Pool) stealExact(k cacheKey, own *shard) *block {
+	for i := range p.shards {
+		s := &p.shards[i]
+		if s == own {
+			continue
+		}
+		s.mu.Lock()
+		b := s.pop(k)
+		s.mu.Unlock()
+		if b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
 // drainShards moves every front-cached block back to its arena, where it can
 // coalesce with its neighbours. Called with p.mu held.
 func (p *Pool) drainShards() {

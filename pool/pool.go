@@ -123,9 +123,10 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 		return Block{}, ErrClosed
 	}
 	r := roundSize(size)
+	key := cacheKey{stream, r}
 	sh := p.getShard()
 	sh.mu.Lock()
-	b := sh.pop(cacheKey{stream, r})
+	b := sh.pop(key)
 	peak := false
 	if b != nil {
 		peak = sh.handOut(b, r, size)
@@ -133,9 +134,15 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 	sh.mu.Unlock()
 	p.putShard(sh)
 	if b == nil {
-		var err error
-		if b, err = p.allocSlow(r, size, stream); err != nil {
-			return Block{}, err
+		// Another shard may cache a block of this size: taking it keeps
+		// where blocks land independent of which shard this goroutine
+		// happens to use, so placement, and the memory it wastes, do not
+		// depend on scheduling.
+		if b = p.stealExact(key, sh); b == nil {
+			var err error
+			if b, err = p.allocSlow(r, size, stream); err != nil {
+				return Block{}, err
+			}
 		}
 		sh.mu.Lock()
 		peak = sh.handOut(b, r, size)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-validate.sh runs, on the GPU machine, everything docs/gpu-validation.md
 # and docs/benchmarks.md report, after `scripts/gpu-test.sh build` here.
-# Logs go to LOGDIR (default .gpubin/logs).
+# Logs go to LOGDIR (default .gpubin/logs), and all of them, packed, to
+# LOGDIR/../gpu-validation-logs.tar.gz.
 #
 #   scripts/gpu-validate.sh [LOGDIR]
 set -uo pipefail
@@ -36,4 +37,5 @@ if [ -n "$sanitizer" ]; then
 else
   echo "compute-sanitizer not found" >"$logs/sanitizer_kernel.txt"
 fi
+tar -C "$logs" -czf "$logs/../gpu-validation-logs.tar.gz" .
 ls -la "$logs"

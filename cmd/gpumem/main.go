@@ -58,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	limit := fs.Int64("limit", 0, "pool limit in bytes (0: none)")
 	maxSplit := fs.Int64("max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
 	threshold := fs.Int64("release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
+	shards := fs.Int("shards", 0, "pool front-cache shards (0: the default)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -80,6 +81,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if *maxSplit != 0 {
 		opts = append(opts, pool.MaxSplitSize(*maxSplit))
+	}
+	if *shards != 0 {
+		opts = append(opts, pool.Shards(*shards))
 	}
 	if *threshold >= 0 {
 		opts = append(opts, pool.ReleaseThreshold(*threshold))

@@ -120,7 +120,10 @@ func TestPoolOnTheGPU(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, p.Expandable())
 	var live []pool.Block
-	for i, n := range []int64{1, 512, 4096, 1 << 20, 3 << 20, 17 << 20, 100 << 20, 5000, 64 << 20} {
+	// The order lays the large blocks out as 100 MiB, 17 MiB, 64 MiB, 3 MiB:
+	// freeing the first and the third leaves no free run of 150 MiB, so
+	// the 150 MiB below needs pages moved from them.
+	for i, n := range []int64{1, 512, 4096, 1 << 20, 100 << 20, 17 << 20, 64 << 20, 3 << 20, 5000} {
 		b, err := p.Alloc(n)
 		require.NoError(t, err)
 		require.NoError(t, d.Memset(b.Ptr(), byte(i+1), n, 0))
@@ -131,13 +134,20 @@ func TestPoolOnTheGPU(t *testing.T) {
 		require.NoError(t, d.CopyDtoH(got, b.Ptr()+uintptr(b.Size()-1), 0))
 		assert.Equal(t, byte(i+1), got[0], "block %d kept its bytes", i)
 	}
-	for i := 0; i < len(live); i += 2 {
-		require.NoError(t, p.Free(live[i]))
-	}
+	reserved := p.Stats().Reserved
+	require.NoError(t, p.Free(live[4]))
+	require.NoError(t, p.Free(live[6]))
 	big, err := p.Alloc(150 << 20)
-	require.NoError(t, err, "pages move from freed blocks")
+	require.NoError(t, err)
 	require.NoError(t, d.Memset(big.Ptr(), 1, 150<<20, 0))
-	for i := 1; i < len(live); i += 2 {
+	assert.Positive(t, p.Stats().PagesMoved, "pages moved from the freed blocks")
+	assert.Less(t, p.Stats().Reserved, reserved+150<<20, "instead of all new ones")
+	for _, i := range []int{5, 7} {
+		got := make([]byte, 1)
+		require.NoError(t, d.CopyDtoH(got, live[i].Ptr(), 0))
+		assert.Equal(t, byte(i+1), got[0], "a live block between them kept its bytes")
+	}
+	for _, i := range []int{0, 1, 2, 3, 5, 7, 8} {
 		require.NoError(t, p.Free(live[i]))
 	}
 	require.NoError(t, p.Free(big))

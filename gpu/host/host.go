@@ -6,6 +6,9 @@
 // memory, and can be told to fail chosen operations (see [Driver.FailNth]
 // and [Driver.FailWhen]).
 //
+// On Linux it also emulates page mapping ([Driver.MapPages]) with mmap over
+// a memfd, so the pool grows in place as it does on a GPU.
+//
 // Streams exist and are ordered; since every operation completes before it
 // returns, events are complete as soon as they are recorded.
 package host
@@ -55,6 +58,7 @@ type Driver struct {
 	counts   [3]int // operations of each Op so far
 	failNth  [3]int // fail the Nth (1-based) operation of each Op; 0: never
 	failWhen func(op Op, size int64) bool
+	vm       vmState // page mapping (pages_linux.go)
 }
 
 type hostSeg struct {
@@ -69,7 +73,7 @@ func New(capacity int64) (*Driver, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("host: capacity %d must be positive", capacity)
 	}
-	return &Driver{capacity: capacity, streams: map[uintptr]bool{0: true}, events: map[uintptr]bool{}, nextID: 1}, nil
+	return &Driver{capacity: capacity, streams: map[uintptr]bool{0: true}, events: map[uintptr]bool{}, nextID: 1, vm: newVM()}, nil
 }
 
 // Name implements driver.Driver.
@@ -162,8 +166,12 @@ func (d *Driver) Free(ptr uintptr, size int64) error {
 	return nil
 }
 
-// resolve returns the memory at [ptr, ptr+n). Called with d.mu held.
+// resolve returns the memory at [ptr, ptr+n), in an allocation or on
+// mapped pages. Called with d.mu held.
 func (d *Driver) resolve(ptr uintptr, n int64) ([]byte, error) {
+	if mem, ok, err := d.resolveMapped(ptr, n); ok {
+		return mem, err
+	}
 	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr > ptr }) - 1
 	if i < 0 || n < 0 {
 		return nil, fmt.Errorf("host: address %#x (%d bytes) is not device memory", ptr, n)
@@ -349,10 +357,11 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
+	var err error
 	if len(d.segs) > 0 {
-		return fmt.Errorf("host: closed with %d allocations (%d bytes) not freed", len(d.segs), d.used)
+		err = fmt.Errorf("host: closed with %d allocations not freed", len(d.segs))
 	}
-	return nil
+	return errors.Join(err, d.closeVM())
 }
 
 // Used returns the bytes allocated from the device.

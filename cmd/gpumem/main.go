@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	limit := fs.Int64("limit", 0, "pool limit in bytes (0: none)")
 	maxSplit := fs.Int64("max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
 	threshold := fs.Int64("release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
-	shards := fs.Int("shards", 0, "pool front-cache shards (0: the default)")
+	shards := fs.Int("shards", 1, "pool front-cache shards; a replay is one goroutine, and with one shard it is deterministic (0: the pool's default, 2 x GOMAXPROCS)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

@@ -51,7 +51,12 @@ func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {
 }
 
 // A ScopeOption configures a scope when it opens.
-type ScopeOption interface{ applyScope(*scopeOptions) }
+//
+// Options take and return the options by value: a pointer passed through
+// the interface would make every WithScope allocate them on the heap.
+type ScopeOption interface {
+	applyScope(scopeOptions) scopeOptions
+}
 
 type scopeOptions struct {
 	name    string
@@ -60,35 +65,37 @@ type scopeOptions struct {
 	errs    []error
 }
 
-type scopeOptionFunc func(*scopeOptions)
+type scopeOptionFunc func(scopeOptions) scopeOptions
 
-func (f scopeOptionFunc) applyScope(o *scopeOptions) { f(o) }
+func (f scopeOptionFunc) applyScope(o scopeOptions) scopeOptions { return f(o) }
 
 // Name names a scope for diagnostics: leak reports and errors show its path,
 // such as "request/decode".
 func Name(name string) ScopeOption {
-	return scopeOptionFunc(func(o *scopeOptions) { o.name = name })
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.name = name; return o })
 }
 
 // Reserve sets bytes aside for the scope and its children when it opens.
 // They allocate from the nearest reservation with room, then from the pool.
 func Reserve(bytes int64) ScopeOption {
-	return scopeOptionFunc(func(o *scopeOptions) {
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 || bytes > pool.MaxSize {
 			o.errs = append(o.errs, fmt.Errorf("%w: Reserve(%d)", ErrInvalidSize, bytes))
 		}
 		o.reserve = bytes
+		return o
 	})
 }
 
 // Limit caps the bytes live in the scope and its children; an allocation
 // past it fails with an error that is ErrOutOfMemory and a *LimitError.
 func Limit(bytes int64) ScopeOption {
-	return scopeOptionFunc(func(o *scopeOptions) {
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 {
 			o.errs = append(o.errs, fmt.Errorf("%w: Limit(%d)", ErrInvalidSize, bytes))
 		}
 		o.limit = bytes
+		return o
 	})
 }
 
@@ -98,7 +105,7 @@ func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {
 		if opt == nil {
 			return o, fmt.Errorf("gpu: nil ScopeOption")
 		}
-		opt.applyScope(&o)
+		o = opt.applyScope(o)
 	}
 	if len(o.errs) > 0 {
 		return o, o.errs[0]

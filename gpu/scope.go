@@ -14,8 +14,9 @@ var contextBackground = context.Background()
 // Scope is safe for use by many goroutines; they must finish with it before
 // it ends.
 type Scope struct {
-	s   *scope.Scope
+	s   *scope.Scope // points to own, below
 	dev *Device
+	own scope.Scope
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -69,11 +70,12 @@ func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOpti
 	if err != nil {
 		return nil, err
 	}
-	s, err := d.tree.Open(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit})
-	if err != nil {
+	s := &Scope{dev: d}
+	s.s = &s.own
+	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit}, s.s); err != nil {
 		return nil, err
 	}
-	return &Scope{s: s, dev: d}, nil
+	return s, nil
 }
 
 // Device returns the scope's device.

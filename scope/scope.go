@@ -19,7 +19,8 @@ type Scope struct {
 	name     string
 	path     string
 	limit    int64
-	ctx      context.Context
+	opened   context.Context                 // the context it was opened with
+	ctx      atomic.Pointer[context.Context] // opened with the scope in it, made on first use
 	done     <-chan struct{}
 	stack    []uintptr
 	region   *pool.Region // the reservation, if any
@@ -63,7 +64,16 @@ func (s *Scope) Tree() *Tree { return s.tree }
 // Context returns a context that carries the scope, so that a scope opened
 // with it is a child of this one. It is done when the context the scope was
 // opened with is done.
-func (s *Scope) Context() context.Context { return s.ctx }
+func (s *Scope) Context() context.Context {
+	if c := s.ctx.Load(); c != nil {
+		return *c
+	}
+	c := context.WithValue(s.opened, scopeKey{}, s)
+	if s.ctx.CompareAndSwap(nil, &c) {
+		return c
+	}
+	return *s.ctx.Load()
+}
 
 // Stack returns where the scope was opened, when stacks were recorded.
 func (s *Scope) Stack() []uintptr { return s.stack }
@@ -167,7 +177,7 @@ func (s *Scope) usable() error {
 	}
 	select {
 	case <-s.done:
-		return fmt.Errorf("scope %q: %w", s.path, context.Cause(s.ctx))
+		return fmt.Errorf("scope %q: %w", s.path, context.Cause(s.opened))
 	default:
 		return nil
 	}

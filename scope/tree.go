@@ -50,20 +50,30 @@ type Options struct {
 // Open opens a scope: a child of parent, or a root where parent is nil. A
 // ctx that is already done fails the open with its cause.
 func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, error) {
-	if ctx == nil {
-		return nil, errors.New("gpu: nil Context")
-	}
-	if err := context.Cause(ctx); err != nil {
+	s := new(Scope)
+	if err := t.OpenInto(ctx, parent, o, s); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// OpenInto is Open into a zero Scope the caller provides, typically inside
+// an object of its own. s must not be opened again.
+func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope) error {
+	if ctx == nil {
+		return errors.New("gpu: nil Context")
+	}
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
 	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return nil, fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
+		return fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
-		return nil, fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+		return fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
-	s := &Scope{tree: t, parent: parent, name: o.Name, limit: o.Limit, done: ctx.Done(), id: nextID.Add(1)}
-	s.ctx = context.WithValue(ctx, scopeKey{}, s)
+	s.tree, s.parent, s.name, s.limit, s.id = t, parent, o.Name, o.Limit, nextID.Add(1)
+	s.opened, s.done = ctx, ctx.Done()
 	s.path = o.Name
 	if s.path == "" {
 		s.path = "scope"
@@ -77,11 +87,11 @@ func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, erro
 	if o.Reserve > 0 {
 		a, err := t.pool.Alloc(o.Reserve)
 		if err != nil {
-			return nil, fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}
 		r, err := pool.NewRegion(a.Ptr(), o.Reserve)
 		if err != nil {
-			return nil, errors.Join(err, t.pool.Free(a))
+			return errors.Join(err, t.pool.Free(a))
 		}
 		s.resBlock, s.region = a, r
 	}
@@ -97,13 +107,10 @@ func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, erro
 		}
 		t.mu.Unlock()
 	}
-	if err != nil {
-		if s.region != nil {
-			err = errors.Join(err, t.pool.Free(s.resBlock))
-		}
-		return nil, err
+	if err != nil && s.region != nil {
+		err = errors.Join(err, t.pool.Free(s.resBlock))
 	}
-	return s, nil
+	return err
 }
 
 // Scopes returns every open scope, parents before children.

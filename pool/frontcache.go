@@ -1,9 +1,6 @@
 package pool
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // cacheKey names a front-cache bin: blocks freed on one stream for one
 // rounded size.
@@ -17,13 +14,13 @@ type cacheKey struct {
 type shard struct {
 	mu        sync.Mutex // protects the fields below
 	bins      binTable
-	bytes     int64        // bytes of the blocks in bins
-	allocs    int64        // allocations accounted here
-	hits      int64        // of which the bins served
-	frees     int64        // frees accounted here
-	allocated atomic.Int64 // bytes allocated minus freed here; written under mu, read by sums
-	requested int64        // the same for requested bytes
-	highWater int64        // the most allocated has been since the peaks were reset
+	bytes     int64 // bytes of the blocks in bins
+	allocs    int64 // allocations accounted here
+	hits      int64 // of which the bins served
+	frees     int64 // frees accounted here
+	allocated int64 // bytes allocated minus freed here
+	requested int64 // the same for requested bytes
+	highWater int64 // the most allocated has been since the peaks were reset
 	_         [64]byte
 }
 
@@ -34,8 +31,8 @@ type shard struct {
 // a peak that no shard saw as its own, a price paid so that a hit writes no
 // shared cache line.
 func (s *shard) account(n, req int64) bool {
-	a := s.allocated.Load() + n
-	s.allocated.Store(a)
+	s.allocated += n
+	a := s.allocated
 	s.requested += req
 	if n > 0 {
 		s.allocs++

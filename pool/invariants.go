@@ -152,7 +152,7 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 	for i := range p.shards {
 		allocs += p.shards[i].allocs
 		frees += p.shards[i].frees
-		sumAllocated += p.shards[i].allocated.Load()
+		sumAllocated += p.shards[i].allocated
 		sumRequested += p.shards[i].requested
 	}
 	if allocated != sumAllocated || requested != sumRequested {

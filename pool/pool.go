@@ -157,11 +157,16 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 // notePeak raises the peak to the bytes allocated now, summed over shards.
 func (p *Pool) notePeak() { raise(&p.peakAllocated, p.allocatedNow()) }
 
-// allocatedNow sums the shards' allocated bytes without locking them.
+// allocatedNow sums the shards' allocated bytes. It locks each shard in
+// turn, so it is for the rare paths: a new peak, a release threshold, an
+// out-of-memory report.
 func (p *Pool) allocatedNow() int64 {
 	var n int64
 	for i := range p.shards {
-		n += p.shards[i].allocated.Load()
+		s := &p.shards[i]
+		s.mu.Lock()
+		n += s.allocated
+		s.mu.Unlock()
 	}
 	return n
 }
@@ -490,7 +495,7 @@ func (p *Pool) Stats() Stats {
 		st.Allocs += s.allocs
 		st.CacheHits += s.hits
 		st.Frees += s.frees
-		st.Allocated += s.allocated.Load()
+		st.Allocated += s.allocated
 		st.Requested += s.requested
 		s.mu.Unlock()
 	}
@@ -509,7 +514,7 @@ func (p *Pool) ResetPeaks() {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		s.highWater = s.allocated.Load()
+		s.highWater = s.allocated
 		s.mu.Unlock()
 	}
 	p.peakAllocated.Store(p.allocatedNow())

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/examples/leakcheck"
 	"github.com/gpuscope/gpuscope/gpu"
@@ -18,6 +19,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestCacheFreesWhatItReplaces(t *testing.T) {
+	defer goleak.VerifyNone(t) // goroutines too
 	dev, err := gpu.OpenHost()
 	require.NoError(t, err)
 	defer dev.Close()

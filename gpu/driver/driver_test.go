@@ -1,0 +1,27 @@
+package driver_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m))
+}
+
+func TestOutOfMemoryIsRecognizedByThePool(t *testing.T) {
+	cause := errors.New("CUDA_ERROR_OUT_OF_MEMORY")
+	err := fmt.Errorf("allocating a segment: %w", &driver.OutOfMemory{Requested: 1 << 30, Err: cause})
+	assert.True(t, pool.IsSourceOutOfMemory(err), "wrapped, it still tells the pool to release and retry")
+	assert.ErrorIs(t, err, cause)
+	assert.Contains(t, err.Error(), "device out of memory")
+	assert.False(t, pool.IsSourceOutOfMemory(cause))
+}

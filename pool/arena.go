@@ -100,10 +100,16 @@ func (a *arena) shouldSplit(size, r int64) bool {
 
 // release makes b free and merges it with free neighbours.
 func (a *arena) release(b *block) {
-	b.state = stateFree
 	b.events, b.uses = b.events[:0], b.uses[:0]
-	if p := b.prev; p != nil && p.state == stateFree {
-		a.free.remove(p)
+	coalesce(b, stateFree, &a.free)
+}
+
+// coalesce gives b state st, merges it with neighbours in the same state,
+// which set holds, and puts the result in set.
+func coalesce(b *block, st blockState, set *freeSet) {
+	b.state = st
+	if p := b.prev; p != nil && p.state == st {
+		set.remove(p)
 		p.size += b.size
 		p.next = b.next
 		if b.next != nil {
@@ -111,15 +117,15 @@ func (a *arena) release(b *block) {
 		}
 		b = p
 	}
-	if n := b.next; n != nil && n.state == stateFree {
-		a.free.remove(n)
+	if n := b.next; n != nil && n.state == st {
+		set.remove(n)
 		b.size += n.size
 		b.next = n.next
 		if n.next != nil {
 			n.next.prev = b
 		}
 	}
-	a.free.insert(b)
+	set.insert(b)
 }
 
 // addSegment adds a classic segment, all of it free, and returns it.

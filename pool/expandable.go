@@ -314,24 +314,4 @@ func (p *Pool) unmapMoving(moving []*block) error {
 }
 
 // makeHole turns b into a hole and merges it with neighbouring holes.
-func makeHole(a *arena, b *block) {
-	b.state = stateHole
-	if pr := b.prev; pr != nil && pr.state == stateHole {
-		a.holes.remove(pr)
-		pr.size += b.size
-		pr.next = b.next
-		if b.next != nil {
-			b.next.prev = pr
-		}
-		b = pr
-	}
-	if n := b.next; n != nil && n.state == stateHole {
-		a.holes.remove(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
-	}
-	a.holes.insert(b)
-}
+func makeHole(a *arena, b *block) { coalesce(b, stateHole, &a.holes) }

@@ -191,82 +191,66 @@ func (d *Driver) checkStream(stream uintptr) error {
 	return nil
 }
 
+// access checks an operation on n bytes at ptr, ordered on stream, and
+// returns the memory. Called with d.mu held.
+func (d *Driver) access(ptr uintptr, n int64, stream uintptr) ([]byte, error) {
+	if err := d.inject(OpCopy, n); err != nil {
+		return nil, err
+	}
+	if err := d.checkStream(stream); err != nil {
+		return nil, err
+	}
+	return d.resolve(ptr, n)
+}
+
 // CopyHtoD implements driver.Driver.
 func (d *Driver) CopyHtoD(dst uintptr, src []byte, stream uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpCopy, int64(len(src))); err != nil {
-		return err
+	mem, err := d.access(dst, int64(len(src)), stream)
+	if err == nil {
+		copy(mem, src)
 	}
-	if err := d.checkStream(stream); err != nil {
-		return err
-	}
-	mem, err := d.resolve(dst, int64(len(src)))
-	if err != nil {
-		return err
-	}
-	copy(mem, src)
-	return nil
+	return err
 }
 
 // CopyDtoH implements driver.Driver.
 func (d *Driver) CopyDtoH(dst []byte, src uintptr, stream uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpCopy, int64(len(dst))); err != nil {
-		return err
+	mem, err := d.access(src, int64(len(dst)), stream)
+	if err == nil {
+		copy(dst, mem)
 	}
-	if err := d.checkStream(stream); err != nil {
-		return err
-	}
-	mem, err := d.resolve(src, int64(len(dst)))
-	if err != nil {
-		return err
-	}
-	copy(dst, mem)
-	return nil
+	return err
 }
 
 // CopyDtoD implements driver.Driver.
 func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpCopy, n); err != nil {
-		return err
-	}
-	if err := d.checkStream(stream); err != nil {
-		return err
-	}
-	to, err := d.resolve(dst, n)
+	to, err := d.access(dst, n, stream)
 	if err != nil {
 		return err
 	}
 	from, err := d.resolve(src, n)
-	if err != nil {
-		return err
+	if err == nil {
+		copy(to, from)
 	}
-	copy(to, from)
-	return nil
+	return err
 }
 
 // Memset implements driver.Driver.
 func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpCopy, n); err != nil {
-		return err
+	mem, err := d.access(dst, n, stream)
+	if err == nil {
+		for i := range mem {
+			mem[i] = v
+		}
 	}
-	if err := d.checkStream(stream); err != nil {
-		return err
-	}
-	mem, err := d.resolve(dst, n)
-	if err != nil {
-		return err
-	}
-	for i := range mem {
-		mem[i] = v
-	}
-	return nil
+	return err
 }
 
 // NewStream implements driver.Driver.

@@ -50,9 +50,10 @@ func TestOpenCUDA(t *testing.T) {
 	assert.Zero(t, dev.Stats().Reserved)
 }
 
-// TestTwoDevicesOnOneGPUHaveTheirOwnPools opens GPU 0 twice: each device
-// keeps its own pool and scopes, and buffers copy between them.
-func TestTwoDevicesOnOneGPUHaveTheirOwnPools(t *testing.T) {
+// TestTwoDevicesHaveTheirOwnPools opens GPUs 0 and 1, or GPU 0 twice on a
+// machine with one: each device keeps its own pool and scopes, and buffers
+// copy between them.
+func TestTwoDevicesHaveTheirOwnPools(t *testing.T) {
 	a, err := gpu.Open(0)
 	require.NoError(t, err)
 	defer a.Close()

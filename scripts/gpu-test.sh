@@ -32,7 +32,9 @@ build)
   done
   go build -tags cuda -ldflags='-s -w' -o "$bin/gpumem" ./cmd/gpumem
   go build -tags cuda -ldflags='-s -w' -o "$bin/kernel" ./examples/kernel
-  echo "built $(wc -l <"$bin/tests.txt") test binaries in $bin/"
+  # Compressed, the folder stays well under what a device run can carry.
+  gzip -9 "$bin"/*.test "$bin/gpumem" "$bin/kernel"
+  echo "built $(wc -l <"$bin/tests.txt") test binaries in $bin/ ($(du -sh "$bin" | cut -f1), gzip)"
   ;;
 run)
   logs=${2:-$bin/logs}
@@ -42,6 +44,9 @@ run)
     echo "gpu-test: no NVIDIA driver or GPU on this machine: the CUDA tests were NOT run" >&2
     exit 2
   fi
+  for z in "$bin"/*.gz; do
+    [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
+  done
   pass=0 fail=0
   while read -r test dir; do
     if (cd "$dir" && "$root/$bin/$test" -test.v -test.count=1 >"$logs/$test.log" 2>&1 </dev/null); then

@@ -396,7 +396,19 @@ func (p *Pool) releaseCachedLocked() error {
 		}
 	}
 	p.mu.Unlock()
-	errs = append(errs, p.waitStreams(streamsOf(segs, moving)))
+	if err := p.waitStreams(streamsOf(segs, moving)); err != nil {
+		// Work on those streams may still use the memory: keep all of it.
+		p.mu.Lock()
+		for _, s := range segs {
+			s.arena.segments = append(s.arena.segments, s)
+			s.arena.free.insert(s.first)
+		}
+		for _, mv := range moving {
+			mv.seg.arena.release(mv)
+		}
+		p.mu.Unlock()
+		return errors.Join(append(errs, err)...)
+	}
 	for _, s := range segs {
 		err := p.src.Free(s.ptr, s.size)
 		p.mu.Lock()

@@ -282,3 +282,24 @@ func TestRegionSubAllocatesAndCoalesces(t *testing.T) {
 	_, err = pool.NewRegion(0, -1)
 	assert.ErrorIs(t, err, pool.ErrInvalidSize)
 }
+
+// stuckEvents is a source whose streams cannot be waited for.
+type stuckEvents struct{ *sim.Source }
+
+func (s stuckEvents) WaitEvent(uintptr) error { return errors.New("device hung") }
+
+func TestEmptyCacheKeepsMemoryItCannotProveIdle(t *testing.T) {
+	p := newPool(t, stuckEvents{sim.New(0, 0)})
+	b, err := p.Alloc(30 << 20)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(b))
+	before := p.Stats().Reserved
+	err = p.EmptyCache()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "device hung")
+	assert.Equal(t, before, p.Stats().Reserved, "nothing is unmapped while the stream may still use it")
+	require.NoError(t, p.CheckInvariants(nil))
+	again, err := p.Alloc(30 << 20)
+	require.NoError(t, err, "the memory is still there to use")
+	require.NoError(t, p.Free(again))
+}

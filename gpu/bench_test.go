@@ -69,3 +69,29 @@ func BenchmarkBarePoolAllocFree(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScopeAllocReleasedAtExit allocates 64 buffers per scope and lets
+// the scope's end release them: the cost per allocation of the common
+// pattern, to set against BenchmarkBarePoolAllocFree.
+func BenchmarkScopeAllocReleasedAtExit(b *testing.B) {
+	gpu.RecordStacks(false)
+	defer gpu.RecordStacks(true)
+	dev := openHost(b)
+	ctx := context.Background()
+	const perScope = 64
+	fn := func(s *gpu.Scope) error {
+		for range perScope {
+			if _, err := s.Alloc(4096); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := gpu.WithScope(ctx, dev, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perScope), "ns/alloc")
+}

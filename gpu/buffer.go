@@ -16,12 +16,23 @@ type Buffer struct {
 	own scope.Allocation
 }
 
-// Size returns the bytes allocated.
-func (b *Buffer) Size() int64 { return b.a.Size() }
+// Size returns the bytes allocated; 0 for a nil Buffer.
+func (b *Buffer) Size() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.a.Size()
+}
 
-// Ptr returns the device address, for kernels and drivers. It stays valid
-// only while the buffer is live.
-func (b *Buffer) Ptr() uintptr { return b.a.Ptr() }
+// Ptr returns the device address, for kernels and drivers; 0 for a nil
+// Buffer. It stays valid only while the buffer is live: launch kernels
+// inside [Buffer.Use].
+func (b *Buffer) Ptr() uintptr {
+	if b == nil {
+		return 0
+	}
+	return b.a.Ptr()
+}
 
 // Device returns the buffer's device.
 func (b *Buffer) Device() *Device { return b.dev }

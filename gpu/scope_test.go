@@ -483,3 +483,27 @@ func TestLongLivedScope(t *testing.T) {
 	require.NoError(t, weights.Close())
 	assert.Zero(t, dev.Stats().Allocated)
 }
+
+func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
+	var b *gpu.Buffer
+	assert.Zero(t, b.Size())
+	assert.Zero(t, b.Ptr())
+	assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrWrongScope)
+	assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrWrongScope)
+	assert.ErrorIs(t, b.Memset(0), gpu.ErrWrongScope)
+	assert.ErrorIs(t, b.Use(func(uintptr) error { return nil }), gpu.ErrWrongScope)
+	var x *gpu.Slice[float32]
+	assert.Zero(t, x.Len())
+	assert.ErrorIs(t, x.CopyFromHost([]float32{1}), gpu.ErrWrongScope)
+	assert.ErrorIs(t, x.CopyToHost(make([]float32, 1)), gpu.ErrWrongScope)
+	dev := testDevice(t, 0)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		y, err := s.Alloc(8)
+		require.NoError(t, err)
+		assert.ErrorIs(t, y.CopyFrom(nil), gpu.ErrWrongScope)
+		assert.ErrorIs(t, s.Keep(nil), gpu.ErrWrongScope)
+		return nil
+	}))
+	assert.ErrorIs(t, gpu.WithScope(context.Background(), nil, func(*gpu.Scope) error { return nil }), gpu.ErrNoDevice)
+	assert.Error(t, gpu.WithScope(context.Background(), dev, nil))
+}

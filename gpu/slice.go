@@ -32,11 +32,19 @@ func Alloc[T Elem](s *Scope, n int) (*Slice[T], error) {
 	return &Slice[T]{Buffer: b, n: n}, nil
 }
 
-// Len returns the number of elements.
-func (x *Slice[T]) Len() int { return x.n }
+// Len returns the number of elements; 0 for a nil Slice.
+func (x *Slice[T]) Len() int {
+	if x == nil {
+		return 0
+	}
+	return x.n
+}
 
 // CopyFromHost copies src, at most Len elements, to the start of x.
 func (x *Slice[T]) CopyFromHost(src []T) error {
+	if x == nil {
+		return fmt.Errorf("%w: nil Slice", ErrWrongScope)
+	}
 	if len(src) > x.n {
 		return fmt.Errorf("gpu: CopyFromHost: %d elements into a slice of %d", len(src), x.n)
 	}
@@ -45,6 +53,9 @@ func (x *Slice[T]) CopyFromHost(src []T) error {
 
 // CopyToHost copies the first len(dst) elements of x into dst.
 func (x *Slice[T]) CopyToHost(dst []T) error {
+	if x == nil {
+		return fmt.Errorf("%w: nil Slice", ErrWrongScope)
+	}
 	if len(dst) > x.n {
 		return fmt.Errorf("gpu: CopyToHost: %d elements from a slice of %d", len(dst), x.n)
 	}

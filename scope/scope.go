@@ -355,7 +355,7 @@ func (s *Scope) Close() error {
 		errs = append(errs, kids[i].Close())
 	}
 	s.mu.Lock()
-	var ending []*Allocation // last allocated first
+	ending := make([]*Allocation, 0, s.count) // last allocated first
 	for a := s.tail; a != nil; a = a.prev {
 		if !a.mark(released) {
 			panic("scope: bug: an allocation on a scope's list is not live")

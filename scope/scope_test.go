@@ -89,8 +89,15 @@ func BenchmarkEmptyScope(b *testing.B) {
 
 // BenchmarkAllocFree is an allocation and free through a scope; compare
 // with BenchmarkBarePoolAllocFree for the scope's own cost.
-func BenchmarkAllocFree(b *testing.B) {
+func BenchmarkAllocFree(b *testing.B) { benchAllocFree(b, false) }
+
+// BenchmarkAllocFreeRecordingStacks is the same with allocation stacks
+// recorded, as under gputest.VerifyTestMain.
+func BenchmarkAllocFreeRecordingStacks(b *testing.B) { benchAllocFree(b, true) }
+
+func benchAllocFree(b *testing.B, stacks bool) {
 	tr := newTree(b)
+	tr.RecordStacks(stacks)
 	s, err := tr.Open(context.Background(), nil, scope.Options{})
 	require.NoError(b, err)
 	defer s.Close()
@@ -115,24 +122,6 @@ func BenchmarkBarePoolAllocFree(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := p.Free(blk); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkAllocFreeRecordingStacks(b *testing.B) {
-	tr := newTree(b)
-	tr.RecordStacks(true)
-	s, err := tr.Open(context.Background(), nil, scope.Options{})
-	require.NoError(b, err)
-	defer s.Close()
-	b.ReportAllocs()
-	for b.Loop() {
-		a, err := s.Alloc(4096)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Free(a); err != nil {
 			b.Fatal(err)
 		}
 	}

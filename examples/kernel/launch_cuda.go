@@ -3,6 +3,7 @@
 package main
 
 import (
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,11 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/cuda"
 )
+
+// saxpyPTX is our kernel, loaded by the driver at run time.
+//
+//go:embed saxpy.ptx
+var saxpyPTX string
 
 func openDevice(w io.Writer) (*gpu.Device, error) {
 	dev, err := gpu.Open(0)

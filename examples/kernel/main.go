@@ -17,9 +17,6 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-//go:embed saxpy.ptx
-var saxpyPTX string
-
 func main() {
 	if err := run(os.Stdout, 1<<20); err != nil {
 		fmt.Fprintln(os.Stderr, "kernel:", err)

@@ -63,6 +63,9 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 }
 
 func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOption) (*Scope, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: nil Device", ErrNoDevice)
+	}
 	if d.closed.Load() {
 		return nil, ErrDeviceClosed
 	}
@@ -88,8 +91,14 @@ func (s *Scope) Path() string { return s.s.Path() }
 // opens a child. It is done when the scope's own context is done.
 func (s *Scope) Context() context.Context { return s.s.Context() }
 
+// errNilScope is what the methods of a nil *Scope return.
+var errNilScope = fmt.Errorf("%w: nil Scope", ErrScopeClosed)
+
 // Alloc allocates size bytes owned by the scope.
 func (s *Scope) Alloc(size int64) (*Buffer, error) {
+	if s == nil {
+		return nil, errNilScope
+	}
 	b := new(Buffer)
 	b.dev = s.dev
 	b.a = &b.own
@@ -101,6 +110,9 @@ func (s *Scope) Alloc(size int64) (*Buffer, error) {
 
 // Free releases b before the scope ends, back to the pool.
 func (s *Scope) Free(b *Buffer) error {
+	if s == nil {
+		return errNilScope
+	}
 	if b == nil {
 		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
 	}
@@ -112,6 +124,9 @@ func (s *Scope) Free(b *Buffer) error {
 
 // Keep moves b to the parent scope, so that it outlives this one.
 func (s *Scope) Keep(b *Buffer) error {
+	if s == nil {
+		return errNilScope
+	}
 	if b == nil {
 		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
 	}
@@ -123,7 +138,12 @@ func (s *Scope) Keep(b *Buffer) error {
 
 // Close ends a scope from [Device.NewScope], freeing what it owns. It is
 // idempotent. Scopes of WithScope close themselves.
-func (s *Scope) Close() error { return s.s.Close() }
+func (s *Scope) Close() error {
+	if s == nil {
+		return errNilScope
+	}
+	return s.s.Close()
+}
 
 // ScopeStats describes a scope.
 type ScopeStats = scope.Stats

@@ -505,5 +505,16 @@ func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
 		return nil
 	}))
 	assert.ErrorIs(t, gpu.WithScope(context.Background(), nil, func(*gpu.Scope) error { return nil }), gpu.ErrNoDevice)
+	var nilDev *gpu.Device
+	_, err := nilDev.NewScope()
+	assert.ErrorIs(t, err, gpu.ErrNoDevice)
+	var nilScope *gpu.Scope
+	_, err = nilScope.Alloc(8)
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	_, err = gpu.Alloc[int32](nilScope, 8)
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Free(nil), gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Keep(nil), gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Close(), gpu.ErrScopeClosed)
 	assert.Error(t, gpu.WithScope(context.Background(), dev, nil))
 }

@@ -68,10 +68,15 @@ type hostSeg struct {
 
 var _ driver.Driver = (*Driver)(nil)
 
-// New returns a host device of capacity bytes.
+// New returns a host device of capacity bytes. A capacity beyond the
+// machine's memory is refused: the Go runtime cannot recover from running
+// out of it, so the device must run out first.
 func New(capacity int64) (*Driver, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("host: capacity %d must be positive", capacity)
+	}
+	if ram, ok := physicalMemory(); ok && capacity > ram {
+		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
 	return &Driver{capacity: capacity, streams: map[uintptr]bool{0: true}, events: map[uintptr]bool{}, nextID: 1, vm: newVM()}, nil
 }

@@ -76,3 +76,10 @@ func TestStreamsAndEvents(t *testing.T) {
 	require.NoError(t, d.DestroyStream(s))
 	assert.Error(t, d.DestroyStream(s))
 }
+
+func TestBadCapacities(t *testing.T) {
+	for _, c := range []int64{0, -1} {
+		_, err := host.New(c)
+		assert.Error(t, err, "capacity %d", c)
+	}
+}

@@ -1,0 +1,16 @@
+//go:build linux
+
+package host_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/gpuscope/gpuscope/gpu/host"
+)
+
+func TestACapacityBeyondTheMachineIsRefused(t *testing.T) {
+	_, err := host.New(1 << 62)
+	assert.ErrorContains(t, err, "exceeds this machine's")
+}

@@ -6,9 +6,10 @@
 #                                      # stub libcuda come from scripts/cuda-sdk.sh
 #   scripts/gpu-test.sh run [LOGDIR]   # on the GPU machine, from the repository root
 #
-# build writes .gpubin/: one test binary per package (PKG.test), the gpumem
-# and kernel commands, and a list of which directory each test runs in. run
-# needs no Go: it runs each test binary in its package directory and prints
+# build writes .gpubin/: one test binary per package (PKG.test.gz), the
+# gpumem and kernel commands, gzipped so that a device run can carry them,
+# and a list of which directory each test runs in. run needs no Go: it
+# unpacks them, runs each test binary in its package directory and prints
 # a go-test-style summary. Where there is no GPU it says so and exits 2: the
 # tests were not run, which is not a pass.
 set -uo pipefail

@@ -28,8 +28,8 @@ type segment struct {
 	size  int64
 	arena *arena
 	first *block
-	// pages, for expandable segments: the page mapped at each page index.
-	pages map[int64]uint64
+	// mapped, for expandable segments: the handles mapped in it, by address.
+	mapped []*handle
 }
 
 // arenaKey names an arena: one per stream and size class.
@@ -57,6 +57,17 @@ func (a *arena) take(r int64) *block {
 		return nil
 	}
 	b := a.free.blocks[i]
+	if a.expandable {
+		// Best fit, except that a block bordering unmapped space is taken
+		// only if no other fits: it can grow, so it is kept for the request
+		// that needs it to (PyTorch's expandable segments do the same).
+		for _, c := range a.free.blocks[i:] {
+			if !c.bordersHole() {
+				b = c
+				break
+			}
+		}
+	}
 	if !a.key.small && !a.expandable && a.maxSplit < 1<<62 {
 		// Oversize blocks serve only oversize requests, and only close fits.
 		if r < a.maxSplit && b.size >= a.maxSplit {
@@ -67,6 +78,11 @@ func (a *arena) take(r int64) *block {
 		}
 	}
 	return a.takeBlock(b, r)
+}
+
+// bordersHole reports whether a neighbour of b is a hole.
+func (b *block) bordersHole() bool {
+	return b.prev != nil && b.prev.state == stateHole || b.next != nil && b.next.state == stateHole
 }
 
 // takeBlock takes free block b for r bytes, splitting off the rest where

@@ -3,22 +3,43 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
 // An expandable arena is one or more reservations of address space, each a
-// segment whose blocks tile it: free, in use, or holes with no pages mapped.
-// Growing maps pages into a hole next to free space. The pages come from, in
-// order: pages the pool holds unmapped, whole pages under free blocks of the
-// same stream (unmapped there: the page moves), and new pages from the source.
-// So reserved memory grows only when the free memory, counted in whole
-// pages, cannot hold the request.
+// segment whose blocks tile it: free, in use, or holes with nothing mapped.
+// Physical memory is a set of handles, each mapped whole somewhere in a
+// segment or held idle. Growing maps handles into a hole next to free space,
+// with one map call per handle and one access call for the whole range. The
+// handles come from, in order: idle handles; when memory is short (the limit,
+// or the source out of memory), handles lying wholly under free blocks of the
+// same stream, unmapped there to move; and one new handle from the source for
+// the rest, exactly as large as the growth.
+//
+// A growth so costs three driver calls (create, map, set access) whatever its
+// size, and nothing else calls the driver: a workload that repeats makes no
+// driver call once its first pass is done. Moving memory eagerly to keep
+// reserved bytes at the minimum was measured to cost more than it saves: a
+// handle moved out of a free block splits that block, and the next large
+// request no longer fits (docs/pool.md).
 
-func (p *Pool) pageIndex(ptr uintptr) int64 { return int64(ptr) / p.pageSize }
+// handle is physical memory from the source, mapped at ptr or idle (ptr 0).
+type handle struct {
+	id   uint64
+	size int64
+	ptr  uintptr
+}
 
-// growExpandable maps pages into a so that it has a free block of r bytes.
-// Called with growMu held.
-func (p *Pool) growExpandable(a *arena, r int64) error {
+func (h *handle) end() uintptr { return h.ptr + uintptr(h.size) }
+
+// granules counts the granules of n bytes, rounded up.
+func (p *Pool) granules(n int64) int64 { return (n + p.gran - 1) / p.gran }
+
+// growExpandable maps memory into a so that it has a free block of r bytes.
+// With squeeze it moves every handle it can before it creates one, as it
+// does when memory is short. Called with growMu held.
+func (p *Pool) growExpandable(a *arena, r int64, squeeze bool) error {
 	p.mu.Lock()
 	h, at, k := p.bestHole(a, r)
 	p.mu.Unlock()
@@ -33,49 +54,46 @@ func (p *Pool) growExpandable(a *arena, r int64) error {
 			return fmt.Errorf("pool: bug: no hole for %d bytes in a new reservation", r)
 		}
 	}
-	pages, err := p.obtainPages(k, a.key.stream, h.prev, h.next)
-	if err != nil {
-		return err
-	}
-	if err := p.mapper.MapPages(at, pages); err != nil {
+	if step := p.opts.growthStep / p.gran; step > 1 && !a.key.small && !squeeze {
+		// Round the growth up to whole steps, where the hole has room and
+		// the limit allows; short of memory, take only what is lacking.
 		p.mu.Lock()
-		p.freePages = append(p.freePages, pages...)
+		n := (k + step - 1) / step * step
+		over := p.overLimit(n * p.gran)
 		p.mu.Unlock()
-		return classify(fmt.Errorf("pool: mapping %d pages: %w", k, err))
+		if n*p.gran <= h.size && !over {
+			if at != h.ptr {
+				at = h.end() - uintptr(n*p.gran)
+			}
+			k = n
+		}
 	}
 	p.mu.Lock()
-	p.fillHole(a, h, at, pages)
-	p.pagesMapped += int64(len(pages))
+	g := p.planGrowth(a, h, at, k, squeeze || p.overLimit(k*p.gran))
 	p.mu.Unlock()
-	return nil
+	return p.carryOut(a, g)
 }
 
-// reserveSegment adds a reservation of address space to a.
-func (p *Pool) reserveSegment(a *arena, r int64) error {
-	size := max(p.vaSize, (r+p.pageSize-1)&^(p.pageSize-1))
-	ptr, err := p.mapper.ReserveAddress(size)
-	if err != nil {
-		return fmt.Errorf("pool: reserving %d bytes of address space: %w", size, err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := &segment{ptr: ptr, size: size, arena: a, pages: make(map[int64]uint64)}
-	s.first = &block{ptr: ptr, size: size, seg: s, state: stateHole}
-	a.segments = append(a.segments, s)
-	a.holes.insert(s.first)
-	return nil
+// growth is what one growth of an arena maps, and where it takes it from.
+type growth struct {
+	hole     *block
+	fromEnd  bool      // map at the hole's end rather than its start
+	need     int64     // granules needed
+	handles  []*handle // idle handles taken
+	moving   []*block  // blocks whose one handle moves (state moving)
+	movingH  []*handle // the handle under each moving block
+	create   int64     // bytes of the new handle to create, 0 for none
+	byteSize int64     // bytes mapped in all
 }
 
-// bestHole picks where to map pages for r bytes: the hole, the address in it
-// and the page count that need the fewest new pages, joining free blocks on
-// either side. Called with p.mu held.
-func (p *Pool) bestHole(a *arena, r int64) (hole *block, at uintptr, pages int64) {
-	P := p.pageSize
-	ceil := func(n int64) int64 { return (n + P - 1) / P }
+// bestHole picks where to map memory for r bytes: the hole, the address in
+// it and the granule count that need the least new memory, joining free
+// blocks on either side. Called with p.mu held.
+func (p *Pool) bestHole(a *arena, r int64) (hole *block, at uintptr, granules int64) {
 	best := int64(-1)
 	consider := func(h *block, addr uintptr, k int64) {
 		if best < 0 || k < best || k == best && h.size < hole.size {
-			hole, at, pages, best = h, addr, k, k
+			hole, at, granules, best = h, addr, k, k
 		}
 	}
 	for _, h := range a.holes.blocks {
@@ -87,23 +105,250 @@ func (p *Pool) bestHole(a *arena, r int64) (hole *block, at uintptr, pages int64
 			after = h.next.size
 		}
 		if need := r - before; need > 0 && need <= h.size {
-			consider(h, h.ptr, ceil(need))
+			consider(h, h.ptr, p.granules(need))
 		}
 		if need := r - after; need > 0 && need <= h.size {
-			k := ceil(need)
-			consider(h, h.end()-uintptr(k*P), k)
+			k := p.granules(need)
+			consider(h, h.end()-uintptr(k*p.gran), k)
 		}
 		if before+h.size+after >= r {
-			consider(h, h.ptr, h.size/P)
+			consider(h, h.ptr, h.size/p.gran)
 		}
 	}
-	return hole, at, pages
+	return hole, at, granules
 }
 
-// fillHole turns the part of hole h at at, len(pages) pages long, into a free
-// block with those pages mapped. Called with p.mu held.
-func (p *Pool) fillHole(a *arena, h *block, at uintptr, pages []uint64) {
-	n := int64(len(pages)) * p.pageSize
+// planGrowth chooses the handles that fill k granules at at in hole h: idle
+// ones, then, if move, handles moved from under free blocks, then one new
+// handle for the rest. The
+// plan maps at least k and at most the hole's granules. Called with p.mu
+// held; it takes the idle handles and marks the moving blocks, so the plan is
+// the caller's to carry out or undo.
+func (p *Pool) planGrowth(a *arena, h *block, at uintptr, k int64, move bool) *growth {
+	g := &growth{hole: h, fromEnd: at != h.ptr, need: k}
+	limit := h.size / p.gran
+	var total int64 // granules planned
+	// Idle handles first: mapping one costs no unmap.
+	for total < k {
+		i := pickHandle(p.idle, p.gran, k-total, limit-total)
+		if i < 0 {
+			break
+		}
+		hd := p.idle[i]
+		p.idle = slices.Delete(p.idle, i, i+1)
+		g.handles = append(g.handles, hd)
+		total += hd.size / p.gran
+	}
+	if total < k && move {
+		cands, under := p.movable(a.key.stream, h.prev, h.next)
+		for total < k {
+			i := pickHandle(cands, p.gran, k-total, limit-total)
+			if i < 0 {
+				break
+			}
+			g.moving = append(g.moving, p.isolate(cands[i], under[i]))
+			g.movingH = append(g.movingH, cands[i])
+			total += cands[i].size / p.gran
+			cands, under = slices.Delete(cands, i, i+1), slices.Delete(under, i, i+1)
+		}
+	}
+	if total < k {
+		g.create = (k - total) * p.gran
+		total = k
+	}
+	g.byteSize = total * p.gran
+	return g
+}
+
+// pickHandle returns the index in hs of the handle to take for need
+// granules, at most limit: the smallest that covers need alone, else the
+// largest that fits under limit; -1 if none fits.
+func pickHandle(hs []*handle, gran, need, limit int64) int {
+	cover, largest := -1, -1
+	for i, h := range hs {
+		n := h.size / gran
+		if n > limit {
+			continue
+		}
+		if n >= need && (cover < 0 || n < hs[cover].size/gran) {
+			cover = i
+		}
+		if largest < 0 || n > hs[largest].size/gran {
+			largest = i
+		}
+	}
+	if cover >= 0 {
+		return cover
+	}
+	return largest
+}
+
+// movable lists the handles lying wholly under free blocks of stream's
+// expandable arenas, except skip1 and skip2, which the caller means to join,
+// and for each the free block it lies under. Called with p.mu held.
+func (p *Pool) movable(stream uintptr, skip1, skip2 *block) (hs []*handle, under []*block) {
+	for _, small := range []bool{false, true} {
+		a := p.arenas[arenaKey{stream, small}]
+		if a == nil || !a.expandable {
+			continue
+		}
+		for _, b := range a.free.blocks {
+			if b == skip1 || b == skip2 {
+				continue
+			}
+			for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
+				hs = append(hs, hd)
+				under = append(under, b)
+			}
+		}
+	}
+	return hs, under
+}
+
+// isolate cuts the range of mapped handle hd out of the free block around
+// it and marks that range moving. b is the free block hd lay under when the
+// candidates were listed; cutting out other handles since leaves b at or
+// before hd, so the walk is short. Called with p.mu held.
+func (p *Pool) isolate(hd *handle, b *block) *block {
+	for b != nil && b.end() <= hd.ptr {
+		b = b.next
+	}
+	if b == nil || b.state != stateFree || b.ptr > hd.ptr || b.end() < hd.end() {
+		panic("pool: bug: a moving handle is not under one free block")
+	}
+	a := b.seg.arena
+	a.free.remove(b)
+	mv := b
+	if hd.ptr > b.ptr {
+		mv = splitAt(b, int64(hd.ptr-b.ptr))
+		a.free.insert(b)
+	}
+	if mv.end() > hd.end() {
+		tail := splitAt(mv, hd.size)
+		tail.state = stateFree
+		a.free.insert(tail)
+	}
+	mv.state = stateMoving
+	return mv
+}
+
+// carryOut makes the driver calls of a growth plan and records the result.
+// On failure nothing is lost: handles it could not map are kept idle, and
+// moving blocks it could not unmap are free again. Called with growMu held
+// and p.mu not held.
+func (p *Pool) carryOut(a *arena, g *growth) error {
+	handles := g.handles
+	fail := func(err error) error {
+		p.mu.Lock()
+		p.idle = append(p.idle, handles...)
+		p.mu.Unlock()
+		return err
+	}
+	if len(g.moving) > 0 {
+		if err := p.waitStreams([]uintptr{a.key.stream}); err != nil {
+			p.mu.Lock()
+			for _, mv := range g.moving {
+				mv.seg.arena.release(mv)
+			}
+			p.mu.Unlock()
+			return fail(err)
+		}
+		moved, err := p.unmapMoving(g.moving, g.movingH)
+		handles = append(handles, moved...)
+		p.mu.Lock()
+		for _, hd := range moved {
+			p.pagesMoved += hd.size / p.gran
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if g.create > 0 {
+		hd, err := p.createHandle(g.create)
+		if err != nil {
+			return fail(err)
+		}
+		handles = append(handles, hd)
+	}
+	start := g.hole.ptr
+	if g.fromEnd {
+		start = g.hole.end() - uintptr(g.byteSize)
+	}
+	at := start
+	for i, hd := range handles {
+		if err := p.mapper.Map(at, hd.size, hd.id); err != nil {
+			p.unmapAll(handles[:i])
+			return fail(classify(fmt.Errorf("pool: mapping %s: %w", FormatBytes(hd.size), err)))
+		}
+		hd.ptr = at
+		at += uintptr(hd.size)
+	}
+	if err := p.mapper.SetAccess(start, g.byteSize); err != nil {
+		p.unmapAll(handles)
+		return fail(classify(fmt.Errorf("pool: setting access to %s: %w", FormatBytes(g.byteSize), err)))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fillHole(a, g.hole, start, g.byteSize)
+	for _, hd := range handles {
+		g.hole.seg.addMapping(hd)
+	}
+	p.growths++
+	p.pagesMapped += g.byteSize / p.gran
+	return nil
+}
+
+// unmapAll undoes the mappings of handles (after a failed growth) and
+// leaves them idle. A mapping the source will not undo is kept counted
+// as reserved and never used again. Called with p.mu not held.
+func (p *Pool) unmapAll(handles []*handle) {
+	for _, hd := range handles {
+		if err := p.mapper.Unmap(hd.ptr, hd.size); err == nil {
+			hd.ptr = 0
+		}
+	}
+}
+
+// createHandle creates a handle of size bytes, within the limit.
+func (p *Pool) createHandle(size int64) (*handle, error) {
+	p.mu.Lock()
+	over := p.overLimit(size)
+	p.mu.Unlock()
+	if over {
+		return nil, sourceOOM{}
+	}
+	id, err := p.mapper.Create(size)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pool: creating %s: %w", FormatBytes(size), err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sourceAllocs++
+	p.handles++
+	p.addReserved(size)
+	return &handle{id: id, size: size}, nil
+}
+
+// reserveSegment adds a reservation of address space to a.
+func (p *Pool) reserveSegment(a *arena, r int64) error {
+	size := max(p.vaSize, p.granules(r)*p.gran)
+	ptr, err := p.mapper.ReserveAddress(size)
+	if err != nil {
+		return fmt.Errorf("pool: reserving %s of address space: %w", FormatBytes(size), err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := &segment{ptr: ptr, size: size, arena: a}
+	s.first = &block{ptr: ptr, size: size, seg: s, state: stateHole}
+	a.segments = append(a.segments, s)
+	a.holes.insert(s.first)
+	return nil
+}
+
+// fillHole turns n bytes of hole h at at, now mapped, into a free block.
+// Called with p.mu held.
+func (p *Pool) fillHole(a *arena, h *block, at uintptr, n int64) {
 	a.holes.remove(h)
 	nb := &block{ptr: at, size: n, seg: h.seg, state: stateInUse}
 	switch {
@@ -137,144 +382,9 @@ func (p *Pool) fillHole(a *arena, h *block, at uintptr, pages []uint64) {
 		h.size -= n
 		a.holes.insert(h)
 	default:
-		panic("pool: bug: pages mapped inside a hole, touching neither end")
-	}
-	first := p.pageIndex(at)
-	for i, pg := range pages {
-		h.seg.pages[first+int64(i)] = pg
+		panic("pool: bug: memory mapped inside a hole, touching neither end")
 	}
 	a.release(nb)
-}
-
-// obtainPages returns k pages to map: held ones first, then pages moved from
-// free blocks of stream's arenas (never skip1 or skip2, which the caller
-// means to join), then new pages. Called with growMu held.
-func (p *Pool) obtainPages(k int64, stream uintptr, skip1, skip2 *block) ([]uint64, error) {
-	p.mu.Lock()
-	n := min(k, int64(len(p.freePages)))
-	pages := append([]uint64(nil), p.freePages[int64(len(p.freePages))-n:]...)
-	p.freePages = p.freePages[:int64(len(p.freePages))-n]
-	var moving []*block
-	if need := k - n; need > 0 {
-		moving = p.planMoves(stream, need, skip1, skip2)
-	}
-	p.mu.Unlock()
-	if len(moving) > 0 {
-		if err := p.waitStreams([]uintptr{stream}); err != nil {
-			p.mu.Lock()
-			for _, mv := range moving {
-				mv.seg.arena.release(mv)
-			}
-			p.freePages = append(p.freePages, pages...)
-			p.mu.Unlock()
-			return nil, err
-		}
-		if err := p.unmapMoving(moving); err != nil {
-			p.mu.Lock()
-			p.freePages = append(p.freePages, pages...)
-			p.mu.Unlock()
-			return nil, err
-		}
-		p.mu.Lock()
-		take := min(k-int64(len(pages)), int64(len(p.freePages)))
-		pages = append(pages, p.freePages[int64(len(p.freePages))-take:]...)
-		p.freePages = p.freePages[:int64(len(p.freePages))-take]
-		p.mu.Unlock()
-	}
-	need := k - int64(len(pages))
-	if need == 0 {
-		return pages, nil
-	}
-	p.mu.Lock()
-	over := p.overLimit(need * p.pageSize)
-	p.mu.Unlock()
-	var err error
-	created := 0
-	if over {
-		err = sourceOOM{}
-	} else {
-		for range need {
-			pg, cerr := p.mapper.CreatePage()
-			if cerr != nil {
-				err = classify(fmt.Errorf("pool: creating a page: %w", cerr))
-				break
-			}
-			pages = append(pages, pg)
-			created++
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sourceAllocs += int64(created)
-	p.addReserved(int64(created) * p.pageSize)
-	if err != nil {
-		p.freePages = append(p.freePages, pages...)
-		return nil, err
-	}
-	return pages, nil
-}
-
-// planMoves takes whole pages, need of them at most, out of free blocks of
-// stream's expandable arenas, most pages first, and returns the blocks now
-// moving. Called with p.mu held.
-func (p *Pool) planMoves(stream uintptr, need int64, skip1, skip2 *block) []*block {
-	var cands []*block
-	for _, small := range []bool{false, true} {
-		a := p.arenas[arenaKey{stream, small}]
-		if a == nil || !a.expandable {
-			continue
-		}
-		for _, b := range a.free.blocks {
-			if b != skip1 && b != skip2 && p.wholePages(b) > 0 {
-				cands = append(cands, b)
-			}
-		}
-	}
-	sort.Slice(cands, func(i, j int) bool { return p.wholePages(cands[i]) > p.wholePages(cands[j]) })
-	var moving []*block
-	for _, b := range cands {
-		if need <= 0 {
-			break
-		}
-		m := min(need, p.wholePages(b))
-		moving = append(moving, p.isolatePages(b.seg.arena, b, m))
-		need -= m
-	}
-	return moving
-}
-
-// wholePages counts the pages that lie wholly inside b.
-func (p *Pool) wholePages(b *block) int64 {
-	lo := (int64(b.ptr) + p.pageSize - 1) / p.pageSize
-	hi := int64(b.end()) / p.pageSize
-	return max(0, hi-lo)
-}
-
-// isolatePages splits free block b so that its last m whole pages (all, if
-// fewer) form a block of their own, marked moving; the rest stays free. It
-// returns nil where b has no whole page. Called with p.mu held.
-func (p *Pool) isolatePages(a *arena, b *block, m int64) *block {
-	whole := p.wholePages(b)
-	if whole == 0 {
-		return nil
-	}
-	m = min(m, whole)
-	hi := uintptr(int64(b.end()) / p.pageSize * p.pageSize)
-	lo := hi - uintptr(m*p.pageSize)
-	a.free.remove(b)
-	mv := b
-	if lo > b.ptr {
-		mv = splitAt(b, int64(lo-b.ptr))
-		b.state = stateFree
-		a.free.insert(b)
-	}
-	if mv.end() > hi {
-		tail := splitAt(mv, int64(hi-mv.ptr))
-		tail.state = stateFree
-		a.free.insert(tail)
-	}
-	mv.state = stateMoving
-	return mv
 }
 
 // splitAt cuts b at offset off and returns the new block after it.
@@ -288,30 +398,52 @@ func splitAt(b *block, off int64) *block {
 	return nb
 }
 
-// unmapMoving unmaps moving blocks, turns them into holes and keeps their
-// pages in p.freePages. A block the source would not unmap goes back to its
-// free set. Called with growMu held and p.mu not held.
-func (p *Pool) unmapMoving(moving []*block) error {
+// unmapMoving unmaps the handle under each moving block, turns the block
+// into a hole and returns the handles unmapped. A block the source would not
+// unmap goes back to its free set. Called with growMu held and p.mu not held.
+func (p *Pool) unmapMoving(moving []*block, hs []*handle) ([]*handle, error) {
 	var errs []error
-	for _, mv := range moving {
-		err := p.mapper.UnmapPages(mv.ptr, mv.size)
+	var done []*handle
+	for i, mv := range moving {
+		hd := hs[i]
+		err := p.mapper.Unmap(hd.ptr, hd.size)
 		p.mu.Lock()
 		if err != nil {
 			mv.seg.arena.release(mv)
-			errs = append(errs, fmt.Errorf("pool: unmapping %d bytes: %w", mv.size, err))
+			errs = append(errs, fmt.Errorf("pool: unmapping %s: %w", FormatBytes(hd.size), err))
 		} else {
-			first := p.pageIndex(mv.ptr)
-			for i := range mv.size / p.pageSize {
-				p.freePages = append(p.freePages, mv.seg.pages[first+i])
-				delete(mv.seg.pages, first+i)
-			}
-			p.pagesMoved += mv.size / p.pageSize
+			mv.seg.removeMapping(hd)
+			hd.ptr = 0
 			makeHole(mv.seg.arena, mv)
+			done = append(done, hd)
 		}
 		p.mu.Unlock()
 	}
-	return errors.Join(errs...)
+	return done, errors.Join(errs...)
 }
 
 // makeHole turns b into a hole and merges it with neighbouring holes.
 func makeHole(a *arena, b *block) { coalesce(b, stateHole, &a.holes) }
+
+// mappedIn returns the handles mapped wholly inside [lo, hi).
+func (s *segment) mappedIn(lo, hi uintptr) []*handle {
+	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= lo })
+	var out []*handle
+	for ; i < len(s.mapped) && s.mapped[i].end() <= hi; i++ {
+		out = append(out, s.mapped[i])
+	}
+	return out
+}
+
+func (s *segment) addMapping(hd *handle) {
+	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= hd.ptr })
+	s.mapped = slices.Insert(s.mapped, i, hd)
+}
+
+func (s *segment) removeMapping(hd *handle) {
+	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= hd.ptr })
+	if i == len(s.mapped) || s.mapped[i] != hd {
+		panic("pool: bug: handle not mapped in its segment")
+	}
+	s.mapped = slices.Delete(s.mapped, i, i+1)
+}

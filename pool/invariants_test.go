@@ -53,7 +53,7 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 	for _, b := range p.pending {
 		pending[b] = true
 	}
-	var allocated, requested, live, reserved int64
+	var allocated, requested, live, reserved, handles int64
 	type span struct{ lo, hi uintptr }
 	var spans []span
 	for key, a := range p.arenas {
@@ -86,7 +86,7 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 					}
 				case stateHole:
 					nholes++
-					if !a.holes.has(b) || int64(b.ptr)%p.pageSize != 0 || b.size%p.pageSize != 0 {
+					if !a.holes.has(b) || int64(b.ptr)%p.gran != 0 || b.size%p.gran != 0 {
 						return fmt.Errorf("hole %#x (%d bytes) unaligned or missing from the hole set", b.ptr, b.size)
 					}
 				case statePending:
@@ -113,11 +113,14 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 				default:
 					return fmt.Errorf("block %#x in state %v outside any operation", b.ptr, b.state)
 				}
-				if a.expandable && b.state != stateHole {
-					for pg := p.pageIndex(b.ptr); pg*p.pageSize < int64(b.end()); pg++ {
-						if _, ok := s.pages[pg]; !ok {
-							return fmt.Errorf("block %#x lies on unmapped page %d", b.ptr, pg)
-						}
+				if a.expandable {
+					// Mappings tile the blocks that are not holes, and
+					// none lies under a hole.
+					if b.state == stateHole && len(s.mappedIn(b.ptr, b.end())) > 0 {
+						return fmt.Errorf("hole %#x has memory mapped in it", b.ptr)
+					}
+					if b.state != stateHole && !coversRange(s, b.ptr, b.end()) {
+						return fmt.Errorf("block %#x (%d bytes) lies on unmapped memory", b.ptr, b.size)
 					}
 				}
 				if mapped != nil && b.state != stateHole && !mapped(b.ptr, b.size) {
@@ -129,7 +132,16 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 			if at != s.ptr+uintptr(s.size) {
 				return fmt.Errorf("segment %#x: blocks end at %#x, not at its end", s.ptr, at)
 			}
-			reserved += int64(len(s.pages)) * p.pageSize
+			for i, hd := range s.mapped {
+				if hd.ptr < s.ptr || hd.end() > s.ptr+uintptr(s.size) || int64(hd.ptr)%p.gran != 0 || hd.size%p.gran != 0 {
+					return fmt.Errorf("segment %#x: mapping %#x (%d bytes) out of it or unaligned", s.ptr, hd.ptr, hd.size)
+				}
+				if i > 0 && s.mapped[i-1].end() > hd.ptr {
+					return fmt.Errorf("segment %#x: mappings at %#x and %#x overlap or are out of order", s.ptr, s.mapped[i-1].ptr, hd.ptr)
+				}
+				reserved += hd.size
+				handles++
+			}
 		}
 		if nfree != a.free.len() || nholes != a.holes.len() {
 			return fmt.Errorf("arena %+v: %d free blocks and %d holes, sets hold %d and %d", key, nfree, nholes, a.free.len(), a.holes.len())
@@ -144,7 +156,16 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 			return fmt.Errorf("segments at %#x and %#x overlap", spans[i-1].lo, spans[i].lo)
 		}
 	}
-	reserved += int64(len(p.freePages)) * p.pageSize
+	for _, hd := range p.idle {
+		if hd.ptr != 0 {
+			return fmt.Errorf("idle handle %d is mapped at %#x", hd.id, hd.ptr)
+		}
+		reserved += hd.size
+		handles++
+	}
+	if handles != p.handles {
+		return fmt.Errorf("the pool counts %d handles, holds %d", p.handles, handles)
+	}
 	if reserved != p.reserved || p.reservedNow.Load() != p.reserved {
 		return fmt.Errorf("reserved counts %d, segments and pages hold %d", p.reserved, reserved)
 	}
@@ -174,8 +195,8 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 func (p *Pool) checkTrimmed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.freePages) != 0 {
-		return fmt.Errorf("%d idle pages kept", len(p.freePages))
+	if len(p.idle) != 0 {
+		return fmt.Errorf("%d idle handles kept", len(p.idle))
 	}
 	for i := range p.shards {
 		if p.shards[i].bytes != 0 {
@@ -189,12 +210,30 @@ func (p *Pool) checkTrimmed() error {
 			}
 		}
 		for _, b := range a.free.blocks {
-			if a.expandable && p.wholePages(b) > 0 {
-				return fmt.Errorf("free block %#x keeps %d whole pages mapped", b.ptr, p.wholePages(b))
+			if n := len(b.seg.mappedIn(b.ptr, b.end())); a.expandable && n > 0 {
+				return fmt.Errorf("free block %#x keeps %d whole handles mapped", b.ptr, n)
 			}
 		}
 	}
 	return nil
+}
+
+// coversRange reports whether the mappings of s cover [lo, hi) without a gap.
+func coversRange(s *segment, lo, hi uintptr) bool {
+	at := lo
+	for _, hd := range s.mapped {
+		if hd.end() <= at {
+			continue
+		}
+		if hd.ptr > at {
+			return false
+		}
+		at = hd.end()
+		if at >= hi {
+			return true
+		}
+	}
+	return at >= hi
 }
 
 func (s blockState) String() string {

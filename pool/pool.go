@@ -13,13 +13,13 @@ import (
 // Pool is a caching allocator over a Source. Make one with [New]. All
 // methods are safe for concurrent use.
 type Pool struct {
-	src      Source
-	events   EventSource // nil where the source has no events
-	mapper   PageMapper  // nil unless arenas are expandable
-	pageSize int64
-	vaSize   int64 // address space each expandable segment reserves
-	opts     options
-	limit    int64 // bytes; 0 means none
+	src    Source
+	events EventSource // nil where the source has no events
+	mapper PageMapper  // nil unless arenas are expandable
+	gran   int64       // the mapper's granularity
+	vaSize int64       // address space each expandable segment reserves
+	opts   options
+	limit  int64 // bytes; 0 means none
 
 	closed atomic.Bool
 
@@ -43,13 +43,15 @@ type Pool struct {
 
 	mu           sync.Mutex // protects the fields below and every arena
 	arenas       map[arenaKey]*arena
-	freePages    []uint64 // pages held but mapped nowhere
-	pending      []*block // freed blocks waiting for events on other streams
+	idle         []*handle // handles held but mapped nowhere
+	pending      []*block  // freed blocks waiting for events on other streams
 	reserved     int64
 	peakReserved int64
 	segments     int64
 	sourceAllocs int64
 	sourceFrees  int64
+	handles      int64 // handles held, mapped or idle
+	growths      int64
 	pagesMapped  int64
 	pagesMoved   int64
 	ooms         int64
@@ -79,9 +81,9 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	}
 	if m, ok := src.(PageMapper); ok && o.expansion != ExpandNever {
 		p.mapper = m
-		p.pageSize = m.PageSize()
-		if p.pageSize <= 0 || p.pageSize&(p.pageSize-1) != 0 {
-			return nil, fmt.Errorf("pool: source page size %d is not a power of two", p.pageSize)
+		p.gran = m.Granularity()
+		if p.gran <= 0 || p.gran&(p.gran-1) != 0 {
+			return nil, fmt.Errorf("pool: source granularity %d is not a power of two", p.gran)
 		}
 		// Address space is cheap and pages move: reserve twice the device
 		// so that holes never leave too little contiguous room.
@@ -89,7 +91,8 @@ func New(src Source, opts ...Option) (*Pool, error) {
 		if va <= 0 || va > MaxSize {
 			va = MaxSize / 64
 		}
-		p.vaSize = 2 * ((va + p.pageSize - 1) &^ (p.pageSize - 1))
+		p.vaSize = 2 * p.granules(va) * p.gran
+		p.opts.growthStep = p.granules(p.opts.growthStep) * p.gran
 		if o.maxSplit != math.MaxInt64 {
 			return nil, errors.New("pool: MaxSplitSize applies to classic segments; this source maps pages (add Expand(ExpandNever))")
 		}
@@ -115,6 +118,13 @@ func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocOn(size, 0) }
 
 // AllocOn allocates size bytes for use on stream. The block may be reused
 // at once on the same stream after it is freed.
+//
+// Small requests (up to 1 MiB) are served from the front cache when it holds
+// a block of the same rounded size. Large ones always take the best fit from
+// their arena, where freed blocks have coalesced with their free neighbours:
+// reusing a large block where it was, as a size-keyed cache does, keeps
+// free memory split around it and makes the arena grow on dynamic shapes
+// (docs/pool.md has the figures).
 func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 	if size <= 0 || size > MaxSize {
 		return Block{}, fmt.Errorf("%w: %d bytes", ErrInvalidSize, size)
@@ -123,31 +133,38 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 		return Block{}, ErrClosed
 	}
 	r := roundSize(size)
-	key := cacheKey{stream, r}
 	sh := p.getShard()
-	sh.mu.Lock()
-	b := sh.pop(key)
-	peak := false
-	if b != nil {
-		peak = sh.handOut(b, r, size)
-	}
-	sh.mu.Unlock()
-	p.putShard(sh)
-	if b == nil {
+	var b *block
+	if r <= smallMax {
+		key := cacheKey{stream, r}
+		sh.mu.Lock()
+		b = sh.pop(key)
+		if b != nil {
+			peak := sh.handOut(b, r, size)
+			sh.mu.Unlock()
+			p.putShard(sh)
+			if peak {
+				p.notePeak()
+			}
+			return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+		}
+		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
 		// where blocks land independent of which shard this goroutine
 		// happens to use, so placement, and the memory it wastes, do not
 		// depend on scheduling.
-		if b = p.stealExact(key, sh); b == nil {
-			var err error
-			if b, err = p.allocSlow(r, size, stream); err != nil {
-				return Block{}, err
-			}
-		}
-		sh.mu.Lock()
-		peak = sh.handOut(b, r, size)
-		sh.mu.Unlock()
+		b = p.stealExact(key, sh)
 	}
+	p.putShard(sh)
+	if b == nil {
+		var err error
+		if b, err = p.allocSlow(r, size, stream); err != nil {
+			return Block{}, err
+		}
+	}
+	sh.mu.Lock()
+	peak := sh.handOut(b, r, size)
+	sh.mu.Unlock()
 	if peak {
 		p.notePeak()
 	}
@@ -200,15 +217,21 @@ func (p *Pool) Free(b Block) error {
 	// that handed it out, which is the freeing goroutine's own in the
 	// common case and saves finding the P's shard again.
 	usedElsewhere := len(blk.uses) > 0
+	cache := !usedElsewhere && blk.key <= smallMax
 	sh := blk.shard
 	sh.mu.Lock()
 	sh.account(-blk.size, -blk.requested)
-	if !usedElsewhere {
+	if cache {
 		sh.push(cacheKey{b.stream, blk.key}, blk)
 	}
 	sh.mu.Unlock()
-	if usedElsewhere {
+	switch {
+	case usedElsewhere:
 		return p.freeAfterEvents(blk)
+	case !cache:
+		p.mu.Lock()
+		blk.seg.arena.release(blk)
+		p.mu.Unlock()
 	}
 	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 &&
 		p.reservedNow.Load()-p.allocatedNow() > p.opts.releaseThreshold {
@@ -217,19 +240,24 @@ func (p *Pool) Free(b Block) error {
 	return nil
 }
 
-// allocSlow serves a front-cache miss from the arena, growing it if needed.
+// allocSlow takes a block from the arena, growing it if needed. Cached
+// small blocks are moved back to their arenas first, so that best fit sees
+// every free byte coalesced.
 func (p *Pool) allocSlow(r, size int64, stream uintptr) (*block, error) {
-	if err := p.collectPending(); err != nil {
-		return nil, err
-	}
 	key := arenaKey{stream: stream, small: r <= smallMax}
 	p.mu.Lock()
-	a := p.arenaLocked(key)
-	b := a.take(r)
-	if b == nil {
-		p.drainShards()
-		b = a.take(r)
+	if len(p.pending) > 0 {
+		p.mu.Unlock()
+		if err := p.collectPending(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
 	}
+	a := p.arenaLocked(key)
+	if key.small {
+		p.drainShards()
+	}
+	b := a.take(r)
 	p.mu.Unlock()
 	if b != nil {
 		return b, nil
@@ -251,7 +279,7 @@ func (p *Pool) arenaLocked(key arenaKey) *arena {
 func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	retried := false
+	retried, squeeze := false, false
 	for range 64 {
 		p.mu.Lock()
 		b := a.take(r)
@@ -261,11 +289,16 @@ func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
 		}
 		var err error
 		if a.expandable {
-			err = p.growExpandable(a, r)
+			err = p.growExpandable(a, r, squeeze)
 		} else if b, err = p.growClassic(a, r); b != nil {
 			return b, nil
 		}
 		if err == nil {
+			continue
+		}
+		if errors.Is(err, ErrOutOfMemory) && a.expandable && !squeeze {
+			// Before the cache goes, move what can move.
+			squeeze = true
 			continue
 		}
 		if !errors.Is(err, ErrOutOfMemory) || retried {
@@ -379,11 +412,13 @@ func (p *Pool) releaseCachedLocked() error {
 	p.drainShards()
 	var segs []*segment
 	var moving []*block
+	var movingH []*handle
 	for _, a := range p.arenas {
 		if a.expandable {
 			for _, b := range append([]*block(nil), a.free.blocks...) {
-				if mv := p.isolatePages(a, b, math.MaxInt64); mv != nil {
-					moving = append(moving, mv)
+				for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
+					moving = append(moving, p.isolate(hd, b))
+					movingH = append(movingH, hd)
 				}
 			}
 			continue
@@ -425,22 +460,27 @@ func (p *Pool) releaseCachedLocked() error {
 		}
 		p.mu.Unlock()
 	}
-	errs = append(errs, p.unmapMoving(moving))
+	if len(moving) == 0 && p.mapper == nil {
+		return errors.Join(errs...)
+	}
+	unmapped, err := p.unmapMoving(moving, movingH)
+	errs = append(errs, err)
 	p.mu.Lock()
-	pages := p.freePages
-	p.freePages = nil
+	idle := append(p.idle, unmapped...)
+	p.idle = nil
 	p.mu.Unlock()
-	for i, pg := range pages {
-		if err := p.mapper.ReleasePage(pg); err != nil {
+	for i, hd := range idle {
+		if err := p.mapper.Release(hd.id); err != nil {
 			p.mu.Lock()
-			p.freePages = append(p.freePages, pages[i:]...)
+			p.idle = append(p.idle, idle[i:]...)
 			p.mu.Unlock()
-			errs = append(errs, fmt.Errorf("pool: releasing a page: %w", err))
+			errs = append(errs, fmt.Errorf("pool: releasing %s: %w", FormatBytes(hd.size), err))
 			break
 		}
 		p.mu.Lock()
 		p.sourceFrees++
-		p.addReserved(-p.pageSize)
+		p.handles--
+		p.addReserved(-hd.size)
 		p.mu.Unlock()
 	}
 	return errors.Join(errs...)
@@ -491,6 +531,7 @@ func (p *Pool) Stats() Stats {
 		Segments:     p.segments,
 		SourceAllocs: p.sourceAllocs,
 		SourceFrees:  p.sourceFrees,
+		Growths:      p.growths,
 		PagesMapped:  p.pagesMapped,
 		PagesMoved:   p.pagesMoved,
 		OOMs:         p.ooms,

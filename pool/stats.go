@@ -23,9 +23,10 @@ type Stats struct {
 	Frees        int64 // frees
 	CacheHits    int64 // allocations served by the front cache
 	SourceAllocs int64 // calls that obtained new memory: segment allocations or page creations
-	SourceFrees  int64 // calls that returned memory: segment frees or page releases
-	PagesMapped  int64 // pages mapped into an arena (new or moved)
-	PagesMoved   int64 // pages unmapped from free blocks to be mapped elsewhere
+	SourceFrees  int64 // calls that returned memory: segment frees or handle releases
+	Growths      int64 // times an expandable arena mapped more memory
+	PagesMapped  int64 // granules mapped into an arena (new or moved)
+	PagesMoved   int64 // granules unmapped from under free blocks to be mapped elsewhere
 	OOMs         int64 // allocations that failed with ErrOutOfMemory
 	Retries      int64 // allocations retried after the cache was released
 }

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -58,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	limit := fs.Int64("limit", 0, "pool limit in bytes (0: none)")
 	maxSplit := fs.Int64("max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
 	threshold := fs.Int64("release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
+	repeat := fs.Int("repeat", 1, "replay the trace this many times, freeing what is still live between repetitions")
+	timeline := fs.String("timeline", "", "write the bytes requested and reserved after every event of the first pass to this CSV file (slows the replay: time it without)")
+	step := fs.Int64("growth-step", pool.DefaultGrowthStep, "pool GrowthStep in bytes: large arenas grow by multiples of it (0: by exactly what a request lacks)")
 	shards := fs.Int("shards", 1, "pool front-cache shards; a replay is one goroutine, and with one shard it is deterministic (0: the pool's default, 2 x GOMAXPROCS)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -85,6 +89,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *shards != 0 {
 		opts = append(opts, pool.Shards(*shards))
 	}
+	if *repeat < 1 {
+		return fmt.Errorf("--repeat %d: must be at least 1", *repeat)
+	}
+	if *step != pool.DefaultGrowthStep {
+		opts = append(opts, pool.GrowthStep(*step))
+	}
 	if *threshold >= 0 {
 		opts = append(opts, pool.ReleaseThreshold(*threshold))
 	}
@@ -102,11 +112,29 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeSrc()
+	var model sim.CostTable
+	if *driver == "sim" {
+		model = sim.H200
+	}
+	src, m, err := newMeter(src, model)
+	if err != nil {
+		return err
+	}
 	p, err := pool.New(src, opts...)
 	if err != nil {
 		return err
 	}
-	res, err := replay(p, events)
+	var tl io.Writer
+	if *timeline != "" {
+		f, err := os.Create(*timeline)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(f)
+		defer func() { _ = bw.Flush(); _ = f.Close() }()
+		tl = bw
+	}
+	res, err := replay(p, events, m, *repeat, tl)
 	if cerr := p.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -30,55 +30,128 @@ func runReplay(t *testing.T, args ...string) result {
 	return res
 }
 
-// The figures of shared/traces/README.md, which these copies come from.
-var traces = []struct {
-	file          string
-	allocs        int
-	peakRequested int64
-}{
-	{"testdata/mlp_train.csv.gz", 166, 490_672_332},
-	{"testdata/resnet50_train.csv.gz", 2_539, 5_762_142_352},
+// reference holds what the tests compare a replay with: PyTorch's figures
+// for each shared trace, from testdata/pytorch.json.
+type reference struct {
+	Allocs          int     `json:"allocs"`
+	PeakRequested   int64   `json:"peak_requested"`
+	NativeMs        float64 `json:"native_ms"`
+	NativeRatio     float64 `json:"native_ratio"`
+	ExpandableMs    float64 `json:"expandable_ms"`
+	ExpandableRatio float64 `json:"expandable_ratio"`
+	Floor           float64 `json:"floor"`
 }
 
-func TestReplayOfTheSharedTracesWastesLessThanPyTorch(t *testing.T) {
-	for _, tr := range traces {
-		t.Run(filepath.Base(tr.file), func(t *testing.T) {
-			res := runReplay(t, tr.file)
-			assert.Equal(t, tr.allocs, res.Allocs)
-			assert.Equal(t, tr.peakRequested, res.PeakRequestedBytes, "peak requested must match the README exactly")
-			assert.LessOrEqual(t, res.ReservedRatio, 1.03)
-			assert.GreaterOrEqual(t, res.ReservedRatio, 1.0)
-			assert.Zero(t, res.SourceFrees, "nothing may go back to the source during a default replay")
-			assert.LessOrEqual(t, res.SourceAllocs, res.PeakReservedBytes/(2<<20))
+func references(t *testing.T) map[string]reference {
+	t.Helper()
+	data, err := os.ReadFile("testdata/pytorch.json")
+	require.NoError(t, err)
+	var f struct {
+		Traces map[string]reference `json:"traces"`
+	}
+	require.NoError(t, json.Unmarshal(data, &f))
+	require.Len(t, f.Traces, 4)
+	return f.Traces
+}
+
+func traceFile(name string) string { return "testdata/" + name + ".csv.gz" }
+
+// TestSharedTracesAsFastAsPyTorchAndAsLean replays each shared trace three
+// times on the simulated H200: reserved memory at most PyTorch's expandable
+// segments reserve, modelled driver time at most the whole time PyTorch's
+// native allocator took, and no driver call after the first pass. Only the
+// model is asserted, never a measured time; the same replays measured on a
+// real H200 are in docs/pool.md.
+func TestSharedTracesAsFastAsPyTorchAndAsLean(t *testing.T) {
+	for name, ref := range references(t) {
+		t.Run(name, func(t *testing.T) {
+			res := runReplay(t, "--repeat", "3", traceFile(name))
+			assert.Equal(t, 3*ref.Allocs, res.Allocs)
+			assert.Equal(t, ref.PeakRequested, res.PeakRequestedBytes, "peak requested must match the README exactly")
+			assert.LessOrEqual(t, res.ReservedRatio, ref.ExpandableRatio, "as lean as PyTorch's expandable segments")
+			assert.GreaterOrEqual(t, res.ReservedRatio, ref.Floor, "nothing beats the floor")
+			first := res.Repetitions[0]
+			assert.True(t, res.DriverNsModelled)
+			assert.LessOrEqual(t, float64(first.Ns)/1e6, ref.NativeMs, "driver time within PyTorch native's whole time, modelled")
+			assert.Positive(t, first.Calls["create"])
+			assert.Equal(t, first.Calls["create"], first.Calls["set_access"], "one access call per growth")
+			for i, rep := range res.Repetitions[1:] {
+				assert.Empty(t, rep.Calls, "repetition %d makes no driver call", i+2)
+				assert.Zero(t, rep.Ns)
+			}
+			assert.Zero(t, res.SourceFrees, "nothing goes back to the source during a default replay")
+			assert.Zero(t, res.PagesMoved, "with room to grow, nothing moves")
 			assert.Zero(t, res.OOMs)
 			assert.True(t, res.Expandable)
 		})
 	}
 }
 
-func TestReplayWithClassicSegmentsStillRuns(t *testing.T) {
-	res := runReplay(t, "--expand", "never", traces[0].file)
-	assert.Equal(t, traces[0].peakRequested, res.PeakRequestedBytes)
+func TestReplayWithClassicSegmentsIsPyTorchNative(t *testing.T) {
+	ref := references(t)["mlp_train"]
+	res := runReplay(t, "--expand", "never", traceFile("mlp_train"))
+	assert.Equal(t, ref.PeakRequested, res.PeakRequestedBytes)
 	assert.False(t, res.Expandable)
 	assert.Zero(t, res.OOMs)
+	assert.InDelta(t, ref.NativeRatio, res.ReservedRatio, 0.001, "the same segments PyTorch's native allocator takes")
+	assert.Positive(t, res.Calls["alloc"])
 }
 
-func TestCapacityFindsTheSmallestDevice(t *testing.T) {
-	tr := traces[0]
-	t.Run("a device just above the peak runs the trace", func(t *testing.T) {
-		res := runReplay(t, "--capacity", "500000000", tr.file)
+func TestCapacity(t *testing.T) {
+	file := traceFile("mlp_train")
+	free := runReplay(t, file)
+	t.Run("a device of the size the pool reached runs the trace", func(t *testing.T) {
+		res := runReplay(t, "--capacity", fmt.Sprint(free.PeakReservedBytes), file)
 		assert.Zero(t, res.OOMs)
+		assert.Equal(t, free.PeakReservedBytes, res.PeakReservedBytes)
 	})
-	t.Run("a device below the peak runs out of memory after releasing and retrying", func(t *testing.T) {
-		res := runReplay(t, "--capacity", "400000000", tr.file)
+	t.Run("a device below the peak runs out of memory after moving memory, releasing and retrying", func(t *testing.T) {
+		res := runReplay(t, "--capacity", "400000000", file)
 		assert.Positive(t, res.OOMs)
 		assert.Positive(t, res.Retries)
+		assert.Positive(t, res.PagesMoved)
 	})
 	t.Run("classic segments release their cache and retry", func(t *testing.T) {
-		res := runReplay(t, "--expand", "never", "--capacity", "520000000", tr.file)
+		res := runReplay(t, "--expand", "never", "--capacity", "480000000", file)
 		assert.Positive(t, res.Retries)
-		assert.Positive(t, res.SourceFrees)
 	})
+}
+
+func TestReplayReportsEveryDriverCall(t *testing.T) {
+	res := runReplay(t, "--growth-step", "0", traceFile("mlp_train"))
+	var calls, ns int64
+	for kind, n := range res.Calls {
+		calls += n
+		ns += res.ByNs[kind]
+		assert.Positive(t, res.ByNs[kind], "%s has a modelled cost", kind)
+	}
+	assert.Equal(t, ns, res.Ns, "the kinds add up")
+	assert.Equal(t, res.Growths, res.Calls["set_access"])
+	assert.Equal(t, int64(2), res.Calls["reserve_address"], "one reservation for small blocks, one for large")
+	assert.Greater(t, res.WallNs, res.Ns, "the wall time includes the driver's")
+	stepped := runReplay(t, "--growth-step", "67108864", traceFile("mlp_train"))
+	assert.Less(t, stepped.Growths, res.Growths, "larger steps, fewer growths")
+	assert.Greater(t, stepped.ReservedRatio, res.ReservedRatio, "for more memory")
+}
+
+func TestTimelineRecordsEveryEvent(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "timeline.csv")
+	res := runReplay(t, "--timeline", f, traceFile("mlp_train"))
+	data, err := os.ReadFile(f)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	assert.Equal(t, "line,requested_bytes,reserved_bytes", lines[0])
+	assert.Len(t, lines, 1+res.Allocs+res.Frees)
+	var peakReq, peakRes int64
+	for _, l := range lines[1:] {
+		var line int
+		var req, rsv int64
+		_, err := fmt.Sscanf(l, "%d,%d,%d", &line, &req, &rsv)
+		require.NoError(t, err)
+		peakReq, peakRes = max(peakReq, req), max(peakRes, rsv)
+	}
+	assert.Equal(t, res.PeakRequestedBytes, peakReq)
+	assert.Equal(t, res.PeakReservedBytes, peakRes)
 }
 
 func TestBadTracesNameTheLine(t *testing.T) {
@@ -113,11 +186,13 @@ func TestFreesOfAddressesBeforeRecordingAreSkipped(t *testing.T) {
 func TestBadFlagsAreErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"replay"},
-		{"replay", "--expand", "sometimes", traces[0].file},
-		{"replay", "--driver", "tpu", traces[0].file},
-		{"replay", "--page-size", "3", traces[0].file},
-		{"replay", "--limit", "-5", traces[0].file},
-		{"copy", traces[0].file},
+		{"replay", "--expand", "sometimes", traceFile("mlp_train")},
+		{"replay", "--driver", "tpu", traceFile("mlp_train")},
+		{"replay", "--page-size", "3", traceFile("mlp_train")},
+		{"replay", "--limit", "-5", traceFile("mlp_train")},
+		{"replay", "--repeat", "0", traceFile("mlp_train")},
+		{"replay", "--growth-step", "-1", traceFile("mlp_train")},
+		{"copy", traceFile("mlp_train")},
 	} {
 		var out, errb bytes.Buffer
 		err := run(args, &out, &errb)
@@ -187,7 +262,8 @@ func TestInferenceWithChangingSequenceLengths(t *testing.T) {
 	res := runReplay(t, f)
 	assert.LessOrEqual(t, res.ReservedRatio, 1.03, "the default stays close to what is used")
 	assert.Zero(t, res.SourceFrees)
+	assert.Less(t, res.Growths, int64(100), "a few hundred growths at most, for 3,000 requests of changing sizes")
 	classic := runReplay(t, "--expand", "never", f)
 	assert.Greater(t, classic.ReservedRatio, 2.0, "fixed segments reserve over twice what is used, as PyTorch's native allocator does")
-	t.Logf("reserved/requested: pages %.4f (%d pages moved), classic segments %.4f", res.ReservedRatio, res.PagesMoved, classic.ReservedRatio)
+	t.Logf("reserved/requested: expandable %.4f (%d growths), classic segments %.4f", res.ReservedRatio, res.Growths, classic.ReservedRatio)
 }

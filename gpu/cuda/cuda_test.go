@@ -58,34 +58,41 @@ func TestErrorsKeepTheCUDAResult(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestPagesMapAndUnmap(t *testing.T) {
+func TestHandlesMapAndUnmap(t *testing.T) {
 	d := open(t)
-	page := d.PageSize()
-	assert.Equal(t, int64(2<<20), page, "the H200's granularity")
-	va, err := d.ReserveAddress(8 * page)
+	g := d.Granularity()
+	assert.Equal(t, int64(2<<20), g, "the H200's granularity")
+	va, err := d.ReserveAddress(8 * g)
 	require.NoError(t, err)
-	p1, err := d.CreatePage()
+	h1, err := d.Create(g)
 	require.NoError(t, err)
-	p2, err := d.CreatePage()
+	h2, err := d.Create(2 * g)
 	require.NoError(t, err)
-	require.NoError(t, d.MapPages(va+uintptr(page), []uint64{p1, p2}))
-	data := make([]byte, 2*page)
+	_, err = d.Create(g + 1)
+	assert.Error(t, err, "a size that is not whole granules")
+	require.NoError(t, d.Map(va+uintptr(g), g, h1))
+	require.NoError(t, d.Map(va+uintptr(2*g), 2*g, h2))
+	require.NoError(t, d.SetAccess(va+uintptr(g), 3*g), "one access call over two mappings")
+	data := make([]byte, 3*g)
 	for i := range data {
 		data[i] = byte(i)
 	}
-	require.NoError(t, d.CopyHtoD(va+uintptr(page), data, 0))
-	back := make([]byte, 2*page)
-	require.NoError(t, d.CopyDtoH(back, va+uintptr(page), 0))
+	require.NoError(t, d.CopyHtoD(va+uintptr(g), data, 0))
+	back := make([]byte, 3*g)
+	require.NoError(t, d.CopyDtoH(back, va+uintptr(g), 0))
 	assert.Equal(t, data, back)
-	require.NoError(t, d.UnmapPages(va+uintptr(page), 2*page))
-	// The page moves: map p2 elsewhere and find its bytes there.
-	require.NoError(t, d.MapPages(va+uintptr(5*page), []uint64{p2}))
-	require.NoError(t, d.CopyDtoH(back[:page], va+uintptr(5*page), 0))
-	assert.Equal(t, data[page:], back[:page])
-	require.NoError(t, d.UnmapPages(va+uintptr(5*page), page))
-	require.NoError(t, d.ReleasePage(p1))
-	require.NoError(t, d.ReleasePage(p2))
-	require.NoError(t, d.ReleaseAddress(va, 8*page))
+	// The handle moves: map h2 at a second address, unmap the first, and
+	// find its bytes there.
+	require.NoError(t, d.Map(va+uintptr(5*g), 2*g, h2))
+	require.NoError(t, d.SetAccess(va+uintptr(5*g), 2*g))
+	require.NoError(t, d.Unmap(va+uintptr(2*g), 2*g))
+	require.NoError(t, d.CopyDtoH(back[:2*g], va+uintptr(5*g), 0))
+	assert.Equal(t, data[g:], back[:2*g])
+	require.NoError(t, d.Unmap(va+uintptr(5*g), 2*g))
+	require.NoError(t, d.Unmap(va+uintptr(g), g))
+	require.NoError(t, d.Release(h1))
+	require.NoError(t, d.Release(h2))
+	require.NoError(t, d.ReleaseAddress(va, 8*g))
 }
 
 func TestStreamsAndEvents(t *testing.T) {
@@ -110,19 +117,21 @@ func TestStreamsAndEvents(t *testing.T) {
 	require.NoError(t, d.Free(p, 1<<20))
 }
 
-// TestPoolOnTheGPU runs the caching pool on real pages: allocations of
-// many sizes, written and read back, then everything returned.
+// TestPoolOnTheGPU runs the caching pool on real memory: allocations of
+// many sizes, written and read back, memory moved under a limit, then
+// everything returned.
 func TestPoolOnTheGPU(t *testing.T) {
 	d := open(t)
 	free0, _, err := d.MemInfo()
 	require.NoError(t, err)
-	p, err := pool.New(d)
+	p, err := pool.New(d, pool.Limit(300<<20), pool.GrowthStep(0))
 	require.NoError(t, err)
 	require.True(t, p.Expandable())
 	var live []pool.Block
-	// The order lays the large blocks out as 100 MiB, 17 MiB, 64 MiB, 3 MiB:
-	// freeing the first and the third leaves no free run of 150 MiB, so
-	// the 150 MiB below needs pages moved from them.
+	// The order lays the large blocks out as 100 MiB, 17 MiB, 64 MiB, 3 MiB,
+	// 190 MiB reserved in all: freeing the first and the third leaves no
+	// free run of 150 MiB, and the limit leaves no room for 150 MiB more, so
+	// the 150 MiB below needs the memory of both moved to the arena's end.
 	for i, n := range []int64{1, 512, 4096, 1 << 20, 100 << 20, 17 << 20, 64 << 20, 3 << 20, 5000} {
 		b, err := p.Alloc(n)
 		require.NoError(t, err)
@@ -140,7 +149,7 @@ func TestPoolOnTheGPU(t *testing.T) {
 	big, err := p.Alloc(150 << 20)
 	require.NoError(t, err)
 	require.NoError(t, d.Memset(big.Ptr(), 1, 150<<20, 0))
-	assert.Positive(t, p.Stats().PagesMoved, "pages moved from the freed blocks")
+	assert.Positive(t, p.Stats().PagesMoved, "memory moved from the freed blocks")
 	assert.Less(t, p.Stats().Reserved, reserved+150<<20, "instead of all new ones")
 	for _, i := range []int{5, 7} {
 		got := make([]byte, 1)
@@ -255,4 +264,127 @@ func TestScopesOnTheGPU(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Zero(t, dev.Stats().Allocated)
+}
+
+// BenchmarkDriverCalls times each kind of driver call the pool makes, one
+// at a time, through this package (its cgo and context switch included):
+// the cost table of pool/sim is checked against it. Only the named call is
+// timed; what sets it up and undoes it is not.
+func BenchmarkDriverCalls(b *testing.B) {
+	d := open(b)
+	g := d.Granularity()
+	sizes := []int64{2 << 20, 20 << 20, 64 << 20, 512 << 20}
+	va, err := d.ReserveAddress(1 << 30)
+	require.NoError(b, err)
+	defer func() { require.NoError(b, d.ReleaseAddress(va, 1<<30)) }()
+	b.Run("reserve_address", func(b *testing.B) {
+		for b.Loop() {
+			p, err := d.ReserveAddress(256 << 30)
+			b.StopTimer()
+			require.NoError(b, err)
+			require.NoError(b, d.ReleaseAddress(p, 256<<30))
+			b.StartTimer()
+		}
+	})
+	for _, n := range sizes {
+		name := pool.FormatBytes(n)
+		b.Run("create/size="+name, func(b *testing.B) {
+			for b.Loop() {
+				h, err := d.Create(n)
+				b.StopTimer()
+				require.NoError(b, err)
+				require.NoError(b, d.Release(h))
+				b.StartTimer()
+			}
+		})
+		b.Run("release/size="+name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				h, err := d.Create(n)
+				require.NoError(b, err)
+				b.StartTimer()
+				require.NoError(b, d.Release(h))
+			}
+		})
+		h, err := d.Create(n)
+		require.NoError(b, err)
+		b.Run("map/size="+name, func(b *testing.B) {
+			for b.Loop() {
+				require.NoError(b, d.Map(va, n, h))
+				b.StopTimer()
+				require.NoError(b, d.Unmap(va, n))
+				b.StartTimer()
+			}
+		})
+		b.Run("set_access/size="+name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				require.NoError(b, d.Map(va, n, h))
+				b.StartTimer()
+				require.NoError(b, d.SetAccess(va, n))
+				b.StopTimer()
+				require.NoError(b, d.Unmap(va, n))
+				b.StartTimer()
+			}
+		})
+		b.Run("unmap/size="+name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				require.NoError(b, d.Map(va, n, h))
+				require.NoError(b, d.SetAccess(va, n))
+				b.StartTimer()
+				require.NoError(b, d.Unmap(va, n))
+			}
+		})
+		require.NoError(b, d.Release(h))
+	}
+	// Creates from several goroutines at once: if the driver serializes
+	// them, time per create does not fall as -cpu rises.
+	b.Run("create_parallel/size=20.00 MiB", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				h, err := d.Create(10 * g)
+				if err == nil {
+					err = d.Release(h)
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("record_event", func(b *testing.B) {
+		for b.Loop() {
+			ev, err := d.RecordEvent(0)
+			b.StopTimer()
+			require.NoError(b, err)
+			require.NoError(b, d.DestroyEvent(ev))
+			b.StartTimer()
+		}
+	})
+	ev, err := d.RecordEvent(0)
+	require.NoError(b, err)
+	require.NoError(b, d.WaitEvent(ev))
+	b.Run("event_query", func(b *testing.B) {
+		for b.Loop() {
+			_, err := d.EventDone(ev)
+			require.NoError(b, err)
+		}
+	})
+	b.Run("wait_event", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, d.WaitEvent(ev))
+		}
+	})
+	require.NoError(b, d.DestroyEvent(ev))
+	b.Run("destroy_event", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			ev, err := d.RecordEvent(0)
+			require.NoError(b, err)
+			b.StartTimer()
+			require.NoError(b, d.DestroyEvent(ev))
+		}
+	})
 }

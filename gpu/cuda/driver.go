@@ -350,12 +350,15 @@ func (d *Driver) DestroyEvent(id uintptr) error {
 	return d.Do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&ev)) })
 }
 
-// PageSize implements driver.PageMapper: the allocation granularity.
-func (d *Driver) PageSize() int64 { return d.pageSize }
+// Granularity implements driver.PageMapper: the allocation granularity.
+func (d *Driver) Granularity() int64 { return d.pageSize }
 
 // ReserveAddress implements driver.PageMapper.
 func (d *Driver) ReserveAddress(size int64) (ptr uintptr, err error) {
 	if err := d.open(); err != nil {
+		return 0, err
+	}
+	if err := d.checkRange(0, size); err != nil {
 		return 0, err
 	}
 	err = d.Do(func() error {
@@ -371,38 +374,65 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	return d.Do(func() error { return freeAddress(ptr, size) })
 }
 
-// CreatePage implements driver.PageMapper.
-func (d *Driver) CreatePage() (page uint64, err error) {
+// Create implements driver.PageMapper with cuMemCreate.
+func (d *Driver) Create(size int64) (h uint64, err error) {
 	if err := d.open(); err != nil {
+		return 0, err
+	}
+	if err := d.checkRange(0, size); err != nil {
 		return 0, err
 	}
 	err = d.Do(func() error {
 		var err error
-		page, err = createPage(d.pageSize, d.ordinal)
+		h, err = createHandle(size, d.ordinal)
 		return err
 	})
-	return page, err
+	return h, err
 }
 
-// ReleasePage implements driver.PageMapper.
-func (d *Driver) ReleasePage(page uint64) error {
-	return d.Do(func() error { return releasePage(page) })
+// Release implements driver.PageMapper with cuMemRelease.
+func (d *Driver) Release(h uint64) error {
+	return d.Do(func() error { return releaseHandle(h) })
 }
 
-// MapPages implements driver.PageMapper.
-func (d *Driver) MapPages(ptr uintptr, pages []uint64) error {
+// Map implements driver.PageMapper with cuMemMap.
+func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.Do(func() error { return mapPages(ptr, d.pageSize, pages, d.ordinal) })
+	if err := d.checkRange(ptr, size); err != nil {
+		return err
+	}
+	return d.Do(func() error { return mapHandle(ptr, size, h) })
 }
 
-// UnmapPages implements driver.PageMapper.
-func (d *Driver) UnmapPages(ptr uintptr, size int64) error {
-	if size%d.pageSize != 0 || int64(ptr)%d.pageSize != 0 {
-		return fmt.Errorf("cuda: UnmapPages(%#x, %d): not whole pages of %d bytes", ptr, size, d.pageSize)
+// SetAccess implements driver.PageMapper with cuMemSetAccess: read and
+// write for this device.
+func (d *Driver) SetAccess(ptr uintptr, size int64) error {
+	if err := d.open(); err != nil {
+		return err
 	}
-	return d.Do(func() error { return unmapPages(ptr, size, d.pageSize) })
+	if err := d.checkRange(ptr, size); err != nil {
+		return err
+	}
+	return d.Do(func() error { return setAccess(ptr, size, d.ordinal) })
+}
+
+// Unmap implements driver.PageMapper with cuMemUnmap.
+func (d *Driver) Unmap(ptr uintptr, size int64) error {
+	if err := d.checkRange(ptr, size); err != nil {
+		return err
+	}
+	return d.Do(func() error { return unmap(ptr, size) })
+}
+
+// checkRange refuses what the driver would: sizes that are not positive
+// multiples of the granularity, unaligned addresses.
+func (d *Driver) checkRange(ptr uintptr, size int64) error {
+	if size <= 0 || size%d.pageSize != 0 || int64(ptr)%d.pageSize != 0 {
+		return fmt.Errorf("cuda: %#x, %d bytes: not whole granules of %d bytes", ptr, size, d.pageSize)
+	}
+	return nil
 }
 
 // Close implements driver.Driver: it destroys the streams and events it

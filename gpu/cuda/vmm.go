@@ -3,9 +3,9 @@
 package cuda
 
 // The driver calls gorgonia.org/cu does not wrap: virtual memory management
-// (reserve, create, map, set access) for the pool's expandable arenas, and
-// the stream-ordered allocator for benchmarks. This is the project's only
-// cgo besides cu itself.
+// (reserve, create, map, set access, unmap) for the pool's expandable arenas,
+// one Go call per driver call, and the stream-ordered allocator for
+// benchmarks. This is the project's only cgo besides cu itself.
 
 /*
 #cgo LDFLAGS: -lcuda
@@ -43,44 +43,21 @@ static CUresult gs_release(CUmemGenericAllocationHandle h) {
 	return cuMemRelease(h);
 }
 
-// gs_map maps n handles of page bytes each at ptr, then makes the range
-// readable and writable with one call. On failure it unmaps what it mapped.
-static CUresult gs_map(CUdeviceptr ptr, size_t page, const CUmemGenericAllocationHandle *h, int n, int dev) {
-	CUresult r;
-	int i;
-	for (i = 0; i < n; i++) {
-		r = cuMemMap(ptr + (size_t)i * page, page, 0, h[i], 0);
-		if (r != CUDA_SUCCESS) {
-			goto undo;
-		}
-	}
+static CUresult gs_map(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle h) {
+	return cuMemMap(ptr, size, 0, h, 0);
+}
+
+static CUresult gs_set_access(CUdeviceptr ptr, size_t size, int dev) {
 	CUmemAccessDesc d;
 	memset(&d, 0, sizeof d);
 	d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	d.location.id = dev;
 	d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	r = cuMemSetAccess(ptr, (size_t)n * page, &d, 1);
-	if (r == CUDA_SUCCESS) {
-		return r;
-	}
-undo:
-	while (i-- > 0) {
-		cuMemUnmap(ptr + (size_t)i * page, page);
-	}
-	return r;
+	return cuMemSetAccess(ptr, size, &d, 1);
 }
 
-// gs_unmap unmaps page by page: cuMemUnmap must cover whole mappings, and
-// each page was mapped on its own.
-static CUresult gs_unmap(CUdeviceptr ptr, size_t size, size_t page) {
-	size_t off;
-	for (off = 0; off < size; off += page) {
-		CUresult r = cuMemUnmap(ptr + off, page);
-		if (r != CUDA_SUCCESS) {
-			return r;
-		}
-	}
-	return CUDA_SUCCESS;
+static CUresult gs_unmap(CUdeviceptr ptr, size_t size) {
+	return cuMemUnmap(ptr, size);
 }
 
 static CUresult gs_alloc_async(CUdeviceptr *p, size_t n, CUstream s) {
@@ -135,7 +112,7 @@ func freeAddress(ptr uintptr, size int64) error {
 	return nil
 }
 
-func createPage(size int64, dev int) (uint64, error) {
+func createHandle(size int64, dev int) (uint64, error) {
 	var h C.CUmemGenericAllocationHandle
 	if r := C.gs_create(&h, C.size_t(size), C.int(dev)); r != C.CUDA_SUCCESS {
 		return 0, resultError("cuMemCreate", int(r))
@@ -143,29 +120,29 @@ func createPage(size int64, dev int) (uint64, error) {
 	return uint64(h), nil
 }
 
-func releasePage(h uint64) error {
+func releaseHandle(h uint64) error {
 	if r := C.gs_release(C.CUmemGenericAllocationHandle(h)); r != C.CUDA_SUCCESS {
 		return resultError("cuMemRelease", int(r))
 	}
 	return nil
 }
 
-func mapPages(ptr uintptr, page int64, pages []uint64, dev int) error {
-	if len(pages) == 0 {
-		return nil
-	}
-	hs := make([]C.CUmemGenericAllocationHandle, len(pages))
-	for i, p := range pages {
-		hs[i] = C.CUmemGenericAllocationHandle(p)
-	}
-	if r := C.gs_map(C.CUdeviceptr(ptr), C.size_t(page), &hs[0], C.int(len(hs)), C.int(dev)); r != C.CUDA_SUCCESS {
-		return resultError("cuMemMap/cuMemSetAccess", int(r))
+func mapHandle(ptr uintptr, size int64, h uint64) error {
+	if r := C.gs_map(C.CUdeviceptr(ptr), C.size_t(size), C.CUmemGenericAllocationHandle(h)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemMap", int(r))
 	}
 	return nil
 }
 
-func unmapPages(ptr uintptr, size, page int64) error {
-	if r := C.gs_unmap(C.CUdeviceptr(ptr), C.size_t(size), C.size_t(page)); r != C.CUDA_SUCCESS {
+func setAccess(ptr uintptr, size int64, dev int) error {
+	if r := C.gs_set_access(C.CUdeviceptr(ptr), C.size_t(size), C.int(dev)); r != C.CUDA_SUCCESS {
+		return resultError("cuMemSetAccess", int(r))
+	}
+	return nil
+}
+
+func unmap(ptr uintptr, size int64) error {
+	if r := C.gs_unmap(C.CUdeviceptr(ptr), C.size_t(size)); r != C.CUDA_SUCCESS {
 		return resultError("cuMemUnmap", int(r))
 	}
 	return nil

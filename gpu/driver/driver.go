@@ -50,16 +50,19 @@ type Driver interface {
 }
 
 // PageMapper is the optional capability to reserve address space and map
-// physical pages into it; the pool grows in place with it. It has the
-// method set of pool.PageMapper.
+// physical memory into it; the pool grows in place with it. It has the
+// method set of pool.PageMapper, whose comments say what each method does
+// (package gpu asserts at compile time that the two agree). Each method is
+// one driver call.
 type PageMapper interface {
-	PageSize() int64
+	Granularity() int64
 	ReserveAddress(size int64) (uintptr, error)
 	ReleaseAddress(ptr uintptr, size int64) error
-	CreatePage() (uint64, error)
-	ReleasePage(page uint64) error
-	MapPages(ptr uintptr, pages []uint64) error
-	UnmapPages(ptr uintptr, size int64) error
+	Create(size int64) (handle uint64, err error)
+	Release(handle uint64) error
+	Map(ptr uintptr, size int64, handle uint64) error
+	SetAccess(ptr uintptr, size int64) error
+	Unmap(ptr uintptr, size int64) error
 }
 
 // OutOfMemory is an error a driver returns when the device has no room.

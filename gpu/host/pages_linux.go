@@ -3,6 +3,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"unsafe"
@@ -12,35 +13,43 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/driver"
 )
 
-// Page mapping, emulated as CUDA's virtual memory calls behave: pages are
-// ranges of one memfd file, address space is reserved with an inaccessible
-// anonymous mapping, and mapping a page maps its file range over part of a
-// reservation with MAP_FIXED. A page keeps its bytes when it moves, as on a
-// GPU; unmapped memory is inaccessible, and every copy checks first.
+// Page mapping, emulated as CUDA's virtual memory calls behave: a handle is a
+// range of one memfd file, address space is reserved with an inaccessible
+// anonymous mapping, mapping a handle maps its file range over part of a
+// reservation with MAP_FIXED, still inaccessible, and SetAccess makes it
+// readable and writable. A handle keeps its bytes when it moves, as on a GPU;
+// memory that is unmapped, or mapped without access, is inaccessible, and
+// every copy checks first.
 
-// PageSize is the host device's page: the H200's allocation granularity.
+// PageSize is the host device's granularity: the H200's.
 const PageSize = 2 << 20
 
 var _ driver.PageMapper = (*Driver)(nil)
 
 // vmState is the page mapping state, guarded by Driver.mu.
 type vmState struct {
-	fd       int              // the memfd holding every page; -1 before the first
-	fileSize int64            // bytes of the file in use or free
-	freeOffs []int64          // offsets of released pages, for reuse
-	pages    map[uint64]int64 // live page -> its offset in the file
+	fd       int // the memfd holding every handle; -1 before the first
+	fileSize int64
+	handles  map[uint64]*vmHandle
 	nextID   uint64
 	res      []*reservation // sorted by base
 }
 
-type reservation struct {
-	base   uintptr
-	mem    []byte           // the whole reservation, as mapped
-	mapped map[int64]uint64 // page index within mem -> page
+type vmHandle struct {
+	off, size int64 // its range of the file
+	mappings  int   // addresses it is mapped at
 }
 
-// PageSize implements driver.PageMapper.
-func (d *Driver) PageSize() int64 { return PageSize }
+type reservation struct {
+	base     uintptr
+	mem      []byte           // the whole reservation, as mapped
+	mapped   map[int64]uint64 // granule index within mem -> handle
+	access   map[int64]bool   // granules readable and writable
+	mappings map[int64]int64  // first granule of each mapping -> its size
+}
+
+// Granularity implements driver.PageMapper.
+func (d *Driver) Granularity() int64 { return PageSize }
 
 // ReserveAddress implements driver.PageMapper.
 func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
@@ -56,7 +65,7 @@ func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	if err != nil {
 		return 0, fmt.Errorf("host: reserving %d bytes of address space: %w", size, err)
 	}
-	r := &reservation{base: addrOf(mem), mem: mem, mapped: map[int64]uint64{}}
+	r := &reservation{base: addrOf(mem), mem: mem, mapped: map[int64]uint64{}, access: map[int64]bool{}, mappings: map[int64]int64{}}
 	i := sort.Search(len(d.vm.res), func(i int) bool { return d.vm.res[i].base > r.base })
 	d.vm.res = append(d.vm.res, nil)
 	copy(d.vm.res[i+1:], d.vm.res[i:])
@@ -88,7 +97,7 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 		return fmt.Errorf("host: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
 	}
 	if len(r.mapped) > 0 {
-		return fmt.Errorf("host: ReleaseAddress(%#x): %d pages still mapped", ptr, len(r.mapped))
+		return fmt.Errorf("host: ReleaseAddress(%#x): %d granules still mapped", ptr, len(r.mapped))
 	}
 	if err := unix.Munmap(r.mem); err != nil {
 		return fmt.Errorf("host: releasing address space: %w", err)
@@ -102,16 +111,22 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	return nil
 }
 
-// CreatePage implements driver.PageMapper.
-func (d *Driver) CreatePage() (uint64, error) {
+// Create implements driver.PageMapper.
+func (d *Driver) Create(size int64) (uint64, error) {
+	if size <= 0 || size%PageSize != 0 {
+		return 0, fmt.Errorf("host: Create(%d): not a positive multiple of %d", size, PageSize)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpAlloc, PageSize); err != nil {
+	if d.closed {
+		return 0, ErrClosed
+	}
+	if err := d.inject(OpAlloc, size); err != nil {
 		return 0, err
 	}
-	if d.used+PageSize > d.capacity {
-		return 0, &driver.OutOfMemory{Requested: PageSize,
-			Err: fmt.Errorf("host: a page asked, %d of %d bytes in use", d.used, d.capacity)}
+	if d.used+size > d.capacity {
+		return 0, &driver.OutOfMemory{Requested: size,
+			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 	}
 	if d.vm.fd < 0 {
 		fd, err := unix.MemfdCreate("gpuscope-host-pages", unix.MFD_CLOEXEC)
@@ -120,103 +135,126 @@ func (d *Driver) CreatePage() (uint64, error) {
 		}
 		d.vm.fd = fd
 	}
-	var off int64
-	if n := len(d.vm.freeOffs); n > 0 {
-		off = d.vm.freeOffs[n-1]
-		d.vm.freeOffs = d.vm.freeOffs[:n-1]
-	} else {
-		off = d.vm.fileSize
-		if err := unix.Ftruncate(d.vm.fd, off+PageSize); err != nil {
-			return 0, fmt.Errorf("host: growing the page file: %w", err)
-		}
-		d.vm.fileSize += PageSize
+	// Each handle takes a fresh range of the file; a released one has its
+	// memory punched out, so the file is sparse and its size is only a name
+	// space.
+	off := d.vm.fileSize
+	if err := unix.Ftruncate(d.vm.fd, off+size); err != nil {
+		return 0, fmt.Errorf("host: growing the page file: %w", err)
 	}
+	d.vm.fileSize += size
 	d.vm.nextID++
-	d.vm.pages[d.vm.nextID] = off
-	d.used += PageSize
+	d.vm.handles[d.vm.nextID] = &vmHandle{off: off, size: size}
+	d.used += size
 	return d.vm.nextID, nil
 }
 
-// ReleasePage implements driver.PageMapper. The page's bytes are dropped.
-func (d *Driver) ReleasePage(page uint64) error {
+// Release implements driver.PageMapper. The handle's bytes are dropped.
+func (d *Driver) Release(h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.inject(OpFree, PageSize); err != nil {
 		return err
 	}
-	off, ok := d.vm.pages[page]
+	hd, ok := d.vm.handles[h]
 	if !ok {
-		return fmt.Errorf("host: ReleasePage(%d): no such page (double free?)", page)
+		return fmt.Errorf("host: Release(%d): no such handle (double free?)", h)
 	}
-	for _, r := range d.vm.res {
-		for _, pg := range r.mapped {
-			if pg == page {
-				return fmt.Errorf("host: ReleasePage(%d): still mapped", page)
-			}
-		}
+	if hd.mappings > 0 {
+		return fmt.Errorf("host: Release(%d): still mapped", h)
 	}
-	if err := unix.Fallocate(d.vm.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, PageSize); err != nil {
-		return fmt.Errorf("host: dropping a page: %w", err)
+	if err := unix.Fallocate(d.vm.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, hd.off, hd.size); err != nil {
+		return fmt.Errorf("host: dropping a handle: %w", err)
 	}
-	delete(d.vm.pages, page)
-	d.vm.freeOffs = append(d.vm.freeOffs, off)
-	d.used -= PageSize
+	delete(d.vm.handles, h)
+	d.used -= hd.size
 	return nil
 }
 
-// MapPages implements driver.PageMapper.
-func (d *Driver) MapPages(ptr uintptr, pages []uint64) error {
+// Map implements driver.PageMapper. The memory stays inaccessible until
+// SetAccess, as on a GPU. A handle may be mapped at several addresses.
+func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return ErrClosed
 	}
-	n := int64(len(pages)) * PageSize
-	r, off, ok := d.reservationAt(ptr, n)
+	hd, ok := d.vm.handles[h]
+	if !ok {
+		return fmt.Errorf("host: Map: handle %d does not exist", h)
+	}
+	if hd.size != size {
+		return fmt.Errorf("host: Map: handle %d has %d bytes, not %d", h, hd.size, size)
+	}
+	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off%PageSize != 0 {
-		return fmt.Errorf("host: MapPages(%#x, %d pages): outside any reservation or unaligned", ptr, len(pages))
+		return fmt.Errorf("host: Map(%#x, %d): outside any reservation or unaligned", ptr, size)
 	}
-	for i, pg := range pages {
-		if _, ok := d.vm.pages[pg]; !ok {
-			return fmt.Errorf("host: MapPages: page %d does not exist", pg)
-		}
-		if _, ok := r.mapped[off/PageSize+int64(i)]; ok {
-			return fmt.Errorf("host: MapPages: %#x is already mapped", ptr+uintptr(int64(i)*PageSize))
+	for g := off / PageSize; g < (off+size)/PageSize; g++ {
+		if _, ok := r.mapped[g]; ok {
+			return fmt.Errorf("host: Map: %#x is already mapped", r.base+uintptr(g*PageSize))
 		}
 	}
-	for i, pg := range pages {
-		at := off + int64(i)*PageSize
-		_, err := unix.MmapPtr(d.vm.fd, d.vm.pages[pg], unsafe.Pointer(&r.mem[at]), PageSize,
-			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED)
-		if err != nil {
-			for j := range i {
-				d.unmapLocked(r, off+int64(j)*PageSize, PageSize)
-			}
-			return fmt.Errorf("host: mapping a page: %w", err)
+	_, err := unix.MmapPtr(d.vm.fd, hd.off, unsafe.Pointer(&r.mem[off]), uintptr(size),
+		unix.PROT_NONE, unix.MAP_SHARED|unix.MAP_FIXED)
+	if err != nil {
+		return fmt.Errorf("host: mapping a handle: %w", err)
+	}
+	for g := off / PageSize; g < (off+size)/PageSize; g++ {
+		r.mapped[g] = h
+	}
+	r.mappings[off/PageSize] = size
+	hd.mappings++
+	return nil
+}
+
+// SetAccess implements driver.PageMapper.
+func (d *Driver) SetAccess(ptr uintptr, size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	r, off, ok := d.reservationAt(ptr, size)
+	if !ok || off%PageSize != 0 || size <= 0 || size%PageSize != 0 {
+		return fmt.Errorf("host: SetAccess(%#x, %d): not whole granules of a reservation", ptr, size)
+	}
+	for g := off / PageSize; g < (off+size)/PageSize; g++ {
+		if _, ok := r.mapped[g]; !ok {
+			return fmt.Errorf("host: SetAccess: %#x is not mapped", r.base+uintptr(g*PageSize))
 		}
-		r.mapped[at/PageSize] = pg
+	}
+	if err := unix.Mprotect(r.mem[off:off+size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		return fmt.Errorf("host: setting access: %w", err)
+	}
+	for g := off / PageSize; g < (off+size)/PageSize; g++ {
+		r.access[g] = true
 	}
 	return nil
 }
 
-// UnmapPages implements driver.PageMapper. The bytes are poisoned first:
-// the pool unmaps only memory it has freed.
-func (d *Driver) UnmapPages(ptr uintptr, size int64) error {
+// Unmap implements driver.PageMapper: ptr and size must be one whole
+// mapping. Where this was the handle's last mapping, its bytes are poisoned
+// first: the pool unmaps only memory it has freed.
+func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, off, ok := d.reservationAt(ptr, size)
-	if !ok || off%PageSize != 0 || size%PageSize != 0 {
-		return fmt.Errorf("host: UnmapPages(%#x, %d): not whole pages of a reservation", ptr, size)
+	if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {
+		return fmt.Errorf("host: Unmap(%#x, %d): not one whole mapping", ptr, size)
 	}
-	for p := off / PageSize; p < (off+size)/PageSize; p++ {
-		if _, ok := r.mapped[p]; !ok {
-			return fmt.Errorf("host: UnmapPages: %#x is not mapped", r.base+uintptr(p*PageSize))
+	hd := d.vm.handles[r.mapped[off/PageSize]]
+	if hd.mappings == 1 && r.access[off/PageSize] {
+		for i := range r.mem[off : off+size] {
+			r.mem[off+int64(i)] = PoisonByte
 		}
 	}
-	for i := range r.mem[off : off+size] {
-		r.mem[off+int64(i)] = PoisonByte
+	if err := d.unmapLocked(r, off, size); err != nil {
+		return err
 	}
-	return d.unmapLocked(r, off, size)
+	delete(r.mappings, off/PageSize)
+	hd.mappings--
+	return nil
 }
 
 // unmapLocked makes [off, off+size) of r inaccessible again.
@@ -226,8 +264,9 @@ func (d *Driver) unmapLocked(r *reservation, off, size int64) error {
 	if err != nil {
 		return fmt.Errorf("host: unmapping: %w", err)
 	}
-	for p := off / PageSize; p < (off+size)/PageSize; p++ {
-		delete(r.mapped, p)
+	for g := off / PageSize; g < (off+size)/PageSize; g++ {
+		delete(r.mapped, g)
+		delete(r.access, g)
 	}
 	return nil
 }
@@ -240,23 +279,31 @@ func (d *Driver) resolveMapped(ptr uintptr, n int64) (mem []byte, ok bool, err e
 	if !in {
 		return nil, false, nil
 	}
-	for p := off / PageSize; p*PageSize < off+n; p++ {
-		if _, mapped := r.mapped[p]; !mapped {
-			return nil, true, fmt.Errorf("host: address %#x is reserved but not mapped", r.base+uintptr(p*PageSize))
+	for g := off / PageSize; g*PageSize < off+n; g++ {
+		if !r.access[g] {
+			return nil, true, fmt.Errorf("host: address %#x is reserved but not mapped with access", r.base+uintptr(g*PageSize))
 		}
 	}
 	return r.mem[off : off+n], true, nil
 }
 
-func newVM() vmState { return vmState{fd: -1, pages: map[uint64]int64{}} }
+func newVM() vmState { return vmState{fd: -1, handles: map[uint64]*vmHandle{}} }
 
 // closeVM releases the page file and reports pages or reservations left.
 // Called with d.mu held.
 func (d *Driver) closeVM() error {
 	var err error
-	if len(d.vm.pages) > 0 || len(d.vm.res) > 0 {
-		err = fmt.Errorf("host: closed with %d pages and %d address reservations not released", len(d.vm.pages), len(d.vm.res))
+	if len(d.vm.handles) > 0 || len(d.vm.res) > 0 {
+		err = fmt.Errorf("host: closed with %d handles and %d address reservations not released", len(d.vm.handles), len(d.vm.res))
 	}
+	// What was left is unmapped all the same: a closed device keeps no
+	// memory of the process.
+	for _, r := range d.vm.res {
+		if uerr := unix.Munmap(r.mem); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("host: releasing address space at close: %w", uerr))
+		}
+	}
+	d.vm.res, d.vm.handles = nil, map[uint64]*vmHandle{}
 	if d.vm.fd >= 0 {
 		_ = unix.Close(d.vm.fd)
 		d.vm.fd = -1

@@ -4,7 +4,9 @@ package host_test
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,57 +16,87 @@ import (
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-func TestPagesMoveWithTheirBytes(t *testing.T) {
+func TestHandlesMoveWithTheirBytes(t *testing.T) {
 	d, err := host.New(8 * host.PageSize)
 	require.NoError(t, err)
 	const P = host.PageSize
 	va, err := d.ReserveAddress(8 * P)
 	require.NoError(t, err)
-	p1, err := d.CreatePage()
+	h1, err := d.Create(P)
 	require.NoError(t, err)
-	p2, err := d.CreatePage()
+	h2, err := d.Create(2 * P)
 	require.NoError(t, err)
 
 	assert.Error(t, d.CopyHtoD(va, []byte{1}, 0), "reserved but unmapped memory is not accessible")
-	require.NoError(t, d.MapPages(va+P, []uint64{p1, p2}))
-	assert.Error(t, d.MapPages(va+P, []uint64{p1}), "mapping over a mapped page")
-	data := bytes.Repeat([]byte{1, 2, 3, 4}, int(P/2))
+	assert.Error(t, d.Map(va, P, h2), "a handle is mapped whole")
+	require.NoError(t, d.Map(va+P, P, h1))
+	require.NoError(t, d.Map(va+2*P, 2*P, h2))
+	assert.Error(t, d.Map(va+2*P, P, h1), "mapping over a mapping")
+	assert.Error(t, d.CopyHtoD(va+P, []byte{1}, 0), "mapped memory is not accessible before SetAccess")
+	require.NoError(t, d.SetAccess(va+P, 3*P), "one access call covers several mappings")
+	data := bytes.Repeat([]byte{1, 2, 3, 4}, int(3*P/4))
 	require.NoError(t, d.CopyHtoD(va+P, data, 0))
 
-	require.NoError(t, d.UnmapPages(va+2*P, P))
-	assert.Error(t, d.CopyDtoH(make([]byte, 1), va+2*P, 0), "an unmapped page is gone from its old place")
-	require.NoError(t, d.MapPages(va+6*P, []uint64{p2}))
-	got := make([]byte, P)
-	require.NoError(t, d.CopyDtoH(got, va+6*P, 0))
-	assert.Equal(t, bytes.Repeat([]byte{host.PoisonByte}, int(P)), got, "freed memory is poisoned before it moves")
+	assert.Error(t, d.Unmap(va+2*P, P), "a mapping is unmapped whole")
+	require.NoError(t, d.Map(va+5*P, 2*P, h2), "a handle may be mapped at a second address")
+	require.NoError(t, d.SetAccess(va+5*P, 2*P))
+	got := make([]byte, 2*P)
+	require.NoError(t, d.CopyDtoH(got, va+5*P, 0))
+	assert.Equal(t, data[P:], got, "both addresses show the same bytes")
+	require.NoError(t, d.Unmap(va+2*P, 2*P))
+	require.NoError(t, d.CopyDtoH(got, va+5*P, 0))
+	assert.Equal(t, data[P:], got, "unmapping one address of a handle keeps its bytes")
+	assert.Error(t, d.CopyDtoH(make([]byte, 1), va+2*P, 0), "an unmapped range is gone from its old place")
 
-	assert.Error(t, d.ReleasePage(p2), "a mapped page cannot be released")
-	assert.Error(t, d.ReleaseAddress(va, 8*P), "nor a reservation with pages mapped")
-	require.NoError(t, d.UnmapPages(va+P, P))
-	require.NoError(t, d.UnmapPages(va+6*P, P))
-	require.NoError(t, d.ReleasePage(p1))
-	assert.Error(t, d.ReleasePage(p1), "double release")
-	require.NoError(t, d.ReleasePage(p2))
+	assert.Error(t, d.Release(h2), "a mapped handle cannot be released")
+	assert.Error(t, d.ReleaseAddress(va, 8*P), "nor a reservation with memory mapped")
+	require.NoError(t, d.Unmap(va+5*P, 2*P))
+	require.NoError(t, d.Map(va+6*P, 2*P, h2))
+	require.NoError(t, d.SetAccess(va+6*P, 2*P))
+	require.NoError(t, d.CopyDtoH(got, va+6*P, 0))
+	assert.Equal(t, bytes.Repeat([]byte{host.PoisonByte}, int(2*P)), got, "memory unmapped from its last address is poisoned")
+	require.NoError(t, d.Unmap(va+6*P, 2*P))
+	require.NoError(t, d.Unmap(va+P, P))
+	require.NoError(t, d.Release(h1))
+	assert.Error(t, d.Release(h1), "double release")
+	require.NoError(t, d.Release(h2))
 	require.NoError(t, d.ReleaseAddress(va, 8*P))
 	assert.Zero(t, d.Used())
 	require.NoError(t, d.Close())
 }
 
-func TestPagesCountAgainstCapacity(t *testing.T) {
-	d, err := host.New(2 * host.PageSize)
+func TestHandlesCountAgainstCapacity(t *testing.T) {
+	d, err := host.New(3 * host.PageSize)
 	require.NoError(t, err)
-	a, err := d.CreatePage()
+	a, err := d.Create(2 * host.PageSize)
 	require.NoError(t, err)
-	b, err := d.CreatePage()
+	b, err := d.Create(host.PageSize)
 	require.NoError(t, err)
-	_, err = d.CreatePage()
+	_, err = d.Create(host.PageSize)
 	assert.True(t, pool.IsSourceOutOfMemory(err))
-	require.NoError(t, d.ReleasePage(a))
-	c, err := d.CreatePage()
-	require.NoError(t, err, "a released page makes room")
-	require.NoError(t, d.ReleasePage(b))
-	require.Error(t, d.Close(), "a page left is reported")
+	_, err = d.Create(host.PageSize + 1)
+	assert.Error(t, err, "a size that is not whole granules")
+	require.NoError(t, d.Release(a))
+	c, err := d.Create(2 * host.PageSize)
+	require.NoError(t, err, "a released handle makes room")
+	require.NoError(t, d.Release(b))
+	require.Error(t, d.Close(), "a handle left is reported")
 	_ = c
+}
+
+func TestCloseUnmapsWhatWasLeft(t *testing.T) {
+	d, err := host.New(4 * host.PageSize)
+	require.NoError(t, err)
+	va, err := d.ReserveAddress(4 * host.PageSize)
+	require.NoError(t, err)
+	h, err := d.Create(host.PageSize)
+	require.NoError(t, err)
+	require.NoError(t, d.Map(va, host.PageSize, h))
+	require.NoError(t, d.SetAccess(va, host.PageSize))
+	assert.Error(t, d.Close(), "a leak is reported")
+	maps, err := os.ReadFile("/proc/self/maps")
+	require.NoError(t, err)
+	assert.NotContains(t, string(maps), fmt.Sprintf("%x-", va), "the reservation is gone from the process")
 }
 
 // TestPoolOnRealPagesKeepsEveryBlocksBytes runs the pool over the host
@@ -74,7 +106,8 @@ func TestPagesCountAgainstCapacity(t *testing.T) {
 func TestPoolOnRealPagesKeepsEveryBlocksBytes(t *testing.T) {
 	d, err := host.New(96 << 20)
 	require.NoError(t, err)
-	p, err := pool.New(d)
+	// The limit makes the pool move memory out from under free blocks.
+	p, err := pool.New(d, pool.Limit(48<<20), pool.GrowthStep(0))
 	require.NoError(t, err)
 	require.True(t, p.Expandable())
 	r := rand.New(rand.NewPCG(3, 4))
@@ -114,7 +147,7 @@ func TestPoolOnRealPagesKeepsEveryBlocksBytes(t *testing.T) {
 		}
 		check(step)
 	}
-	assert.Positive(t, p.Stats().PagesMoved)
+	assert.Positive(t, p.Stats().PagesMoved, "memory moved while blocks lived around it")
 	for _, lb := range live {
 		require.NoError(t, p.Free(lb.b))
 	}

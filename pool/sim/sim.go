@@ -27,21 +27,32 @@ const DefaultPageSize = 2 << 20
 // and pool.PageMapper; [Source.Plain] hides the page mapping. It is safe for
 // concurrent use.
 type Source struct {
-	mu       sync.Mutex // protects the fields below
-	capacity int64      // 0: unlimited
-	total    int64      // what MemInfo reports as total
-	pageSize int64
-	used     int64 // bytes of live allocations and pages
-	nextAddr uintptr
-	allocs   map[uintptr]int64 // live Alloc ranges
-	reserves map[uintptr]int64 // live address reservations
-	pages    map[uint64]bool   // live pages: mapped or not
-	nextPage uint64
-	mapped   map[uintptr]uint64 // page address -> page
-	busy     map[uintptr]bool   // streams whose events stay incomplete
-	events   map[uintptr]*event
-	nextEv   uintptr
-	counts   Counts
+	mu         sync.Mutex // protects the fields below
+	capacity   int64      // 0: unlimited
+	total      int64      // what MemInfo reports as total
+	pageSize   int64
+	used       int64 // bytes of live allocations and pages
+	nextAddr   uintptr
+	allocs     map[uintptr]int64     // live Alloc ranges
+	reserves   map[uintptr]int64     // live address reservations
+	handles    map[uint64]*simHandle // live handles: mapped or not
+	nextHandle uint64
+	granules   map[uintptr]granule // mapped granule address -> what is there
+	mappings   map[uintptr]int64   // mapping start -> its size
+	busy       map[uintptr]bool    // streams whose events stay incomplete
+	events     map[uintptr]*event
+	nextEv     uintptr
+	counts     Counts
+}
+
+type simHandle struct {
+	size     int64
+	mappings int // addresses it is mapped at
+}
+
+type granule struct {
+	handle uint64
+	access bool
 }
 
 type event struct {
@@ -52,14 +63,14 @@ type event struct {
 // Counts are the calls a Source has served.
 type Counts struct {
 	Allocs, Frees                int64
-	PagesCreated, PagesReleased  int64
-	Maps, Unmaps                 int64
+	Creates, Releases            int64
+	Maps, SetAccesses, Unmaps    int64
 	Reserves, ReleasedReserves   int64
 	EventsRecorded, EventsWaited int64
 }
 
-// New returns a source with capacity bytes (0: unlimited) and pages of
-// pageSize bytes (0: DefaultPageSize).
+// New returns a source with capacity bytes (0: unlimited) and a
+// granularity of pageSize bytes (0: DefaultPageSize).
 func New(capacity, pageSize int64) *Source {
 	if pageSize == 0 {
 		pageSize = DefaultPageSize
@@ -70,8 +81,8 @@ func New(capacity, pageSize int64) *Source {
 	}
 	return &Source{
 		capacity: capacity, total: total, pageSize: pageSize, nextAddr: 1 << 32,
-		allocs: map[uintptr]int64{}, reserves: map[uintptr]int64{}, pages: map[uint64]bool{},
-		mapped: map[uintptr]uint64{}, busy: map[uintptr]bool{}, events: map[uintptr]*event{},
+		allocs: map[uintptr]int64{}, reserves: map[uintptr]int64{}, handles: map[uint64]*simHandle{},
+		granules: map[uintptr]granule{}, mappings: map[uintptr]int64{}, busy: map[uintptr]bool{}, events: map[uintptr]*event{},
 	}
 }
 
@@ -131,13 +142,13 @@ func (s *Source) MemInfo() (free, total int64, err error) {
 	return s.total - s.used, s.total, nil
 }
 
-// PageSize implements pool.PageMapper.
-func (s *Source) PageSize() int64 { return s.pageSize }
+// Granularity implements pool.PageMapper.
+func (s *Source) Granularity() int64 { return s.pageSize }
 
 // ReserveAddress implements pool.PageMapper.
 func (s *Source) ReserveAddress(size int64) (uintptr, error) {
 	if size <= 0 || size%s.pageSize != 0 {
-		return 0, fmt.Errorf("sim: ReserveAddress(%d): not a positive multiple of the page size", size)
+		return 0, fmt.Errorf("sim: ReserveAddress(%d): not a positive multiple of the granularity", size)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -155,8 +166,8 @@ func (s *Source) ReleaseAddress(ptr uintptr, size int64) error {
 		return fmt.Errorf("sim: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
 	}
 	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
-		if _, ok := s.mapped[a]; ok {
-			return fmt.Errorf("sim: ReleaseAddress(%#x): page at %#x still mapped", ptr, a)
+		if _, ok := s.granules[a]; ok {
+			return fmt.Errorf("sim: ReleaseAddress(%#x): %#x still mapped", ptr, a)
 		}
 	}
 	delete(s.reserves, ptr)
@@ -164,38 +175,40 @@ func (s *Source) ReleaseAddress(ptr uintptr, size int64) error {
 	return nil
 }
 
-// CreatePage implements pool.PageMapper.
-func (s *Source) CreatePage() (uint64, error) {
+// Create implements pool.PageMapper.
+func (s *Source) Create(size int64) (uint64, error) {
+	if size <= 0 || size%s.pageSize != 0 {
+		return 0, fmt.Errorf("sim: Create(%d): not a positive multiple of the granularity", size)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.take(s.pageSize); err != nil {
+	if err := s.take(size); err != nil {
 		return 0, err
 	}
-	s.nextPage++
-	s.pages[s.nextPage] = true
-	s.counts.PagesCreated++
-	return s.nextPage, nil
+	s.nextHandle++
+	s.handles[s.nextHandle] = &simHandle{size: size}
+	s.counts.Creates++
+	return s.nextHandle, nil
 }
 
-// ReleasePage implements pool.PageMapper.
-func (s *Source) ReleasePage(page uint64) error {
+// Release implements pool.PageMapper.
+func (s *Source) Release(h uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.pages[page] {
-		return fmt.Errorf("sim: ReleasePage(%d): no such page", page)
+	hd, ok := s.handles[h]
+	if !ok {
+		return fmt.Errorf("sim: Release(%d): no such handle", h)
 	}
-	for _, pg := range s.mapped {
-		if pg == page {
-			return fmt.Errorf("sim: ReleasePage(%d): still mapped", page)
-		}
+	if hd.mappings > 0 {
+		return fmt.Errorf("sim: Release(%d): still mapped", h)
 	}
-	delete(s.pages, page)
-	s.used -= s.pageSize
-	s.counts.PagesReleased++
+	delete(s.handles, h)
+	s.used -= hd.size
+	s.counts.Releases++
 	return nil
 }
 
-// reservationOf returns whether [ptr, ptr+n) lies in one reservation.
+// inReservation reports whether [ptr, ptr+n) lies in one reservation.
 func (s *Source) inReservation(ptr uintptr, n int64) bool {
 	for base, size := range s.reserves {
 		if ptr >= base && ptr+uintptr(n) <= base+uintptr(size) {
@@ -205,51 +218,75 @@ func (s *Source) inReservation(ptr uintptr, n int64) bool {
 	return false
 }
 
-// MapPages implements pool.PageMapper.
-func (s *Source) MapPages(ptr uintptr, pages []uint64) error {
+// Map implements pool.PageMapper. As CUDA allows, a handle may be mapped at
+// several addresses at once.
+func (s *Source) Map(ptr uintptr, size int64, h uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := int64(len(pages)) * s.pageSize
-	if int64(ptr)%s.pageSize != 0 || !s.inReservation(ptr, n) {
-		return fmt.Errorf("sim: MapPages(%#x, %d pages): outside any reservation or unaligned", ptr, len(pages))
+	hd, ok := s.handles[h]
+	switch {
+	case !ok:
+		return fmt.Errorf("sim: Map: handle %d does not exist", h)
+	case hd.size != size:
+		return fmt.Errorf("sim: Map: handle %d has %d bytes, not %d", h, hd.size, size)
+	case int64(ptr)%s.pageSize != 0 || !s.inReservation(ptr, size):
+		return fmt.Errorf("sim: Map(%#x, %d): outside any reservation or unaligned", ptr, size)
 	}
-	for i, pg := range pages {
-		a := ptr + uintptr(int64(i)*s.pageSize)
-		if !s.pages[pg] {
-			return fmt.Errorf("sim: MapPages: page %d does not exist", pg)
+	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
+		if _, ok := s.granules[a]; ok {
+			return fmt.Errorf("sim: Map: %#x is already mapped", a)
 		}
-		if _, ok := s.mapped[a]; ok {
-			return fmt.Errorf("sim: MapPages: %#x is already mapped", a)
-		}
 	}
-	for i, pg := range pages {
-		s.mapped[ptr+uintptr(int64(i)*s.pageSize)] = pg
+	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
+		s.granules[a] = granule{handle: h}
 	}
+	s.mappings[ptr] = size
+	hd.mappings++
 	s.counts.Maps++
 	return nil
 }
 
-// UnmapPages implements pool.PageMapper.
-func (s *Source) UnmapPages(ptr uintptr, size int64) error {
+// SetAccess implements pool.PageMapper.
+func (s *Source) SetAccess(ptr uintptr, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if int64(ptr)%s.pageSize != 0 || size%s.pageSize != 0 {
-		return fmt.Errorf("sim: UnmapPages(%#x, %d): not whole pages", ptr, size)
+	if int64(ptr)%s.pageSize != 0 || size <= 0 || size%s.pageSize != 0 {
+		return fmt.Errorf("sim: SetAccess(%#x, %d): not whole granules", ptr, size)
 	}
 	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
-		if _, ok := s.mapped[a]; !ok {
-			return fmt.Errorf("sim: UnmapPages: %#x is not mapped", a)
+		if _, ok := s.granules[a]; !ok {
+			return fmt.Errorf("sim: SetAccess: %#x is not mapped", a)
 		}
 	}
 	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
-		delete(s.mapped, a)
+		g := s.granules[a]
+		g.access = true
+		s.granules[a] = g
 	}
+	s.counts.SetAccesses++
+	return nil
+}
+
+// Unmap implements pool.PageMapper: ptr and size must be one mapping, as
+// the strictest reading of cuMemUnmap says.
+func (s *Source) Unmap(ptr uintptr, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mappings[ptr] != size {
+		return fmt.Errorf("sim: Unmap(%#x, %d): not one whole mapping", ptr, size)
+	}
+	h := s.granules[ptr].handle
+	for a := ptr; a < ptr+uintptr(size); a += uintptr(s.pageSize) {
+		delete(s.granules, a)
+	}
+	delete(s.mappings, ptr)
+	s.handles[h].mappings--
 	s.counts.Unmaps++
 	return nil
 }
 
 // Accessible reports whether [ptr, ptr+n) is memory a kernel could touch:
-// inside a live allocation or wholly on mapped pages.
+// inside a live allocation, or mapped with access set.
 func (s *Source) Accessible(ptr uintptr, n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +297,7 @@ func (s *Source) Accessible(ptr uintptr, n int64) bool {
 	}
 	first := ptr &^ uintptr(s.pageSize-1)
 	for a := first; a < ptr+uintptr(n); a += uintptr(s.pageSize) {
-		if _, ok := s.mapped[a]; !ok {
+		if g, ok := s.granules[a]; !ok || !g.access {
 			return false
 		}
 	}
@@ -342,12 +379,12 @@ func (s *Source) Counts() Counts {
 	return s.counts
 }
 
-// Live reports what is still held: allocations, pages, reservations and
+// Live reports what is still held: allocations, handles, reservations and
 // events. All zero after a pool has been emptied and closed.
-func (s *Source) Live() (allocs, pages, reserves, events int) {
+func (s *Source) Live() (allocs, handles, reserves, events int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.allocs), len(s.pages), len(s.reserves), len(s.events)
+	return len(s.allocs), len(s.handles), len(s.reserves), len(s.events)
 }
 
 // Plain returns s without page mapping: a source for classic segments.

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,30 +25,63 @@ func TestTheSourceChecksItsCallers(t *testing.T) {
 	require.NoError(t, s.Free(p, sim.DefaultPageSize))
 	assert.Error(t, s.Free(p, sim.DefaultPageSize), "a double free")
 
-	va, err := s.ReserveAddress(2 * sim.DefaultPageSize)
+	const G = sim.DefaultPageSize
+	va, err := s.ReserveAddress(4 * G)
 	require.NoError(t, err)
-	pg, err := s.CreatePage()
+	h, err := s.Create(2 * G)
 	require.NoError(t, err)
-	require.NoError(t, s.MapPages(va, []uint64{pg}))
-	assert.True(t, s.Accessible(va, sim.DefaultPageSize))
-	assert.False(t, s.Accessible(va, sim.DefaultPageSize+1), "the second page is not mapped")
-	assert.Error(t, s.MapPages(va, []uint64{pg}), "mapping twice")
-	assert.Error(t, s.ReleasePage(pg), "releasing a mapped page")
-	assert.Error(t, s.ReleaseAddress(va, 2*sim.DefaultPageSize), "releasing address space with pages in it")
-	require.NoError(t, s.UnmapPages(va, sim.DefaultPageSize))
-	require.NoError(t, s.ReleasePage(pg))
-	require.NoError(t, s.ReleaseAddress(va, 2*sim.DefaultPageSize))
-	allocs, pages, reserves, _ := s.Live()
-	assert.Zero(t, allocs+pages+reserves)
+	_, err = s.Create(G + 1)
+	assert.Error(t, err, "a size that is not whole granules")
+	assert.Error(t, s.Map(va, G, h), "a handle is mapped whole")
+	assert.Error(t, s.Map(va+1, 2*G, h), "an unaligned address")
+	require.NoError(t, s.Map(va, 2*G, h))
+	assert.False(t, s.Accessible(va, G), "mapped memory is not accessible before SetAccess")
+	require.NoError(t, s.SetAccess(va, 2*G))
+	assert.True(t, s.Accessible(va, 2*G))
+	assert.False(t, s.Accessible(va, 2*G+1), "the third granule is not mapped")
+	assert.Error(t, s.SetAccess(va, 3*G), "access to unmapped memory")
+	assert.Error(t, s.Map(va+G, 2*G, h), "mapping over a mapping")
+	require.NoError(t, s.Map(va+2*G, 2*G, h), "a handle may be mapped at a second address")
+	assert.Error(t, s.Release(h), "releasing a mapped handle")
+	assert.Error(t, s.ReleaseAddress(va, 4*G), "releasing address space with memory in it")
+	assert.Error(t, s.Unmap(va, G), "unmapping part of a mapping")
+	require.NoError(t, s.Unmap(va, 2*G))
+	assert.Error(t, s.Release(h), "still mapped at its second address")
+	require.NoError(t, s.Unmap(va+2*G, 2*G))
+	require.NoError(t, s.Release(h))
+	assert.Error(t, s.Release(h), "a double release")
+	require.NoError(t, s.ReleaseAddress(va, 4*G))
+	allocs, handles, reserves, _ := s.Live()
+	assert.Zero(t, allocs+handles+reserves)
+	c := s.Counts()
+	assert.Equal(t, sim.Counts{Allocs: 1, Frees: 1, Creates: 1, Releases: 1, Maps: 2, SetAccesses: 1, Unmaps: 2,
+		Reserves: 1, ReleasedReserves: 1}, c)
 }
 
 func TestCapacityIsOutOfMemory(t *testing.T) {
-	s := sim.New(sim.DefaultPageSize, 0)
-	_, err := s.CreatePage()
+	s := sim.New(3*sim.DefaultPageSize, 0)
+	_, err := s.Create(2 * sim.DefaultPageSize)
 	require.NoError(t, err)
-	_, err = s.CreatePage()
+	_, err = s.Create(2 * sim.DefaultPageSize)
 	assert.ErrorIs(t, err, sim.ErrOutOfMemory)
 	assert.True(t, pool.IsSourceOutOfMemory(err))
+}
+
+func TestTheCostTableInterpolates(t *testing.T) {
+	table := sim.CostTable{"x": {{Size: 100, Time: 10}, {Size: 200, Time: 30}}}
+	for size, want := range map[int64]time.Duration{0: 10, 100: 10, 150: 20, 200: 30, 1 << 40: 30} {
+		got, ok := table.Cost("x", size)
+		assert.True(t, ok)
+		assert.Equal(t, want, got, "size %d", size)
+	}
+	_, ok := table.Cost("y", 1)
+	assert.False(t, ok, "an unknown kind")
+	for _, kind := range []string{sim.CallAlloc, sim.CallFree, sim.CallReserveAddress, sim.CallReleaseAddress,
+		sim.CallCreate, sim.CallRelease, sim.CallMap, sim.CallSetAccess, sim.CallUnmap,
+		sim.CallRecordEvent, sim.CallEventQuery, sim.CallWaitEvent, sim.CallDestroyEvent} {
+		c, ok := sim.H200.Cost(kind, 2<<20)
+		assert.True(t, ok && c > 0, "the H200 table prices %s", kind)
+	}
 }
 
 func TestBusyStreamsHoldTheirEvents(t *testing.T) {

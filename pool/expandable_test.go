@@ -1,0 +1,160 @@
+package pool_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+const mib = 1 << 20
+
+func TestAGrowthCostsThreeDriverCalls(t *testing.T) {
+	src := sim.New(0, 0)
+	p := newPool(t, src, pool.GrowthStep(0))
+	b, err := p.Alloc(100 * mib)
+	require.NoError(t, err)
+	c := src.Counts()
+	assert.Equal(t, sim.Counts{Reserves: 1, Creates: 1, Maps: 1, SetAccesses: 1}, c,
+		"one reservation, then one handle created, mapped and made accessible")
+	b2, err := p.Alloc(300 * mib)
+	require.NoError(t, err)
+	c = src.Counts()
+	assert.Equal(t, sim.Counts{Reserves: 1, Creates: 2, Maps: 2, SetAccesses: 2}, c, "a second growth, of any size, is three more calls")
+	assert.Equal(t, int64(400*mib), p.Stats().Reserved, "each growth takes exactly what it lacks")
+	require.NoError(t, p.Free(b))
+	require.NoError(t, p.Free(b2))
+}
+
+func TestGrowthStepsRoundGrowthUp(t *testing.T) {
+	src := sim.New(0, 0)
+	p := newPool(t, src, pool.GrowthStep(20*mib))
+	b, err := p.Alloc(3 * mib)
+	require.NoError(t, err)
+	assert.Equal(t, int64(20*mib), p.Stats().Reserved)
+	b2, err := p.Alloc(15 * mib)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), p.Stats().Growths, "the second request fits in what the first growth took")
+	require.NoError(t, p.Free(b))
+	require.NoError(t, p.Free(b2))
+}
+
+func TestFreedLargeBlocksCoalesceBeforeTheArenaGrows(t *testing.T) {
+	src := sim.New(0, 0)
+	p := newPool(t, src, pool.GrowthStep(0))
+	var bs []pool.Block
+	for range 4 {
+		b, err := p.Alloc(16 * mib)
+		require.NoError(t, err)
+		bs = append(bs, b)
+	}
+	require.NoError(t, p.Free(bs[1]))
+	require.NoError(t, p.Free(bs[2]))
+	creates := src.Counts().Creates
+	b, err := p.Alloc(32 * mib)
+	require.NoError(t, err)
+	assert.Equal(t, creates, src.Counts().Creates, "two freed neighbours serve a request of both their sizes")
+	assert.Equal(t, bs[1].Ptr(), b.Ptr())
+	for _, x := range []pool.Block{bs[0], bs[3], b} {
+		require.NoError(t, p.Free(x))
+	}
+}
+
+func TestBestFitKeepsTheBlockThatCanGrowForLast(t *testing.T) {
+	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0))
+	a, err := p.Alloc(30 * mib)
+	require.NoError(t, err)
+	pin, err := p.Alloc(2 * mib)
+	require.NoError(t, err)
+	c, err := p.Alloc(20 * mib)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(a))
+	require.NoError(t, p.Free(c)) // now free, and bordering unmapped space
+	b, err := p.Alloc(10 * mib)
+	require.NoError(t, err)
+	assert.Equal(t, a.Ptr(), b.Ptr(), "the 30 MiB block serves it, though the 20 MiB one fits tighter")
+	big, err := p.Alloc(40 * mib)
+	require.NoError(t, err)
+	assert.Equal(t, c.Ptr(), big.Ptr(), "the block at the end grows for the request that needs it")
+	assert.Equal(t, int64(72*mib), p.Stats().Reserved, "20 MiB mapped there, no more")
+	for _, x := range []pool.Block{pin, b, big} {
+		require.NoError(t, p.Free(x))
+	}
+}
+
+func TestARepeatingWorkloadMakesNoDriverCallsAfterItsFirstPass(t *testing.T) {
+	src := sim.New(0, 0)
+	p := newPool(t, src)
+	type op struct {
+		alloc bool
+		size  int64
+		which int
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	var ops []op
+	live := 0
+	for range 3000 {
+		if live == 0 || r.IntN(2) == 0 {
+			ops = append(ops, op{alloc: true, size: int64(1 + r.IntN(64*mib))})
+			live++
+		} else {
+			ops = append(ops, op{which: r.IntN(live)})
+			live--
+		}
+	}
+	pass := func() {
+		var held []pool.Block
+		for _, o := range ops {
+			if o.alloc {
+				b, err := p.Alloc(o.size)
+				require.NoError(t, err)
+				held = append(held, b)
+				continue
+			}
+			require.NoError(t, p.Free(held[o.which]))
+			held = append(held[:o.which], held[o.which+1:]...)
+		}
+		for _, b := range held {
+			require.NoError(t, p.Free(b))
+		}
+	}
+	pass()
+	first := src.Counts()
+	require.Positive(t, first.Creates)
+	pass()
+	pass()
+	assert.Equal(t, first, src.Counts(), "the second and third passes find everything they need in the pool")
+}
+
+func TestALimitMovesMemoryInsteadOfCreatingIt(t *testing.T) {
+	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0), pool.Limit(64*mib))
+	a, err := p.Alloc(40 * mib)
+	require.NoError(t, err)
+	pin, err := p.Alloc(2 * mib)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(a))
+	b, err := p.Alloc(60 * mib)
+	require.NoError(t, err, "40 MiB move from the freed block, 20 MiB are new")
+	st := p.Stats()
+	assert.Equal(t, int64(20), st.PagesMoved, "the freed block's 40 MiB moved")
+	assert.Equal(t, int64(62*mib), st.Reserved)
+	require.NoError(t, p.CheckInvariants(nil))
+	require.NoError(t, p.Free(b))
+	require.NoError(t, p.Free(pin))
+}
+
+func TestAFailedGrowthKeepsNothing(t *testing.T) {
+	src := sim.New(64*mib, 0)
+	p := newPool(t, src)
+	_, err := p.Alloc(65 * mib)
+	require.ErrorIs(t, err, pool.ErrOutOfMemory)
+	assert.Zero(t, p.Stats().Reserved, "nothing was created for a request that failed")
+	assert.Zero(t, src.Used())
+	b, err := p.Alloc(64 * mib)
+	require.NoError(t, err, "the whole device is still there")
+	require.NoError(t, p.Free(b))
+}

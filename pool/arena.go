@@ -45,9 +45,10 @@ type arena struct {
 	pool       *Pool // nil for a Region
 	expandable bool
 	maxSplit   int64
-	free       freeSet // free blocks
-	holes      freeSet // unmapped ranges of an expandable segment
+	free       freeSet  // free blocks
+	holes      freeSet  // unmapped ranges of an expandable segment
 	segments   []*segment
+	spare      []*block // block objects merged away, for reuse
 }
 
 // take returns a free block of at least r bytes, split to size, or nil.
@@ -91,12 +92,8 @@ func (a *arena) takeBlock(b *block, r int64) *block {
 	a.free.remove(b)
 	b.state = stateInUse
 	if a.shouldSplit(b.size, r) {
-		rest := &block{ptr: b.ptr + uintptr(r), size: b.size - r, seg: b.seg, prev: b, next: b.next, state: stateFree}
-		if b.next != nil {
-			b.next.prev = rest
-		}
-		b.next = rest
-		b.size = r
+		rest := a.splitAt(b, r)
+		rest.state = stateFree
 		a.free.insert(rest)
 	}
 	return b
@@ -117,12 +114,13 @@ func (a *arena) shouldSplit(size, r int64) bool {
 // release makes b free and merges it with free neighbours.
 func (a *arena) release(b *block) {
 	b.events, b.uses = b.events[:0], b.uses[:0]
-	coalesce(b, stateFree, &a.free)
+	a.coalesce(b, stateFree, &a.free)
 }
 
 // coalesce gives b state st, merges it with neighbours in the same state,
-// which set holds, and puts the result in set.
-func coalesce(b *block, st blockState, set *freeSet) {
+// which set holds, and puts the result in set. The blocks merged away are
+// kept for reuse.
+func (a *arena) coalesce(b *block, st blockState, set *freeSet) {
 	b.state = st
 	if p := b.prev; p != nil && p.state == st {
 		set.remove(p)
@@ -131,6 +129,7 @@ func coalesce(b *block, st blockState, set *freeSet) {
 		if b.next != nil {
 			b.next.prev = p
 		}
+		a.drop(b)
 		b = p
 	}
 	if n := b.next; n != nil && n.state == st {
@@ -140,8 +139,44 @@ func coalesce(b *block, st blockState, set *freeSet) {
 		if n.next != nil {
 			n.next.prev = b
 		}
+		a.drop(n)
 	}
 	set.insert(b)
+}
+
+// splitAt cuts b at offset off and returns the new block after it, in no
+// state yet.
+func (a *arena) splitAt(b *block, off int64) *block {
+	nb := a.newBlock()
+	nb.ptr, nb.size, nb.seg, nb.prev, nb.next = b.ptr+uintptr(off), b.size-off, b.seg, b, b.next
+	if b.next != nil {
+		b.next.prev = nb
+	}
+	b.next = nb
+	b.size = off
+	return nb
+}
+
+// newBlock returns a block object, a spare one where the arena has one, so
+// that splitting on the allocation path allocates nothing in steady state.
+func (a *arena) newBlock() *block {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare[n-1] = nil
+		a.spare = a.spare[:n-1]
+		return b
+	}
+	return &block{}
+}
+
+// drop keeps b, merged away and free, for newBlock. Its generation and
+// segment stay: a stale Block that still points to it must keep failing,
+// and Free finds its pool through the segment.
+func (a *arena) drop(b *block) {
+	b.ptr, b.size, b.prev, b.next = 0, 0, nil, nil
+	b.state, b.key, b.requested, b.shard = stateFree, 0, 0, nil
+	b.events, b.uses = b.events[:0], b.uses[:0]
+	a.spare = append(a.spare, b)
 }
 
 // addSegment adds a classic segment, all of it free, and returns it.

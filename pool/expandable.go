@@ -220,11 +220,11 @@ func (p *Pool) isolate(hd *handle, b *block) *block {
 	a.free.remove(b)
 	mv := b
 	if hd.ptr > b.ptr {
-		mv = splitAt(b, int64(hd.ptr-b.ptr))
+		mv = a.splitAt(b, int64(hd.ptr-b.ptr))
 		a.free.insert(b)
 	}
 	if mv.end() > hd.end() {
-		tail := splitAt(mv, hd.size)
+		tail := a.splitAt(mv, hd.size)
 		tail.state = stateFree
 		a.free.insert(tail)
 	}
@@ -350,7 +350,8 @@ func (p *Pool) reserveSegment(a *arena, r int64) error {
 // Called with p.mu held.
 func (p *Pool) fillHole(a *arena, h *block, at uintptr, n int64) {
 	a.holes.remove(h)
-	nb := &block{ptr: at, size: n, seg: h.seg, state: stateInUse}
+	nb := a.newBlock()
+	nb.ptr, nb.size, nb.seg, nb.state = at, n, h.seg, stateInUse
 	switch {
 	case at == h.ptr && n == h.size:
 		nb.prev, nb.next = h.prev, h.next
@@ -387,17 +388,6 @@ func (p *Pool) fillHole(a *arena, h *block, at uintptr, n int64) {
 	a.release(nb)
 }
 
-// splitAt cuts b at offset off and returns the new block after it.
-func splitAt(b *block, off int64) *block {
-	nb := &block{ptr: b.ptr + uintptr(off), size: b.size - off, seg: b.seg, prev: b, next: b.next}
-	if b.next != nil {
-		b.next.prev = nb
-	}
-	b.next = nb
-	b.size = off
-	return nb
-}
-
 // unmapMoving unmaps the handle under each moving block, turns the block
 // into a hole and returns the handles unmapped. A block the source would not
 // unmap goes back to its free set. Called with growMu held and p.mu not held.
@@ -423,7 +413,7 @@ func (p *Pool) unmapMoving(moving []*block, hs []*handle) ([]*handle, error) {
 }
 
 // makeHole turns b into a hole and merges it with neighbouring holes.
-func makeHole(a *arena, b *block) { coalesce(b, stateHole, &a.holes) }
+func makeHole(a *arena, b *block) { a.coalesce(b, stateHole, &a.holes) }
 
 // mappedIn returns the handles mapped wholly inside [lo, hi).
 func (s *segment) mappedIn(lo, hi uintptr) []*handle {

@@ -41,21 +41,22 @@ type Pool struct {
 	// driver calls; mu never is. Cache hits never take it.
 	growMu sync.Mutex
 
-	mu           sync.Mutex // protects the fields below and every arena
-	arenas       map[arenaKey]*arena
-	idle         []*handle // handles held but mapped nowhere
-	pending      []*block  // freed blocks waiting for events on other streams
-	reserved     int64
-	peakReserved int64
-	segments     int64
-	sourceAllocs int64
-	sourceFrees  int64
-	handles      int64 // handles held, mapped or idle
-	growths      int64
-	pagesMapped  int64
-	pagesMoved   int64
-	ooms         int64
-	retries      int64
+	mu            sync.Mutex // protects the fields below and every arena
+	arenas        map[arenaKey]*arena
+	defaultArenas [2]*arena // the default stream's large and small arenas, found without the map
+	idle          []*handle // handles held but mapped nowhere
+	pending       []*block  // freed blocks waiting for events on other streams
+	reserved      int64
+	peakReserved  int64
+	segments      int64
+	sourceAllocs  int64
+	sourceFrees   int64
+	handles       int64 // handles held, mapped or idle
+	growths       int64
+	pagesMapped   int64
+	pagesMoved    int64
+	ooms          int64
+	retries       int64
 }
 
 // New returns a Pool that takes memory from src.
@@ -266,12 +267,25 @@ func (p *Pool) allocSlow(r, size int64, stream uintptr) (*block, error) {
 }
 
 func (p *Pool) arenaLocked(key arenaKey) *arena {
+	if key.stream == 0 && p.defaultArenas[b2i(key.small)] != nil {
+		return p.defaultArenas[b2i(key.small)]
+	}
 	a := p.arenas[key]
 	if a == nil {
 		a = &arena{key: key, pool: p, expandable: p.mapper != nil, maxSplit: p.opts.maxSplit}
 		p.arenas[key] = a
+		if key.stream == 0 {
+			p.defaultArenas[b2i(key.small)] = a
+		}
 	}
 	return a
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // grow makes room in a for r bytes and takes a block. On running out of

@@ -335,7 +335,10 @@ func (p *Pool) reserveSegment(a *arena, r int64) error {
 	size := max(p.vaSize, p.granules(r)*p.gran)
 	ptr, err := p.mapper.ReserveAddress(size)
 	if err != nil {
-		return fmt.Errorf("pool: reserving %s of address space: %w", FormatBytes(size), err)
+		// Without address space the request cannot be served: to the
+		// caller that is running out of memory, and the cache is released
+		// and the reservation tried again as for any other.
+		return sourceOOM{fmt.Errorf("pool: reserving %s of address space: %w", FormatBytes(size), err)}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

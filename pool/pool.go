@@ -20,6 +20,7 @@ type Pool struct {
 	vaSize int64       // address space each expandable segment reserves
 	opts   options
 	limit  int64 // bytes; 0 means none
+	total  int64 // the device's bytes, as MemInfo said when the pool was made; 0: unknown
 
 	closed atomic.Bool
 
@@ -70,10 +71,17 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	}
 	p := &Pool{src: src, opts: o, limit: o.limit, arenas: make(map[arenaKey]*arena)}
 	p.events, _ = src.(EventSource)
+	// The device's size bounds what can ever be allocated and sizes the
+	// address space reserved; a source that cannot say is still usable,
+	// unless a limit is a fraction of it.
 	_, total, err := src.MemInfo()
 	if err != nil {
-		return nil, fmt.Errorf("pool: reading the source's memory info: %w", err)
+		if o.limitFraction > 0 {
+			return nil, fmt.Errorf("pool: LimitFraction needs the device's total memory: %w", err)
+		}
+		total = 0
 	}
+	p.total = total
 	if o.limitFraction > 0 {
 		if total <= 0 {
 			return nil, fmt.Errorf("pool: LimitFraction needs the device's total memory, and the source reports %d", total)
@@ -291,6 +299,10 @@ func b2i(b bool) int {
 // grow makes room in a for r bytes and takes a block. On running out of
 // memory it releases the cache and retries once.
 func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
+	if p.total > 0 && r > p.total || p.limit > 0 && r > p.limit {
+		// No release of the cache can make room for it.
+		return nil, p.oomError(size, a.key.stream, nil)
+	}
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
 	retried, squeeze := false, false

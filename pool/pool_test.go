@@ -303,3 +303,41 @@ func TestEmptyCacheKeepsMemoryItCannotProveIdle(t *testing.T) {
 	require.NoError(t, err, "the memory is still there to use")
 	require.NoError(t, p.Free(again))
 }
+
+// memInfoFails is a source that cannot say how large it is.
+type memInfoFails struct{ *sim.PlainSource }
+
+func (memInfoFails) MemInfo() (int64, int64, error) { return 0, 0, errors.New("no memory info") }
+
+func TestASourceWithoutMemInfoIsUsable(t *testing.T) {
+	src := memInfoFails{sim.New(0, 0).Plain()}
+	p := newPool(t, src)
+	b, err := p.Alloc(1 << 20)
+	require.NoError(t, err, "only LimitFraction needs the device's size")
+	require.NoError(t, p.Free(b))
+	_, err = pool.New(src, pool.LimitFraction(0.5))
+	assert.ErrorContains(t, err, "no memory info")
+}
+
+func TestRequestsNoDeviceHoldsAreOutOfMemory(t *testing.T) {
+	for name, src := range map[string]pool.Source{
+		"expandable": sim.New(64<<20, 0),
+		"classic":    sim.New(64<<20, 0).Plain(),
+		"unlimited":  sim.New(0, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPool(t, src)
+			for _, n := range []int64{65 << 20, 128 << 40, pool.MaxSize} {
+				if name == "unlimited" && n < 2<<40 {
+					continue // the unlimited source says it holds 1 TiB
+				}
+				_, err := p.Alloc(n)
+				require.ErrorIs(t, err, pool.ErrOutOfMemory, "%d bytes", n)
+				var oom *pool.OOMError
+				require.ErrorAs(t, err, &oom)
+				assert.Equal(t, n, oom.Requested)
+			}
+			assert.Zero(t, p.Stats().Reserved)
+		})
+	}
+}

@@ -6,8 +6,9 @@
 // memory, and can be told to fail chosen operations (see [Driver.FailNth]
 // and [Driver.FailWhen]).
 //
-// On Linux it also emulates page mapping ([Driver.MapPages]) with mmap over
-// a memfd, so the pool grows in place as it does on a GPU.
+// On Linux it also emulates CUDA's virtual memory calls ([Driver.Create],
+// [Driver.Map], [Driver.SetAccess]) with mmap over a memfd, so the pool grows
+// in place as it does on a GPU.
 //
 // Streams exist and are ordered; since every operation completes before it
 // returns, events are complete as soon as they are recorded.

@@ -45,8 +45,8 @@ type arena struct {
 	pool       *Pool // nil for a Region
 	expandable bool
 	maxSplit   int64
-	free       freeSet  // free blocks
-	holes      freeSet  // unmapped ranges of an expandable segment
+	free       freeSet // free blocks
+	holes      freeSet // unmapped ranges of an expandable segment
 	segments   []*segment
 	spare      []*block // block objects merged away, for reuse
 }

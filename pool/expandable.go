@@ -78,7 +78,6 @@ func (p *Pool) growExpandable(a *arena, r int64, squeeze bool) error {
 type growth struct {
 	hole     *block
 	fromEnd  bool      // map at the hole's end rather than its start
-	need     int64     // granules needed
 	handles  []*handle // idle handles taken
 	moving   []*block  // blocks whose one handle moves (state moving)
 	movingH  []*handle // the handle under each moving block
@@ -120,12 +119,11 @@ func (p *Pool) bestHole(a *arena, r int64) (hole *block, at uintptr, granules in
 
 // planGrowth chooses the handles that fill k granules at at in hole h: idle
 // ones, then, if move, handles moved from under free blocks, then one new
-// handle for the rest. The
-// plan maps at least k and at most the hole's granules. Called with p.mu
-// held; it takes the idle handles and marks the moving blocks, so the plan is
-// the caller's to carry out or undo.
+// handle for the rest. The plan maps at least k and at most the hole's
+// granules. Called with p.mu held; it takes the idle handles and marks the
+// moving blocks, so the plan is the caller's to carry out or undo.
 func (p *Pool) planGrowth(a *arena, h *block, at uintptr, k int64, move bool) *growth {
-	g := &growth{hole: h, fromEnd: at != h.ptr, need: k}
+	g := &growth{hole: h, fromEnd: at != h.ptr}
 	limit := h.size / p.gran
 	var total int64 // granules planned
 	// Idle handles first: mapping one costs no unmap.
@@ -312,11 +310,8 @@ func (p *Pool) unmapAll(handles []*handle) {
 
 // createHandle creates a handle of size bytes, within the limit.
 func (p *Pool) createHandle(size int64) (*handle, error) {
-	p.mu.Lock()
-	over := p.overLimit(size)
-	p.mu.Unlock()
-	if over {
-		return nil, sourceOOM{}
+	if err := p.checkLimit(size); err != nil {
+		return nil, err
 	}
 	id, err := p.mapper.Create(size)
 	if err != nil {

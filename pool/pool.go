@@ -364,6 +364,17 @@ func classify(err error) error {
 	return err
 }
 
+// checkLimit returns the out-of-memory error of the limit where reserving n
+// more bytes would break it.
+func (p *Pool) checkLimit(n int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overLimit(n) {
+		return sourceOOM{}
+	}
+	return nil
+}
+
 // overLimit reports whether reserving n more bytes breaks the limit.
 // Called with p.mu held.
 func (p *Pool) overLimit(n int64) bool {
@@ -382,11 +393,8 @@ func (p *Pool) addReserved(n int64) {
 // with growMu held.
 func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	size := classicSegmentSize(r, a.key.small)
-	p.mu.Lock()
-	over := p.overLimit(size)
-	p.mu.Unlock()
-	if over {
-		return nil, sourceOOM{}
+	if err := p.checkLimit(size); err != nil {
+		return nil, err
 	}
 	ptr, err := p.src.Alloc(size)
 	if err != nil {

@@ -18,7 +18,7 @@ func Open(i int, opts ...DeviceOption) (*Device, error) {
 		return nil, err
 	}
 	if o.hostMemory != 0 {
-		return nil, errors.New("gpu: HostMemory is for OpenHost; a GPU's memory is what it has (use PoolOptions(pool.Limit(n)) to cap it)")
+		return nil, errors.New("gpu: HostMemory is for OpenHost; a GPU's memory is what it has (use PoolOptions(pool.MaxReserved(n)) to cap it)")
 	}
 	drv, err := cuda.Open(i)
 	if errors.Is(err, cuda.ErrNoDevice) {

@@ -36,7 +36,7 @@ func testDevice(t testing.TB, capacity int64) *gpu.Device {
 	}
 	var opts []gpu.DeviceOption
 	if capacity > 0 {
-		opts = append(opts, gpu.PoolOptions(pool.Limit(capacity)))
+		opts = append(opts, gpu.PoolOptions(pool.MaxReserved(capacity)))
 	}
 	dev, err := gpu.Open(0, opts...)
 	require.NoError(t, err)

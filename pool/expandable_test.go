@@ -131,7 +131,7 @@ func TestARepeatingWorkloadMakesNoDriverCallsAfterItsFirstPass(t *testing.T) {
 }
 
 func TestALimitMovesMemoryInsteadOfCreatingIt(t *testing.T) {
-	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0), pool.Limit(64*mib))
+	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0), pool.MaxReserved(64*mib))
 	a, err := p.Alloc(40 * mib)
 	require.NoError(t, err)
 	pin, err := p.Alloc(2 * mib)

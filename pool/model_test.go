@@ -24,7 +24,7 @@ var modelConfigs = []modelConfig{
 	{name: "classic", plain: true},
 	{name: "classic under a capacity", plain: true, capacity: 96 << 20},
 	{name: "classic with max split", plain: true, opts: []pool.Option{pool.MaxSplitSize(30 << 20)}},
-	{name: "expandable with a limit", opts: []pool.Option{pool.Limit(64 << 20)}},
+	{name: "expandable with a limit", opts: []pool.Option{pool.MaxReserved(64 << 20)}},
 	{name: "expandable growing by what it lacks", capacity: 96 << 20, opts: []pool.Option{pool.GrowthStep(0)}},
 	{name: "expandable growing in 64 MiB steps", opts: []pool.Option{pool.GrowthStep(64 << 20)}},
 	{name: "classic with release threshold", plain: true, opts: []pool.Option{pool.ReleaseThreshold(4 << 20)}},
@@ -98,7 +98,7 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) {
 		if cfg.capacity > 0 {
 			require.LessOrEqual(t, src.Used(), cfg.capacity)
 		}
-		if lim := p.Limit(); lim > 0 {
+		if lim := p.MaxReserved(); lim > 0 {
 			require.LessOrEqual(t, st.Reserved, lim, "step %d", step)
 		}
 	}
@@ -108,7 +108,7 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) {
 		require.Positive(t, final.OOMs, "a capacity run must run out of memory")
 		require.Positive(t, final.Retries, "and retry after releasing the cache")
 	}
-	if !cfg.plain && steps >= 500 && (cfg.capacity > 0 || p.Limit() > 0) {
+	if !cfg.plain && steps >= 500 && (cfg.capacity > 0 || p.MaxReserved() > 0) {
 		require.Positive(t, final.PagesMoved, "an expandable run short of memory must move memory")
 	}
 	for _, b := range live {

@@ -56,28 +56,30 @@ func buildOptions(opts []Option) (options, error) {
 		return o, o.errs[0]
 	}
 	if o.limit > 0 && o.limitFraction > 0 {
-		return o, fmt.Errorf("pool: both Limit and LimitFraction set; choose one")
+		return o, fmt.Errorf("pool: both MaxReserved and MaxReservedFraction set; choose one")
 	}
 	return o, nil
 }
 
-// Limit caps the bytes the pool reserves from its source. Allocations that
-// would need more fail with ErrOutOfMemory after the cache is released.
-func Limit(bytes int64) Option {
+// MaxReserved caps the bytes the pool reserves from its source. Growth
+// moves memory before it passes the cap; allocations that would need more
+// fail with ErrOutOfMemory after the cache is released. (A scope's
+// gpu.Limit, by contrast, caps the bytes a scope has live.)
+func MaxReserved(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes <= 0 {
-			o.errs = append(o.errs, fmt.Errorf("pool: Limit(%d): must be positive", bytes))
+			o.errs = append(o.errs, fmt.Errorf("pool: MaxReserved(%d): must be positive", bytes))
 		}
 		o.limit = bytes
 	})
 }
 
-// LimitFraction caps reserved bytes at a fraction in (0, 1] of the device's
+// MaxReservedFraction caps reserved bytes at a fraction in (0, 1] of the device's
 // total memory, read once from the source's MemInfo when the pool is made.
-func LimitFraction(f float64) Option {
+func MaxReservedFraction(f float64) Option {
 	return optionFunc(func(o *options) {
 		if !(f > 0 && f <= 1) {
-			o.errs = append(o.errs, fmt.Errorf("pool: LimitFraction(%v): must be in (0, 1]", f))
+			o.errs = append(o.errs, fmt.Errorf("pool: MaxReservedFraction(%v): must be in (0, 1]", f))
 		}
 		o.limitFraction = f
 	})

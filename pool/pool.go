@@ -77,14 +77,14 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	_, total, err := src.MemInfo()
 	if err != nil {
 		if o.limitFraction > 0 {
-			return nil, fmt.Errorf("pool: LimitFraction needs the device's total memory: %w", err)
+			return nil, fmt.Errorf("pool: MaxReservedFraction needs the device's total memory: %w", err)
 		}
 		total = 0
 	}
 	p.total = total
 	if o.limitFraction > 0 {
 		if total <= 0 {
-			return nil, fmt.Errorf("pool: LimitFraction needs the device's total memory, and the source reports %d", total)
+			return nil, fmt.Errorf("pool: MaxReservedFraction needs the device's total memory, and the source reports %d", total)
 		}
 		p.limit = int64(o.limitFraction * float64(total))
 	}
@@ -119,8 +119,8 @@ func New(src Source, opts ...Option) (*Pool, error) {
 // Expandable reports whether the pool's arenas grow by mapping pages.
 func (p *Pool) Expandable() bool { return p.mapper != nil }
 
-// Limit returns the most bytes the pool reserves; 0 means no limit.
-func (p *Pool) Limit() int64 { return p.limit }
+// MaxReserved returns the most bytes the pool reserves; 0 means no cap.
+func (p *Pool) MaxReserved() int64 { return p.limit }
 
 // Alloc allocates size bytes for the default stream.
 func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocOn(size, 0) }

@@ -54,8 +54,8 @@ func TestBadFreesChangeNothing(t *testing.T) {
 func TestOptionsAreChecked(t *testing.T) {
 	src := sim.New(0, 0)
 	for name, opt := range map[string]pool.Option{
-		"negative limit":             pool.Limit(-1),
-		"fraction above one":         pool.LimitFraction(1.5),
+		"negative limit":             pool.MaxReserved(-1),
+		"fraction above one":         pool.MaxReservedFraction(1.5),
 		"negative release threshold": pool.ReleaseThreshold(-1),
 		"tiny max split":             pool.MaxSplitSize(1 << 20),
 		"unknown expansion":          pool.Expand(9),
@@ -115,8 +115,8 @@ func TestOutOfMemoryReleasesTheCacheRetriesThenReports(t *testing.T) {
 
 func TestLimitIsNeverExceeded(t *testing.T) {
 	src := sim.New(1<<30, 0)
-	p := newPool(t, src, pool.LimitFraction(0.25))
-	assert.Equal(t, int64(256<<20), p.Limit())
+	p := newPool(t, src, pool.MaxReservedFraction(0.25))
+	assert.Equal(t, int64(256<<20), p.MaxReserved())
 	b, err := p.Alloc(200 << 20)
 	require.NoError(t, err)
 	_, err = p.Alloc(100 << 20)
@@ -315,7 +315,7 @@ func TestASourceWithoutMemInfoIsUsable(t *testing.T) {
 	b, err := p.Alloc(1 << 20)
 	require.NoError(t, err, "only LimitFraction needs the device's size")
 	require.NoError(t, p.Free(b))
-	_, err = pool.New(src, pool.LimitFraction(0.5))
+	_, err = pool.New(src, pool.MaxReservedFraction(0.5))
 	assert.ErrorContains(t, err, "no memory info")
 }
 

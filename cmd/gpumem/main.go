@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	capacity := fs.Int64("capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited)")
 	pageSize := fs.Int64("page-size", sim.DefaultPageSize, "with --driver sim: bytes per mapped page")
 	expand := fs.String("expand", "auto", "auto (map pages where the source can), never, always")
-	limit := fs.Int64("limit", 0, "pool limit in bytes (0: none)")
+	maxReserved := fs.Int64("max-reserved", 0, "pool MaxReserved: most bytes the pool reserves (0: no cap)")
 	maxSplit := fs.Int64("max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
 	threshold := fs.Int64("release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
 	repeat := fs.Int("repeat", 1, "replay the trace this many times, freeing what is still live between repetitions")
@@ -80,8 +80,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("--expand %q: want auto, never or always", *expand)
 	}
-	if *limit != 0 {
-		opts = append(opts, pool.Limit(*limit))
+	if *maxReserved != 0 {
+		opts = append(opts, pool.MaxReserved(*maxReserved))
 	}
 	if *maxSplit != 0 {
 		opts = append(opts, pool.MaxSplitSize(*maxSplit))

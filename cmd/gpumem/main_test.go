@@ -189,7 +189,7 @@ func TestBadFlagsAreErrors(t *testing.T) {
 		{"replay", "--expand", "sometimes", traceFile("mlp_train")},
 		{"replay", "--driver", "tpu", traceFile("mlp_train")},
 		{"replay", "--page-size", "3", traceFile("mlp_train")},
-		{"replay", "--limit", "-5", traceFile("mlp_train")},
+		{"replay", "--max-reserved", "-5", traceFile("mlp_train")},
 		{"replay", "--repeat", "0", traceFile("mlp_train")},
 		{"replay", "--growth-step", "-1", traceFile("mlp_train")},
 		{"copy", traceFile("mlp_train")},

@@ -17,7 +17,7 @@ func openSource(driver string, capacity, pageSize int64) (pool.Source, func(), e
 	}
 	if driver == "cuda" && extraDrivers != "" {
 		if capacity != 0 {
-			return nil, nil, fmt.Errorf("--capacity is for --driver sim; cap a GPU with --limit")
+			return nil, nil, fmt.Errorf("--capacity is for --driver sim; cap a GPU with --max-reserved")
 		}
 		return openCUDASource()
 	}

@@ -124,7 +124,7 @@ func TestPoolOnTheGPU(t *testing.T) {
 	d := open(t)
 	free0, _, err := d.MemInfo()
 	require.NoError(t, err)
-	p, err := pool.New(d, pool.Limit(300<<20), pool.GrowthStep(0))
+	p, err := pool.New(d, pool.MaxReserved(300<<20), pool.GrowthStep(0))
 	require.NoError(t, err)
 	require.True(t, p.Expandable())
 	var live []pool.Block

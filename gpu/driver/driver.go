@@ -65,14 +65,14 @@ type PageMapper interface {
 	Unmap(ptr uintptr, size int64) error
 }
 
-// OutOfMemory is an error a driver returns when the device has no room.
-// Package pool recognizes it by its method OutOfMemory.
-type OutOfMemory struct {
+// OutOfMemoryError is the error a driver returns when the device has no
+// room. Package pool recognizes it by its method OutOfMemory.
+type OutOfMemoryError struct {
 	Requested int64
 	Err       error // the driver's own error, if any
 }
 
-func (e *OutOfMemory) Error() string {
+func (e *OutOfMemoryError) Error() string {
 	msg := "device out of memory"
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -81,7 +81,7 @@ func (e *OutOfMemory) Error() string {
 }
 
 // OutOfMemory reports true: the pool releases its cache and retries.
-func (e *OutOfMemory) OutOfMemory() bool { return true }
+func (e *OutOfMemoryError) OutOfMemory() bool { return true }
 
 // Unwrap returns the driver's own error.
-func (e *OutOfMemory) Unwrap() error { return e.Err }
+func (e *OutOfMemoryError) Unwrap() error { return e.Err }

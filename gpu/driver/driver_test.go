@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 
 func TestOutOfMemoryIsRecognizedByThePool(t *testing.T) {
 	cause := errors.New("CUDA_ERROR_OUT_OF_MEMORY")
-	err := fmt.Errorf("allocating a segment: %w", &driver.OutOfMemory{Requested: 1 << 30, Err: cause})
+	err := fmt.Errorf("allocating a segment: %w", &driver.OutOfMemoryError{Requested: 1 << 30, Err: cause})
 	assert.True(t, pool.IsSourceOutOfMemory(err), "wrapped, it still tells the pool to release and retry")
 	assert.ErrorIs(t, err, cause)
 	assert.Contains(t, err.Error(), "device out of memory")

@@ -136,7 +136,7 @@ func (d *Driver) Alloc(size int64) (uintptr, error) {
 		return 0, fmt.Errorf("host: Alloc(%d): size must be positive", size)
 	}
 	if d.used+size > d.capacity {
-		return 0, &driver.OutOfMemory{Requested: size,
+		return 0, &driver.OutOfMemoryError{Requested: size,
 			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 	}
 	mem := make([]byte, size)

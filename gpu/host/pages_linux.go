@@ -125,7 +125,7 @@ func (d *Driver) Create(size int64) (uint64, error) {
 		return 0, err
 	}
 	if d.used+size > d.capacity {
-		return 0, &driver.OutOfMemory{Requested: size,
+		return 0, &driver.OutOfMemoryError{Requested: size,
 			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 	}
 	if d.vm.fd < 0 {

@@ -107,7 +107,7 @@ func TestPoolOnRealPagesKeepsEveryBlocksBytes(t *testing.T) {
 	d, err := host.New(96 << 20)
 	require.NoError(t, err)
 	// The limit makes the pool move memory out from under free blocks.
-	p, err := pool.New(d, pool.Limit(48<<20), pool.GrowthStep(0))
+	p, err := pool.New(d, pool.MaxReserved(48<<20), pool.GrowthStep(0))
 	require.NoError(t, err)
 	require.True(t, p.Expandable())
 	r := rand.New(rand.NewPCG(3, 4))

@@ -243,7 +243,7 @@ func (p *Pool) carryOut(a *arena, g *growth) error {
 		return err
 	}
 	if len(g.moving) > 0 {
-		if err := p.waitStreams([]uintptr{a.key.stream}); err != nil {
+		if _, err := p.waitStreams([]uintptr{a.key.stream}); err != nil {
 			p.mu.Lock()
 			for _, mv := range g.moving {
 				mv.seg.arena.release(mv)

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -123,10 +124,21 @@ func (p *Pool) Expandable() bool { return p.mapper != nil }
 func (p *Pool) MaxReserved() int64 { return p.limit }
 
 // Alloc allocates size bytes for the default stream.
-func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocOn(size, 0) }
+func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocContext(context.Background(), size, 0) }
 
-// AllocOn allocates size bytes for use on stream. The block may be reused
-// at once on the same stream after it is freed.
+// AllocOn allocates size bytes for use on stream.
+func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
+	return p.AllocContext(context.Background(), size, stream)
+}
+
+// AllocContext allocates size bytes for use on stream. The block may be
+// reused at once on the same stream after it is freed.
+//
+// ctx matters only when memory is short: before it fails, the pool waits for
+// the work on other streams that still holds freed blocks (see
+// [Pool.RecordUse]), and it stops waiting when ctx is done, returning an
+// error that is both ErrOutOfMemory and ctx's error. A cached allocation
+// never looks at it.
 //
 // Small requests (up to 1 MiB) are served from the front cache when it holds
 // a block of the same rounded size. Large ones always take the best fit from
@@ -134,7 +146,7 @@ func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocOn(size, 0) }
 // reusing a large block where it was, as a size-keyed cache does, keeps
 // free memory split around it and makes the arena grow on dynamic shapes
 // (docs/pool.md has the figures).
-func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
+func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Block, error) {
 	if size <= 0 || size > MaxSize {
 		return Block{}, fmt.Errorf("%w: %d bytes", ErrInvalidSize, size)
 	}
@@ -167,7 +179,7 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 	p.putShard(sh)
 	if b == nil {
 		var err error
-		if b, err = p.allocSlow(r, size, stream); err != nil {
+		if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
 			return Block{}, err
 		}
 	}
@@ -252,7 +264,7 @@ func (p *Pool) Free(b Block) error {
 // allocSlow takes a block from the arena, growing it if needed. Cached
 // small blocks are moved back to their arenas first, so that best fit sees
 // every free byte coalesced.
-func (p *Pool) allocSlow(r, size int64, stream uintptr) (*block, error) {
+func (p *Pool) allocSlow(ctx context.Context, r, size int64, stream uintptr) (*block, error) {
 	key := arenaKey{stream: stream, small: r <= smallMax}
 	p.mu.Lock()
 	if len(p.pending) > 0 {
@@ -271,7 +283,7 @@ func (p *Pool) allocSlow(r, size int64, stream uintptr) (*block, error) {
 	if b != nil {
 		return b, nil
 	}
-	return p.grow(a, r, size)
+	return p.grow(ctx, a, r, size)
 }
 
 func (p *Pool) arenaLocked(key arenaKey) *arena {
@@ -297,8 +309,9 @@ func b2i(b bool) int {
 }
 
 // grow makes room in a for r bytes and takes a block. On running out of
-// memory it releases the cache and retries once.
-func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
+// memory it moves what can move, then waits for the blocks parked for other
+// streams (until ctx is done), releases the cache and retries once.
+func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error) {
 	if p.total > 0 && r > p.total || p.limit > 0 && r > p.limit {
 		// No release of the cache can make room for it.
 		return nil, p.oomError(size, a.key.stream, nil)
@@ -337,6 +350,9 @@ func (p *Pool) grow(a *arena, r, size int64) (*block, error) {
 		p.mu.Lock()
 		p.retries++
 		p.mu.Unlock()
+		if werr := p.waitPending(ctx); werr != nil {
+			return nil, errors.Join(p.oomError(size, a.key.stream, err), werr)
+		}
 		if rerr := p.releaseCachedLocked(); rerr != nil {
 			return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
 		}
@@ -431,12 +447,15 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 }
 
 // EmptyCache returns every cached byte it can to the source: fully free
-// segments, and in expandable arenas every whole page under a free block.
-// Live blocks are untouched.
+// segments, and in expandable arenas every handle under a free block. It
+// first waits for the work on other streams that still holds freed blocks
+// (see [Pool.RecordUse]), as PyTorch's empty_cache does. Live blocks are
+// untouched. Memory of a stream that cannot be waited for (an error from
+// the source) is kept, and the error returned; other streams' is released.
 func (p *Pool) EmptyCache() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return p.releaseCachedLocked()
+	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked())
 }
 
 // releaseCachedLocked is EmptyCache with growMu held.
@@ -465,18 +484,31 @@ func (p *Pool) releaseCachedLocked() error {
 		}
 	}
 	p.mu.Unlock()
-	if err := p.waitStreams(streamsOf(segs, moving)); err != nil {
-		// Work on those streams may still use the memory: keep all of it.
+	// Work on a stream that cannot be waited for may still use its memory:
+	// keep that stream's, release the rest.
+	failed, werr := p.waitStreams(streamsOf(segs, moving))
+	if len(failed) > 0 {
+		errs = append(errs, werr)
 		p.mu.Lock()
-		for _, s := range segs {
+		segs = slices.DeleteFunc(segs, func(s *segment) bool {
+			if !failed[s.arena.key.stream] {
+				return false
+			}
 			s.arena.segments = append(s.arena.segments, s)
 			s.arena.free.insert(s.first)
+			return true
+		})
+		keep := moving[:0]
+		keepH := movingH[:0]
+		for i, mv := range moving {
+			if failed[mv.seg.arena.key.stream] {
+				mv.seg.arena.release(mv)
+				continue
+			}
+			keep, keepH = append(keep, mv), append(keepH, movingH[i])
 		}
-		for _, mv := range moving {
-			mv.seg.arena.release(mv)
-		}
+		moving, movingH = keep, keepH
 		p.mu.Unlock()
-		return errors.Join(append(errs, err)...)
 	}
 	for _, s := range segs {
 		err := p.src.Free(s.ptr, s.size)
@@ -528,7 +560,7 @@ func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := errors.Join(p.waitPending(), p.EmptyCache())
+	err := p.EmptyCache() // which waits for the parked blocks first
 	st := p.Stats()
 	if st.ActiveBlocks > 0 {
 		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",

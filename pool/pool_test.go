@@ -1,6 +1,7 @@
 package pool_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -190,13 +191,58 @@ func TestStreams(t *testing.T) {
 		require.NoError(t, p.RecordUse(x, b))
 		src.SetBusy(b, true)
 		require.NoError(t, p.Free(x))
-		_, err = p.AllocOn(page, a)
-		require.ErrorIs(t, err, pool.ErrOutOfMemory, "stream b may still read x")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = p.AllocContext(ctx, page, a)
+		require.ErrorIs(t, err, pool.ErrOutOfMemory, "stream b may still read x, and the caller would not wait")
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Zero(t, src.Counts().EventsWaited)
 		src.SetBusy(b, false)
 		z, err := p.AllocOn(page, a)
 		require.NoError(t, err, "once b's event completed x is reused")
 		assert.Equal(t, x.Ptr(), z.Ptr())
 		require.NoError(t, p.Free(z))
+	})
+	t.Run("out of memory, the pool waits for the blocks other streams hold", func(t *testing.T) {
+		src := sim.New(page, 0)
+		p := newPool(t, src)
+		x, err := p.AllocOn(page, a)
+		require.NoError(t, err)
+		require.NoError(t, p.RecordUse(x, b))
+		src.SetBusy(b, true)
+		require.NoError(t, p.Free(x))
+		y, err := p.AllocOn(page, a)
+		require.NoError(t, err, "as PyTorch does, it synchronizes before it fails")
+		assert.Positive(t, src.Counts().EventsWaited)
+		assert.Equal(t, x.Ptr(), y.Ptr())
+		require.NoError(t, p.Free(y))
+	})
+	t.Run("EmptyCache returns the blocks other streams held", func(t *testing.T) {
+		src := sim.New(0, 0)
+		p := newPool(t, src)
+		x, err := p.AllocOn(32<<20, a)
+		require.NoError(t, err)
+		require.NoError(t, p.RecordUse(x, b))
+		src.SetBusy(b, true)
+		require.NoError(t, p.Free(x))
+		require.NoError(t, p.EmptyCache())
+		assert.Zero(t, p.Stats().Reserved)
+		assert.Zero(t, src.Used())
+	})
+	t.Run("a stream that cannot be waited for keeps only its own memory", func(t *testing.T) {
+		src := sim.New(0, 0)
+		p := newPool(t, src, pool.GrowthStep(0))
+		x, err := p.AllocOn(32<<20, a)
+		require.NoError(t, err)
+		y, err := p.AllocOn(32<<20, b)
+		require.NoError(t, err)
+		require.NoError(t, p.Free(x))
+		require.NoError(t, p.Free(y))
+		src.Break(b)
+		err = p.EmptyCache()
+		require.Error(t, err, "stream b's memory cannot be proven idle")
+		assert.Contains(t, err.Error(), "stream 0x2")
+		assert.Equal(t, int64(32<<20), p.Stats().Reserved, "stream a's memory went back; b's is kept")
 	})
 	t.Run("another stream gets a cached block only after an event on its stream", func(t *testing.T) {
 		src := sim.New(page, 0)

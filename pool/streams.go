@@ -1,8 +1,10 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // RecordUse tells the pool that work on stream, besides b's own stream, uses
@@ -107,10 +109,11 @@ func (p *Pool) collectPending() error {
 
 // waitStreams waits, where the source has events, until the work queued on
 // each stream so far has completed, so that memory freed on it can be
-// unmapped or returned. Called only off the hot path.
-func (p *Pool) waitStreams(streams []uintptr) error {
+// unmapped or returned. It returns the streams it could not wait for, and
+// why. Called only off the hot path.
+func (p *Pool) waitStreams(streams []uintptr) (failed map[uintptr]bool, err error) {
 	if p.events == nil {
-		return nil
+		return nil, nil
 	}
 	var errs []error
 	for _, s := range streams {
@@ -122,10 +125,14 @@ func (p *Pool) waitStreams(streams []uintptr) error {
 			}
 		}
 		if err != nil {
+			if failed == nil {
+				failed = map[uintptr]bool{}
+			}
+			failed[s] = true
 			errs = append(errs, fmt.Errorf("pool: waiting for stream %#x: %w", s, err))
 		}
 	}
-	return errors.Join(errs...)
+	return failed, errors.Join(errs...)
 }
 
 // streamsOf lists the streams the segments and blocks belong to, once each.
@@ -147,9 +154,12 @@ func streamsOf(segs []*segment, blocks []*block) []uintptr {
 	return out
 }
 
-// waitPending blocks until the events of every parked block have completed.
-// Close uses it: the blocks must come back before memory is released.
-func (p *Pool) waitPending() error {
+// waitPending waits until the events of every parked block have completed
+// and returns the blocks to their arenas. With a ctx that can be done it
+// polls, and stops with ctx's error when ctx is done; the blocks whose
+// events completed are returned all the same. Close, EmptyCache and an
+// allocation out of memory use it.
+func (p *Pool) waitPending(ctx context.Context) error {
 	if p.events == nil {
 		return nil
 	}
@@ -161,9 +171,37 @@ func (p *Pool) waitPending() error {
 	p.mu.Unlock()
 	var errs []error
 	for _, ev := range events {
-		if err := p.events.WaitEvent(ev); err != nil {
+		if err := p.waitEvent(ctx, ev); err != nil {
+			if ctx.Err() != nil {
+				errs = append(errs, err)
+				break
+			}
 			errs = append(errs, fmt.Errorf("pool: waiting for an event: %w", err))
 		}
 	}
 	return errors.Join(append(errs, p.collectPending())...)
+}
+
+// waitEvent waits for ev: with the source's blocking wait where ctx can never
+// be done, else by querying it with a growing pause until it has completed
+// or ctx is done.
+func (p *Pool) waitEvent(ctx context.Context, ev uintptr) error {
+	if ctx.Done() == nil {
+		return p.events.WaitEvent(ev)
+	}
+	pause := 20 * time.Microsecond
+	for {
+		done, err := p.events.EventDone(ev)
+		if err != nil || done {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		pause = min(2*pause, 10*time.Millisecond)
+	}
 }

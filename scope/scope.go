@@ -146,7 +146,9 @@ func (s *Scope) AllocInto(size int64, a *Allocation) error {
 		}
 	}
 	if a.region == nil {
-		b, err := s.tree.pool.Alloc(size)
+		// Short of memory, the pool may wait for other streams' work; it
+		// stops when the scope's context is done.
+		b, err := s.tree.pool.AllocContext(s.opened, size, 0)
 		if err != nil {
 			s.uncharge(size)
 			return fmt.Errorf("scope %q: %w", s.path, err)

@@ -40,6 +40,7 @@ type Source struct {
 	granules   map[uintptr]granule // mapped granule address -> what is there
 	mappings   map[uintptr]int64   // mapping start -> its size
 	busy       map[uintptr]bool    // streams whose events stay incomplete
+	broken     map[uintptr]bool    // streams on which no event can be recorded
 	events     map[uintptr]*event
 	nextEv     uintptr
 	counts     Counts
@@ -82,7 +83,7 @@ func New(capacity, pageSize int64) *Source {
 	return &Source{
 		capacity: capacity, total: total, pageSize: pageSize, nextAddr: 1 << 32,
 		allocs: map[uintptr]int64{}, reserves: map[uintptr]int64{}, handles: map[uint64]*simHandle{},
-		granules: map[uintptr]granule{}, mappings: map[uintptr]int64{}, busy: map[uintptr]bool{}, events: map[uintptr]*event{},
+		granules: map[uintptr]granule{}, mappings: map[uintptr]int64{}, broken: map[uintptr]bool{}, busy: map[uintptr]bool{}, events: map[uintptr]*event{},
 	}
 }
 
@@ -309,6 +310,9 @@ func (s *Source) Accessible(ptr uintptr, n int64) bool {
 func (s *Source) RecordEvent(stream uintptr) (uintptr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.broken[stream] {
+		return 0, fmt.Errorf("sim: RecordEvent: stream %#x is broken", stream)
+	}
 	s.nextEv++
 	s.events[s.nextEv] = &event{stream: stream, done: !s.busy[stream]}
 	s.counts.EventsRecorded++
@@ -363,6 +367,14 @@ func (s *Source) SetBusy(stream uintptr, busy bool) {
 			}
 		}
 	}
+}
+
+// Break makes every later RecordEvent on stream fail, as on a stream the
+// driver destroyed.
+func (s *Source) Break(stream uintptr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.broken[stream] = true
 }
 
 // Used returns the bytes of capacity in use: live allocations and pages.

@@ -2,7 +2,9 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -22,8 +24,9 @@ var (
 	ErrWrongScope = scope.ErrWrongScope
 	// ErrNoDevice: no such device, or no CUDA support in this build.
 	ErrNoDevice = errors.New("gpu: no device")
-	// ErrDeviceClosed: the device was closed.
-	ErrDeviceClosed = errors.New("gpu: device closed")
+	// ErrDeviceClosed: the device was closed. Its drivers return the same
+	// error once closed.
+	ErrDeviceClosed = driver.ErrClosed
 )
 
 // OOMError is the detail of a device out-of-memory error.
@@ -31,3 +34,12 @@ type OOMError = pool.OOMError
 
 // LimitError is the detail of an allocation refused by a scope's limit.
 type LimitError = scope.LimitError
+
+// deviceError makes an error from the layers below say what it means in
+// this package's words: the pool's "closed" is the device's.
+func deviceError(err error) error {
+	if errors.Is(err, pool.ErrClosed) && !errors.Is(err, ErrDeviceClosed) {
+		return fmt.Errorf("%w: %w", ErrDeviceClosed, err)
+	}
+	return err
+}

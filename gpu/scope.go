@@ -103,7 +103,7 @@ func (s *Scope) Alloc(size int64) (*Buffer, error) {
 	b.dev = s.dev
 	b.a = &b.own
 	if err := s.s.AllocInto(size, b.a); err != nil {
-		return nil, err
+		return nil, deviceError(err)
 	}
 	return b, nil
 }

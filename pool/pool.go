@@ -254,7 +254,11 @@ func (p *Pool) Free(b Block) error {
 		blk.seg.arena.release(blk)
 		p.mu.Unlock()
 	}
-	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 &&
+	if p.closed.Load() {
+		// A block freed after Close: everything it held goes back now.
+		return errors.Join(p.EmptyCache(), p.releaseAddressSpace())
+	}
+	if p.opts.releaseThreshold != math.MaxInt64 &&
 		p.reservedNow.Load()-p.allocatedNow() > p.opts.releaseThreshold {
 		return p.EmptyCache()
 	}
@@ -318,6 +322,11 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 	}
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
+	if p.closed.Load() {
+		// It passed the check at its start, and Close has emptied the pool
+		// since: growing now would leave memory nobody releases.
+		return nil, ErrClosed
+	}
 	retried, squeeze := false, false
 	for range 64 {
 		p.mu.Lock()
@@ -566,6 +575,12 @@ func (p *Pool) Close() error {
 		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",
 			st.ActiveBlocks, FormatBytes(st.Allocated)))
 	}
+	return errors.Join(err, p.releaseAddressSpace())
+}
+
+// releaseAddressSpace returns the reservations of address space that hold
+// nothing any more. Close does it, and so does a free after Close.
+func (p *Pool) releaseAddressSpace() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
 	p.mu.Lock()
@@ -580,12 +595,13 @@ func (p *Pool) Close() error {
 		}
 	}
 	p.mu.Unlock()
+	var errs []error
 	for _, s := range segs {
-		if rerr := p.mapper.ReleaseAddress(s.ptr, s.size); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("pool: releasing address space: %w", rerr))
+		if err := p.mapper.ReleaseAddress(s.ptr, s.size); err != nil {
+			errs = append(errs, fmt.Errorf("pool: releasing address space: %w", err))
 		}
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // Stats returns a snapshot of the pool's counters.

@@ -7,6 +7,13 @@
 // input and never exits the process: it returns an error.
 package driver
 
+import "errors"
+
+// ErrClosed is what every driver returns once it is closed; package gpu's
+// ErrDeviceClosed is the same error, so that errors.Is holds whichever layer
+// noticed first.
+var ErrClosed = errors.New("gpu: device closed")
+
 // Driver is one device.
 type Driver interface {
 	// Name describes the device, such as "host (2.00 GiB)" or

@@ -28,7 +28,7 @@ import (
 const PoisonByte = 0xDB
 
 // ErrClosed is returned by every call after Close.
-var ErrClosed = errors.New("host: device closed")
+var ErrClosed = driver.ErrClosed
 
 // ErrInjected is the error of an injected failure.
 var ErrInjected = errors.New("host: injected failure")
@@ -129,6 +129,9 @@ func (d *Driver) inject(op Op, size int64) error {
 func (d *Driver) Alloc(size int64) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
 	if err := d.inject(OpAlloc, size); err != nil {
 		return 0, err
 	}
@@ -339,7 +342,8 @@ func (d *Driver) DestroyEvent(ev uintptr) error {
 	return nil
 }
 
-// Close implements driver.Driver. Memory still allocated is reported.
+// Close implements driver.Driver. As a GPU's context does, it frees
+// everything the device holds; memory still allocated is reported as a leak.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -351,7 +355,10 @@ func (d *Driver) Close() error {
 	if len(d.segs) > 0 {
 		err = fmt.Errorf("host: closed with %d allocations not freed", len(d.segs))
 	}
-	return errors.Join(err, d.closeVM())
+	d.segs = nil
+	err = errors.Join(err, d.closeVM())
+	d.used = 0
+	return err
 }
 
 // Used returns the bytes allocated from the device.

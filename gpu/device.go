@@ -54,15 +54,39 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	return d, nil
 }
 
-// Name returns the device's name, such as "host" or "cuda:0".
-func (d *Device) Name() string { return d.name }
+// valid reports whether d is a device this package opened: not nil, not a
+// zero Device. The methods of one that is not return errors or zero values
+// (each says which); none panics.
+func (d *Device) valid() bool { return d != nil && d.pool != nil }
+
+// errNilDevice is what the methods of a nil or zero *Device return.
+var errNilDevice = fmt.Errorf("%w: nil or zero Device (use Open or OpenHost)", ErrNoDevice)
+
+// Name returns the device's name, such as "host" or "cuda:0"; "" for a nil
+// or zero Device.
+func (d *Device) Name() string {
+	if !d.valid() {
+		return ""
+	}
+	return d.name
+}
 
 // String describes the device.
-func (d *Device) String() string { return d.drv.Name() }
+func (d *Device) String() string {
+	if !d.valid() {
+		return "gpu.Device(nil)"
+	}
+	return d.drv.Name()
+}
 
 // Driver returns the device's driver, for work the package does not wrap
-// (kernel launches, streams).
-func (d *Device) Driver() driver.Driver { return d.drv }
+// (kernel launches, streams); nil for a nil or zero Device.
+func (d *Device) Driver() driver.Driver {
+	if !d.valid() {
+		return nil
+	}
+	return d.drv
+}
 
 // Stats are a device's memory counters: the pool's, and its open scopes.
 type Stats struct {
@@ -70,14 +94,20 @@ type Stats struct {
 	OpenScopes int // scopes open on the device
 }
 
-// Stats returns the device's counters.
+// Stats returns the device's counters; zero for a nil or zero Device.
 func (d *Device) Stats() Stats {
+	if !d.valid() {
+		return Stats{}
+	}
 	return Stats{Stats: d.pool.Stats(), OpenScopes: len(d.tree.Scopes())}
 }
 
 // EmptyCache returns cached, unused memory to the driver. Live buffers are
 // untouched.
 func (d *Device) EmptyCache() error {
+	if !d.valid() {
+		return errNilDevice
+	}
 	if d.closed.Load() {
 		return ErrDeviceClosed
 	}
@@ -85,12 +115,20 @@ func (d *Device) EmptyCache() error {
 }
 
 // MemInfo reports the device's free and total bytes, as its driver sees them.
-func (d *Device) MemInfo() (free, total int64, err error) { return d.drv.MemInfo() }
+func (d *Device) MemInfo() (free, total int64, err error) {
+	if !d.valid() {
+		return 0, 0, errNilDevice
+	}
+	return d.drv.MemInfo()
+}
 
 // Close closes every scope still open (releasing its memory), returns the
 // pool's cache to the driver and closes the driver. Scopes left open are
 // reported in the error, by path. Close is idempotent.
 func (d *Device) Close() error {
+	if !d.valid() {
+		return errNilDevice
+	}
 	if !d.closed.CompareAndSwap(false, true) {
 		return nil
 	}

@@ -58,3 +58,51 @@ func TestCloseRacingAllocationsLeavesNothing(t *testing.T) {
 		assert.Zero(t, drv.Used(), "round %d: the driver still holds memory", round)
 	}
 }
+
+func TestNilAndZeroReceiversAreErrorsNotPanics(t *testing.T) {
+	for name, dev := range map[string]*gpu.Device{"nil": nil, "zero": {}} {
+		t.Run(name+" Device", func(t *testing.T) {
+			assert.ErrorIs(t, dev.Close(), gpu.ErrNoDevice)
+			assert.ErrorIs(t, dev.EmptyCache(), gpu.ErrNoDevice)
+			_, _, err := dev.MemInfo()
+			assert.ErrorIs(t, err, gpu.ErrNoDevice)
+			_, err = dev.NewScope()
+			assert.ErrorIs(t, err, gpu.ErrNoDevice)
+			assert.ErrorIs(t, gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }), gpu.ErrNoDevice)
+			assert.Zero(t, dev.Stats())
+			assert.Empty(t, dev.Name())
+			assert.Nil(t, dev.Driver())
+			assert.Nil(t, dev.OpenScopes())
+			assert.NotEmpty(t, dev.String())
+		})
+	}
+	dev := testDevice(t, 0)
+	for name, s := range map[string]*gpu.Scope{"nil": nil, "zero": {}} {
+		t.Run(name+" Scope", func(t *testing.T) {
+			_, err := s.Alloc(64)
+			assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+			assert.ErrorIs(t, s.Close(), gpu.ErrScopeClosed)
+			assert.ErrorIs(t, s.Free(nil), gpu.ErrScopeClosed)
+			assert.ErrorIs(t, s.Keep(nil), gpu.ErrScopeClosed)
+			assert.Empty(t, s.Path())
+			assert.Nil(t, s.Device())
+			assert.Zero(t, s.Stats())
+			called := false
+			err = gpu.WithScope(s.Context(), dev, func(*gpu.Scope) error { called = true; return nil })
+			assert.ErrorIs(t, err, gpu.ErrScopeClosed, "a child of no scope is an error, not a new root")
+			assert.False(t, called)
+		})
+	}
+}
+
+func TestWithScopeReportsADeviceClosedUnderIt(t *testing.T) {
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		require.NoError(t, err)
+		assert.Error(t, dev.Close(), "closing reports the scope left open")
+		return nil
+	})
+	assert.ErrorIs(t, err, gpu.ErrDeviceClosed, "fn returned nil, but its scope was torn down")
+}

@@ -72,6 +72,9 @@ type BufferInfo struct {
 // OpenScopes describes every scope open on the device now, parents first,
 // with the buffers each owns.
 func (d *Device) OpenScopes() []ScopeInfo {
+	if !d.valid() {
+		return nil
+	}
 	var out []ScopeInfo
 	for _, s := range d.tree.Scopes() {
 		info := ScopeInfo{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: s.Stats().Live, Stack: s.Stack()}

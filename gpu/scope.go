@@ -32,8 +32,8 @@ type Scope struct {
 //   - If ctx carries a scope of dev (from [Scope.Context]), the new scope is
 //     its child.
 func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts ...ScopeOption) (err error) {
-	if dev == nil {
-		return fmt.Errorf("%w: nil Device", ErrNoDevice)
+	if !dev.valid() {
+		return errNilDevice
 	}
 	if fn == nil {
 		return errors.New("gpu: WithScope: nil function")
@@ -50,6 +50,9 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		return err
 	}
 	defer func() {
+		// A device closed while fn ran has torn the scope down: whatever fn
+		// returned, its memory is gone, and the caller must hear so.
+		torn := dev.closed.Load()
 		cerr := s.s.Close()
 		if r := recover(); r != nil {
 			panic(r) // released above; the panic goes on with its own value
@@ -57,14 +60,17 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = errors.Join(err, cause)
 		}
+		if torn && !errors.Is(err, ErrDeviceClosed) {
+			err = errors.Join(err, fmt.Errorf("gpu: scope %q: %w while it was open", s.Path(), ErrDeviceClosed))
+		}
 		err = errors.Join(err, cerr)
 	}()
 	return fn(s)
 }
 
 func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOption) (*Scope, error) {
-	if d == nil {
-		return nil, fmt.Errorf("%w: nil Device", ErrNoDevice)
+	if !d.valid() {
+		return nil, errNilDevice
 	}
 	if d.closed.Load() {
 		return nil, ErrDeviceClosed
@@ -81,22 +87,46 @@ func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOpti
 	return s, nil
 }
 
-// Device returns the scope's device.
-func (s *Scope) Device() *Device { return s.dev }
+// valid reports whether s is a scope this package made: not nil, not a
+// zero Scope.
+func (s *Scope) valid() bool { return s != nil && s.s != nil }
 
-// Path returns the names of the scope and its ancestors, joined by "/".
-func (s *Scope) Path() string { return s.s.Path() }
+// Device returns the scope's device; nil for a nil or zero Scope.
+func (s *Scope) Device() *Device {
+	if !s.valid() {
+		return nil
+	}
+	return s.dev
+}
+
+// Path returns the names of the scope and its ancestors, joined by "/"; ""
+// for a nil or zero Scope.
+func (s *Scope) Path() string {
+	if !s.valid() {
+		return ""
+	}
+	return s.s.Path()
+}
 
 // Context returns a context carrying the scope: WithScope(s.Context(), ...)
-// opens a child. It is done when the scope's own context is done.
-func (s *Scope) Context() context.Context { return s.s.Context() }
+// opens a child. It is done when the scope's own context is done. For a nil
+// or zero Scope it is a context already done, with ErrScopeClosed as its
+// cause, so that a scope opened from it fails instead of becoming a root.
+func (s *Scope) Context() context.Context {
+	if !s.valid() {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errNilScope)
+		return ctx
+	}
+	return s.s.Context()
+}
 
-// errNilScope is what the methods of a nil *Scope return.
-var errNilScope = fmt.Errorf("%w: nil Scope", ErrScopeClosed)
+// errNilScope is what the methods of a nil or zero *Scope return.
+var errNilScope = fmt.Errorf("%w: nil or zero Scope", ErrScopeClosed)
 
 // Alloc allocates size bytes owned by the scope.
 func (s *Scope) Alloc(size int64) (*Buffer, error) {
-	if s == nil {
+	if !s.valid() {
 		return nil, errNilScope
 	}
 	b := new(Buffer)
@@ -110,7 +140,7 @@ func (s *Scope) Alloc(size int64) (*Buffer, error) {
 
 // Free releases b before the scope ends, back to the pool.
 func (s *Scope) Free(b *Buffer) error {
-	if s == nil {
+	if !s.valid() {
 		return errNilScope
 	}
 	if b == nil {
@@ -124,7 +154,7 @@ func (s *Scope) Free(b *Buffer) error {
 
 // Keep moves b to the parent scope, so that it outlives this one.
 func (s *Scope) Keep(b *Buffer) error {
-	if s == nil {
+	if !s.valid() {
 		return errNilScope
 	}
 	if b == nil {
@@ -139,7 +169,7 @@ func (s *Scope) Keep(b *Buffer) error {
 // Close ends a scope from [Device.NewScope], freeing what it owns. It is
 // idempotent. Scopes of WithScope close themselves.
 func (s *Scope) Close() error {
-	if s == nil {
+	if !s.valid() {
 		return errNilScope
 	}
 	return s.s.Close()
@@ -148,5 +178,10 @@ func (s *Scope) Close() error {
 // ScopeStats describes a scope.
 type ScopeStats = scope.Stats
 
-// Stats returns the scope's counters.
-func (s *Scope) Stats() ScopeStats { return s.s.Stats() }
+// Stats returns the scope's counters; zero for a nil or zero Scope.
+func (s *Scope) Stats() ScopeStats {
+	if !s.valid() {
+		return ScopeStats{}
+	}
+	return s.s.Stats()
+}

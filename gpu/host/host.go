@@ -156,6 +156,9 @@ func (d *Driver) Alloc(size int64) (uintptr, error) {
 func (d *Driver) Free(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
 	if err := d.inject(OpFree, size); err != nil {
 		return err
 	}
@@ -203,6 +206,9 @@ func (d *Driver) checkStream(stream uintptr) error {
 // access checks an operation on n bytes at ptr, ordered on stream, and
 // returns the memory. Called with d.mu held.
 func (d *Driver) access(ptr uintptr, n int64, stream uintptr) ([]byte, error) {
+	if d.closed {
+		return nil, ErrClosed
+	}
 	if err := d.inject(OpCopy, n); err != nil {
 		return nil, err
 	}

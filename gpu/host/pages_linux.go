@@ -92,6 +92,9 @@ func (d *Driver) reservationAt(ptr uintptr, n int64) (*reservation, int64, bool)
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off != 0 || int64(len(r.mem)) != size {
 		return fmt.Errorf("host: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
@@ -153,6 +156,9 @@ func (d *Driver) Create(size int64) (uint64, error) {
 func (d *Driver) Release(h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
 	if err := d.inject(OpFree, PageSize); err != nil {
 		return err
 	}
@@ -239,6 +245,9 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {
 		return fmt.Errorf("host: Unmap(%#x, %d): not one whole mapping", ptr, size)

@@ -9,12 +9,13 @@ import (
 // pool's best-fit, splitting and coalescing. Scopes use it for reservations.
 // It is safe for concurrent use.
 type Region struct {
-	mu   sync.Mutex // protects the fields below
-	a    arena
-	live map[uintptr]*block
-	used int64
-	base uintptr
-	size int64
+	mu     sync.Mutex // protects the fields below
+	a      arena
+	live   map[uintptr]*block
+	used   int64
+	base   uintptr
+	size   int64
+	closed bool // released by its owner: allocates nothing more
 }
 
 // NewRegion returns a Region over [ptr, ptr+size).
@@ -39,6 +40,9 @@ func (r *Region) Alloc(size int64) (ptr uintptr, rounded int64, ok bool) {
 	n := roundSize(size)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return 0, 0, false
+	}
 	b := r.a.take(n)
 	if b == nil {
 		return 0, 0, false
@@ -60,6 +64,20 @@ func (r *Region) Free(ptr uintptr) error {
 	r.used -= b.size
 	r.a.release(b)
 	return nil
+}
+
+// CloseIfEmpty closes the region if nothing is allocated from it, and
+// reports whether this call closed it: true exactly once, for the caller
+// that may now release the memory under it. A closed region allocates
+// nothing.
+func (r *Region) CloseIfEmpty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.used != 0 {
+		return false
+	}
+	r.closed = true
+	return true
 }
 
 // Used returns the bytes allocated from the region.

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,8 @@ func (a *Allocation) releaseMemory(p *pool.Pool) error {
 		time.Sleep(wait)
 	}
 	if a.region != nil {
-		return a.region.Free(a.ptr)
+		// The last release from a closed scope's reservation returns it.
+		return errors.Join(a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
 	}
 	return p.Free(a.block)
 }

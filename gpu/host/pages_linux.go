@@ -38,6 +38,7 @@ type vmState struct {
 type vmHandle struct {
 	off, size int64 // its range of the file
 	mappings  int   // addresses it is mapped at
+	freed     bool  // unmapped from its last address: poisoned when next made accessible
 }
 
 type reservation struct {
@@ -235,13 +236,22 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	}
 	for g := off / PageSize; g < (off+size)/PageSize; g++ {
 		r.access[g] = true
+		if hd := d.vm.handles[r.mapped[g]]; hd.freed {
+			at, ok := r.mappings[g] // the first granule of a mapping starts it
+			if ok {
+				poison(r.mem[g*PageSize : g*PageSize+at])
+				hd.freed = false
+			}
+		}
 	}
 	return nil
 }
 
 // Unmap implements driver.PageMapper: ptr and size must be one whole
-// mapping. Where this was the handle's last mapping, its bytes are poisoned
-// first: the pool unmaps only memory it has freed.
+// mapping. The pool unmaps only memory it has freed, so a handle unmapped
+// from its last address is poisoned before anyone can read it again: when
+// SetAccess next makes it accessible (a handle released instead is dropped
+// unread, and costs nothing).
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -253,16 +263,12 @@ func (d *Driver) Unmap(ptr uintptr, size int64) error {
 		return fmt.Errorf("host: Unmap(%#x, %d): not one whole mapping", ptr, size)
 	}
 	hd := d.vm.handles[r.mapped[off/PageSize]]
-	if hd.mappings == 1 && r.access[off/PageSize] {
-		for i := range r.mem[off : off+size] {
-			r.mem[off+int64(i)] = PoisonByte
-		}
-	}
 	if err := d.unmapLocked(r, off, size); err != nil {
 		return err
 	}
 	delete(r.mappings, off/PageSize)
 	hd.mappings--
+	hd.freed = hd.freed || hd.mappings == 0
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // TestCloseRacingAllocationsLeavesNothing closes devices while 16
@@ -105,4 +106,24 @@ func TestWithScopeReportsADeviceClosedUnderIt(t *testing.T) {
 		return nil
 	})
 	assert.ErrorIs(t, err, gpu.ErrDeviceClosed, "fn returned nil, but its scope was torn down")
+}
+
+func TestEveryBufferIsAlignedTo256Bytes(t *testing.T) {
+	for name, opts := range map[string][]gpu.DeviceOption{
+		"pages mapped":     nil,
+		"classic segments": {gpu.PoolOptions(pool.Expand(pool.ExpandNever))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dev := openHost(t, opts...)
+			err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+				for _, n := range []int64{1, 3, 255, 257, 1000, 4097, 1<<20 + 3, 5 << 20} {
+					b, err := s.Alloc(n)
+					require.NoError(t, err)
+					assert.Zero(t, b.Ptr()%256, "%d bytes at %#x", n, b.Ptr())
+				}
+				return nil
+			}, gpu.Reserve(1<<20))
+			require.NoError(t, err)
+		})
+	}
 }

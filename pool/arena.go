@@ -4,6 +4,7 @@ package pool
 // choices are tuned on real workloads, except where docs/pool.md says why not.
 const (
 	minBlock      = 512      // every block is a multiple of this
+	Alignment     = 256      // every block's address is a multiple of this, as cudaMalloc's are
 	smallMax      = 1 << 20  // requests up to this are small
 	largeMin      = smallMax // larger requests are large
 	smallSegment  = 2 << 20  // classic segment size for small blocks

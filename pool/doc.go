@@ -21,6 +21,11 @@
 //   - When the source is out of memory, the pool releases what it caches and
 //     retries once before it fails with an [*OOMError].
 //
+// Every block's address is a multiple of [Alignment] (256 bytes, as
+// cudaMalloc guarantees): blocks are multiples of 512 bytes from the start of
+// a segment, address reservations are aligned to the page granularity, and a
+// source allocation that is not aligned is refused with an error.
+//
 // All methods of a Pool are safe for concurrent use. The design and the
 // measured results are in docs/pool.md.
 package pool

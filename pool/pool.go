@@ -425,6 +425,12 @@ func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
+	if ptr%Alignment != 0 {
+		// Blocks are multiples of 512 bytes from their segment's start: an
+		// unaligned segment would misalign every one of them.
+		err := fmt.Errorf("pool: the source returned %#x for %s, not aligned to %d bytes", ptr, FormatBytes(size), Alignment)
+		return nil, errors.Join(err, p.src.Free(ptr, size))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := a.addSegment(ptr, size)

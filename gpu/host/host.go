@@ -27,6 +27,16 @@ import (
 // freed memory shows an unmistakable pattern.
 const PoisonByte = 0xDB
 
+// hostAlignment is the alignment of the host device's allocations.
+const hostAlignment = 512
+
+// alignedBytes returns n bytes starting at a multiple of align.
+func alignedBytes(n int64, align int) []byte {
+	buf := make([]byte, n+int64(align))
+	off := (align - int(addrOf(buf)%uintptr(align))) % align
+	return buf[off : int64(off)+n : int64(off)+n]
+}
+
 // poison fills mem with PoisonByte, at the speed of a copy.
 func poison(mem []byte) {
 	if len(mem) == 0 {
@@ -153,7 +163,9 @@ func (d *Driver) Alloc(size int64) (uintptr, error) {
 		return 0, &driver.OutOfMemoryError{Requested: size,
 			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 	}
-	mem := make([]byte, size)
+	// Aligned as cudaMalloc's allocations are (the pool refuses less): a
+	// large Go allocation is page aligned in practice, not by promise.
+	mem := alignedBytes(size, hostAlignment)
 	ptr := addrOf(mem)
 	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr > ptr })
 	d.segs = append(d.segs, hostSeg{})

@@ -87,8 +87,10 @@ func Reserve(bytes int64) ScopeOption {
 	})
 }
 
-// Limit caps the bytes live in the scope and its children; an allocation
-// past it fails with an error that is ErrOutOfMemory and a *LimitError.
+// Limit caps the bytes the scope and its children take from the device:
+// each allocation as the pool rounds it (a multiple of 512 bytes), and the
+// reservations of its children. An allocation past it fails with an error
+// that is ErrOutOfMemory and a *LimitError.
 func Limit(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 {

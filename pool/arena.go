@@ -14,6 +14,11 @@ const (
 	oversizeWaste = 20 << 20 // most a request at or above MaxSplitSize may waste
 )
 
+// Rounded returns the bytes an allocation of n bytes takes from a pool or a
+// Region: n rounded up to a multiple of 512. Scopes charge this to their
+// limits.
+func Rounded(n int64) int64 { return roundSize(n) }
+
 // roundSize rounds a request up to a multiple of minBlock.
 func roundSize(n int64) int64 {
 	if n < minBlock {

@@ -7,5 +7,3 @@ func (p *Pool) CheckInvariants(mapped func(ptr uintptr, n int64) bool) error {
 }
 
 func (p *Pool) CheckTrimmed() error { return p.checkTrimmed() }
-
-func RoundSize(n int64) int64 { return roundSize(n) }

@@ -302,9 +302,9 @@ func (f failingSource) Free(uintptr, int64) error      { return f.err }
 func (f failingSource) MemInfo() (int64, int64, error) { return 1 << 30, 1 << 30, nil }
 
 func TestSizesRoundToHalfKiB(t *testing.T) {
-	assert.Equal(t, int64(512), pool.RoundSize(1))
-	assert.Equal(t, int64(1024), pool.RoundSize(513))
-	assert.Equal(t, int64(1<<20), pool.RoundSize(1<<20))
+	assert.Equal(t, int64(512), pool.Rounded(1))
+	assert.Equal(t, int64(1024), pool.Rounded(513))
+	assert.Equal(t, int64(1<<20), pool.Rounded(1<<20))
 }
 
 func TestRegionSubAllocatesAndCoalesces(t *testing.T) {

@@ -28,6 +28,7 @@ type Allocation struct {
 
 	ptr    uintptr
 	size   int64
+	taken  int64        // size rounded as the pool rounds it: what the scopes were charged
 	block  pool.Block   // when from the pool
 	region *pool.Region // when from a reservation
 	resOf  *Scope       // the scope whose reservation holds it

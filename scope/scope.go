@@ -132,10 +132,8 @@ func (s *Scope) AllocInto(size int64, a *Allocation) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if err := s.charge(size); err != nil {
-		return err
-	}
-	a.size = size
+	taken := pool.Rounded(size)
+	a.size, a.taken = size, taken
 	for r := s; r != nil; r = r.parent {
 		if r.region == nil {
 			continue
@@ -145,12 +143,20 @@ func (s *Scope) AllocInto(size int64, a *Allocation) error {
 			break
 		}
 	}
+	// The memory is new to the scopes below the reservation that served it,
+	// or, from the pool, to every scope up to the root: charge those.
+	if err := s.charge(taken, a.resOf); err != nil {
+		if a.region != nil {
+			err = errors.Join(err, a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
+		}
+		return err
+	}
 	if a.region == nil {
 		// Short of memory, the pool may wait for other streams' work; it
 		// stops when the scope's context is done.
 		b, err := s.tree.pool.AllocContext(s.opened, size, 0)
 		if err != nil {
-			s.uncharge(size)
+			s.uncharge(taken, nil)
 			return fmt.Errorf("scope %q: %w", s.path, err)
 		}
 		a.ptr, a.block = b.Ptr(), b
@@ -164,7 +170,7 @@ func (s *Scope) AllocInto(size int64, a *Allocation) error {
 		s.mu.Unlock()
 		a.mark(released)
 		err := a.releaseMemory(s.tree.pool)
-		s.uncharge(size)
+		s.uncharge(a.taken, a.resOf)
 		return errors.Join(fmt.Errorf("scope %q: %w", s.path, ErrClosed), err)
 	}
 	s.link(a)
@@ -179,6 +185,7 @@ func (s *Scope) releaseReservationIfEmpty() error {
 	if s.region == nil || !s.closed.Load() || !s.region.CloseIfEmpty() {
 		return nil
 	}
+	s.uncharge(pool.Rounded(s.region.Size()), nil)
 	if err := s.tree.pool.Free(s.resBlock); err != nil {
 		return fmt.Errorf("scope %q: releasing its reservation: %w", s.path, err)
 	}
@@ -200,8 +207,8 @@ func (s *Scope) usable() error {
 
 // charge counts size bytes against the scope and every ancestor, failing
 // where a limit would be passed.
-func (s *Scope) charge(size int64) error {
-	for a := s; a != nil; a = a.parent {
+func (s *Scope) charge(size int64, stop *Scope) error {
+	for a := s; a != stop; a = a.parent {
 		n := a.live.Add(size)
 		if a.limit > 0 && n > a.limit {
 			for b := s; b != a.parent; b = b.parent {
@@ -218,8 +225,9 @@ func (s *Scope) charge(size int64) error {
 	return nil
 }
 
-func (s *Scope) uncharge(size int64) {
-	for a := s; a != nil; a = a.parent {
+// uncharge undoes charge(size, stop).
+func (s *Scope) uncharge(size int64, stop *Scope) {
+	for a := s; a != stop; a = a.parent {
 		a.live.Add(-size)
 	}
 }
@@ -289,7 +297,7 @@ func (s *Scope) Free(a *Allocation) error {
 		return err
 	}
 	err := a.releaseMemory(s.tree.pool)
-	s.uncharge(a.size)
+	s.uncharge(a.taken, a.resOf)
 	return err
 }
 
@@ -312,7 +320,7 @@ func (s *Scope) Keep(a *Allocation) error {
 		a.owner.Store(p)
 		p.link(a)
 		p.mu.Unlock()
-		s.live.Add(-a.size)
+		s.live.Add(-a.taken) // the parent held it already, as s's ancestor
 		return nil
 	}
 	p.mu.Unlock()
@@ -328,7 +336,7 @@ func (s *Scope) Keep(a *Allocation) error {
 	a.mark(released)
 	s.mu.Unlock()
 	rerr := a.releaseMemory(s.tree.pool)
-	s.uncharge(a.size)
+	s.uncharge(a.taken, a.resOf)
 	return errors.Join(err, rerr)
 }
 
@@ -384,7 +392,7 @@ func (s *Scope) Close() error {
 	s.mu.Unlock()
 	for _, a := range ending {
 		err := a.releaseMemory(s.tree.pool)
-		s.uncharge(a.size)
+		s.uncharge(a.taken, a.resOf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))
 		}

@@ -85,12 +85,20 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 		s.stack = callers(3)
 	}
 	if o.Reserve > 0 {
+		// A reservation is memory taken: it counts against the limits of
+		// the scope and every ancestor, as its allocations then do not.
+		taken := pool.Rounded(o.Reserve)
+		if err := s.charge(taken, nil); err != nil {
+			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+		}
 		a, err := t.pool.Alloc(o.Reserve)
 		if err != nil {
+			s.uncharge(taken, nil)
 			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}
 		r, err := pool.NewRegion(a.Ptr(), o.Reserve)
 		if err != nil {
+			s.uncharge(taken, nil)
 			return errors.Join(err, t.pool.Free(a))
 		}
 		s.resBlock, s.region = a, r
@@ -108,6 +116,7 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 		t.mu.Unlock()
 	}
 	if err != nil && s.region != nil {
+		s.uncharge(pool.Rounded(o.Reserve), nil)
 		err = errors.Join(err, t.pool.Free(s.resBlock))
 	}
 	return err

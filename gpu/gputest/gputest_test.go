@@ -133,7 +133,7 @@ func TestSteady(t *testing.T) {
 		require.Len(t, ft.errs, 1)
 		assert.Contains(t, ft.errs[0], "grew in 5 of 5 iterations")
 		assert.Contains(t, ft.errs[0], "+1.00 KiB")
-		assert.Contains(t, ft.errs[0], `scope "host:cache" grew by 4.88 KiB`)
+		assert.Contains(t, ft.errs[0], `scope "host:cache" grew by 5.00 KiB`, "five buffers of 1,000 bytes take 512 x 2 each")
 	})
 	t.Run("a loop that frees passes", func(t *testing.T) {
 		ft := &fakeT{}

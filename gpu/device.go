@@ -133,6 +133,9 @@ func (d *Device) Close() error {
 		return nil
 	}
 	defer unregister(d)
+	if open := d.OpenScopes(); len(open) > 0 {
+		recordForcedClose(open)
+	}
 	leftOpen, err := d.tree.Close()
 	if len(leftOpen) > 0 {
 		err = errors.Join(fmt.Errorf("gpu: device %s closed with %d scopes open: %s",

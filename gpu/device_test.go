@@ -56,6 +56,7 @@ func TestCloseRacingAllocationsLeavesNothing(t *testing.T) {
 		}
 		_ = dev.Close() // scopes open at this moment are reported, and that is not the point here
 		wg.Wait()
+		gpu.TakeForcedCloses()
 		assert.Zero(t, drv.Used(), "round %d: the driver still holds memory", round)
 	}
 }
@@ -106,6 +107,7 @@ func TestWithScopeReportsADeviceClosedUnderIt(t *testing.T) {
 		return nil
 	})
 	assert.ErrorIs(t, err, gpu.ErrDeviceClosed, "fn returned nil, but its scope was torn down")
+	assert.Len(t, gpu.TakeForcedCloses(), 1, "the scope the device closed")
 }
 
 func TestEveryBufferIsAlignedTo256Bytes(t *testing.T) {

@@ -3,13 +3,16 @@ package gpu
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // The one piece of process-wide state: the devices open now, so that
 // gputest can look for leaks across all of them.
 var registry struct {
-	mu      sync.Mutex // protects devices
+	mu      sync.Mutex // protects devices and forced
 	devices []*Device
+	forced  []ScopeInfo // scopes that Device.Close closed, until gputest takes them
 	stacks  atomic.Bool
 }
 
@@ -51,6 +54,26 @@ func RecordStacks(on bool) {
 	}
 }
 
+// recordForcedClose remembers the scopes a device's Close found open, with
+// their buffers: a leak, even though the memory went back.
+func recordForcedClose(scopes []ScopeInfo) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	registry.forced = append(registry.forced, scopes...)
+}
+
+// TakeForcedCloses returns, and forgets, the scopes that Device.Close found
+// open since the last call, as they were just before it closed them. A
+// device closed with scopes open frees their memory, so no later look at the
+// device shows the leak; gputest reports these instead.
+func TakeForcedCloses() []ScopeInfo {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	out := registry.forced
+	registry.forced = nil
+	return out
+}
+
 // ScopeInfo describes an open scope, for leak reports.
 type ScopeInfo struct {
 	ID      uint64 // unique in the process
@@ -64,10 +87,15 @@ type ScopeInfo struct {
 
 // BufferInfo describes a live buffer, for leak reports.
 type BufferInfo struct {
+	Key   BufferKey // tells this buffer from any other, also one at the same address later
 	Ptr   uintptr
 	Size  int64
 	Stack []uintptr // where it was allocated, if recorded
 }
+
+// BufferKey identifies a buffer for as long as anyone holds the key: a map
+// of keys is how gputest remembers buffers to ignore. It is comparable.
+type BufferKey struct{ a *scope.Allocation }
 
 // OpenScopes describes every scope open on the device now, parents first,
 // with the buffers each owns.
@@ -79,7 +107,7 @@ func (d *Device) OpenScopes() []ScopeInfo {
 	for _, s := range d.tree.Scopes() {
 		info := ScopeInfo{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: s.Stats().Live, Stack: s.Stack()}
 		for _, a := range s.Allocations() {
-			info.Buffers = append(info.Buffers, BufferInfo{Ptr: a.Ptr(), Size: a.Size(), Stack: a.Stack()})
+			info.Buffers = append(info.Buffers, BufferInfo{Key: BufferKey{a}, Ptr: a.Ptr(), Size: a.Size(), Stack: a.Stack()})
 		}
 		out = append(out, info)
 	}

@@ -132,8 +132,8 @@ func TestSteady(t *testing.T) {
 		})
 		require.Len(t, ft.errs, 1)
 		assert.Contains(t, ft.errs[0], "grew in 5 of 5 iterations")
-		assert.Contains(t, ft.errs[0], "+1.00 KiB")
-		assert.Contains(t, ft.errs[0], `scope "host:cache" grew by 5.00 KiB`, "five buffers of 1,000 bytes take 512 x 2 each")
+		assert.Contains(t, ft.errs[0], "+1000 B")
+		assert.Contains(t, ft.errs[0], `scope "host:cache" grew by 4.88 KiB`)
 	})
 	t.Run("a loop that frees passes", func(t *testing.T) {
 		ft := &fakeT{}
@@ -196,4 +196,75 @@ func TestVerifyTestMain(t *testing.T) {
 	var cleaned int = -1
 	gputest.VerifyTestMain(fakeM{code: 0}, fast(), gputest.Cleanup(func(c int) { cleaned = c }))
 	assert.Equal(t, 0, cleaned)
+}
+
+func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("forgotten"))
+	require.NoError(t, err)
+	_, err = s.Alloc(4096)
+	require.NoError(t, err)
+	// As in a test whose "defer dev.Close()" runs before "defer gputest.VerifyNone(t)".
+	assert.Error(t, dev.Close())
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	require.Len(t, ft.errs, 1, "the memory went back with Close; the leak is still reported")
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten (closed by Device.Close)" open on device host`)
+	assert.Contains(t, ft.errs[0], "[Buffer of 4.00 KiB")
+	ft = &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	assert.Empty(t, ft.errs, "reported once")
+}
+
+func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {
+	dev := openHost(t)
+	s, err := dev.NewScope(gpu.Name("inherited"))
+	require.NoError(t, err)
+	defer s.Close()
+	old, err := s.Alloc(4096)
+	require.NoError(t, err)
+	ignore := gputest.IgnoreCurrent()
+	require.NoError(t, s.Free(old))
+	fresh, err := s.Alloc(4096)
+	require.NoError(t, err)
+	require.Equal(t, old.Ptr(), fresh.Ptr(), "the pool hands the same address out again")
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast(), ignore)
+	require.Len(t, ft.errs, 1, "the new buffer is a leak, whatever its address")
+	assert.Contains(t, ft.errs[0], "1 buffers (4.00 KiB) live")
+	require.NoError(t, s.Free(fresh))
+}
+
+func TestSteadySeesLeaksIntoReservationsAndKeeps(t *testing.T) {
+	dev := openHost(t)
+	t.Run("into a scope's own reservation", func(t *testing.T) {
+		reserved, err := dev.NewScope(gpu.Name("reserved"), gpu.Reserve(1<<20))
+		require.NoError(t, err)
+		defer reserved.Close()
+		ft := &fakeT{}
+		gputest.Steady(ft, 1, 4, func() error {
+			_, err := reserved.Alloc(1000) // from the reservation: the pool sees nothing new
+			return err
+		})
+		require.Len(t, ft.errs, 1)
+		assert.Contains(t, ft.errs[0], `scope "host:reserved" grew by`)
+	})
+	t.Run("kept into a reserving parent", func(t *testing.T) {
+		parent, err := dev.NewScope(gpu.Name("parent"), gpu.Reserve(1<<20))
+		require.NoError(t, err)
+		defer parent.Close()
+		ft := &fakeT{}
+		gputest.Steady(ft, 1, 4, func() error {
+			return gpu.WithScope(parent.Context(), dev, func(c *gpu.Scope) error {
+				b, err := c.Alloc(1000)
+				if err != nil {
+					return err
+				}
+				return c.Keep(b)
+			})
+		})
+		require.Len(t, ft.errs, 1)
+		assert.Contains(t, ft.errs[0], `scope "host:parent" grew by`)
+	})
 }

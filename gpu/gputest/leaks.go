@@ -29,9 +29,10 @@ func Find(opts ...Option) error {
 }
 
 func find(o *options) error {
+	forced := forcedCloses(o) // taken once: they do not come back on a retry
 	sleep := time.Microsecond
 	for attempt := 0; ; attempt++ {
-		leaks := collect(o)
+		leaks := append(slices.Clone(forced), collect(o)...)
 		if len(leaks) == 0 {
 			return nil
 		}
@@ -61,6 +62,20 @@ func VerifyNone(t TestingT, opts ...Option) {
 	}
 }
 
+// forcedCloses lists the scopes a device's Close found open since the last
+// look, not ignored: their memory is gone, the leak is not.
+func forcedCloses(o *options) []gpu.ScopeInfo {
+	var leaks []gpu.ScopeInfo
+	for _, s := range gpu.TakeForcedCloses() {
+		if len(o.devices) > 0 && !slices.Contains(o.devices, s.Device) || o.ignored(s) {
+			continue
+		}
+		s.Path += " (closed by Device.Close)"
+		leaks = append(leaks, s)
+	}
+	return leaks
+}
+
 // collect lists what is live and not ignored.
 func collect(o *options) []gpu.ScopeInfo {
 	var leaks []gpu.ScopeInfo
@@ -77,7 +92,7 @@ func collect(o *options) []gpu.ScopeInfo {
 			}
 			var bufs []gpu.BufferInfo
 			for _, b := range s.Buffers {
-				if !o.ignoredBufs[b.Ptr] {
+				if !o.ignoredBufs[b.Key] {
 					bufs = append(bufs, b)
 				}
 			}
@@ -89,6 +104,25 @@ func collect(o *options) []gpu.ScopeInfo {
 		}
 	}
 	return leaks
+}
+
+// ignored reports whether s is ignored by name or as a scope live at
+// IgnoreCurrent, with nothing new in it.
+func (o *options) ignored(s gpu.ScopeInfo) bool {
+	if slices.Contains(o.ignoredNames, s.Name) || slices.ContainsFunc(o.ignoredNames, func(n string) bool {
+		return s.Path == n || strings.HasPrefix(s.Path, n+"/")
+	}) {
+		return true
+	}
+	if !o.ignoredScopes[s.ID] {
+		return false
+	}
+	for _, b := range s.Buffers {
+		if !o.ignoredBufs[b.Key] {
+			return false
+		}
+	}
+	return true
 }
 
 // report writes one block per leak, most useful line first, stack after.

@@ -16,7 +16,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	ignoredScopes map[uint64]bool // by ID, from IgnoreCurrent
-	ignoredBufs   map[uintptr]bool
+	ignoredBufs   map[gpu.BufferKey]bool
 	ignoredNames  []string
 	devices       []string
 	maxRetries    int
@@ -52,12 +52,12 @@ func (o *options) validFor(caller string, testMain bool) error {
 // IgnoreCurrent ignores the scopes and buffers that are live when it is
 // called: memory a test inherits is not its leak.
 func IgnoreCurrent() Option {
-	scopes, bufs := map[uint64]bool{}, map[uintptr]bool{}
+	scopes, bufs := map[uint64]bool{}, map[gpu.BufferKey]bool{}
 	for _, d := range gpu.OpenDevices() {
 		for _, s := range d.OpenScopes() {
 			scopes[s.ID] = true
 			for _, b := range s.Buffers {
-				bufs[b.Ptr] = true
+				bufs[b.Key] = true
 			}
 		}
 	}

@@ -9,10 +9,12 @@ import (
 )
 
 // Steady calls fn warmup times, then iterations times, and fails t if the
-// bytes allocated across all open devices grow from one iteration to the
-// next: memory that keeps growing over time is a leak. The failure shows
-// the growth per iteration and the scopes that grew. An error from fn
-// fails t and stops the loop.
+// bytes held by live buffers, in every open scope of every open device,
+// grow from one iteration to the next: memory that keeps growing over time
+// is a leak, also when it grows inside a scope's reservation or in a parent
+// that Keeps it. The failure shows the growth per iteration and the scopes
+// that grew, with where their new buffers were allocated where stacks are
+// recorded. An error from fn fails t and stops the loop.
 func Steady(t TestingT, warmup, iterations int, fn func() error) {
 	if h, ok := t.(interface{ Helper() }); ok {
 		h.Helper()
@@ -28,13 +30,13 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 		}
 	}
 	before := scopeBytes()
-	allocated := []int64{allocatedNow()}
+	allocated := []int64{total(before)}
 	for i := range iterations {
 		if err := fn(); err != nil {
 			t.Error(fmt.Sprintf("gputest: Steady: iteration %d: %v", i, err))
 			return
 		}
-		allocated = append(allocated, allocatedNow())
+		allocated = append(allocated, total(scopeBytes()))
 	}
 	var grew []string
 	for i := 1; i < len(allocated); i++ {
@@ -47,7 +49,7 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "gputest: allocated memory grew in %d of %d iterations after %d warm-ups:\n  %s\n",
+	fmt.Fprintf(&b, "gputest: memory held by buffers grew in %d of %d iterations after %d warm-ups:\n  %s\n",
 		len(grew), iterations, warmup, strings.Join(grew, "\n  "))
 	after := scopeBytes()
 	for path, n := range after {
@@ -58,20 +60,23 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 	t.Error(b.String())
 }
 
-func allocatedNow() int64 {
+func total(m map[string]int64) int64 {
 	var n int64
-	for _, d := range gpu.OpenDevices() {
-		n += d.Stats().Allocated
+	for _, v := range m {
+		n += v
 	}
 	return n
 }
 
-// scopeBytes maps device/path to the bytes live in each open scope.
+// scopeBytes maps device/path to the bytes of the buffers each open scope
+// owns itself.
 func scopeBytes() map[string]int64 {
 	m := map[string]int64{}
 	for _, d := range gpu.OpenDevices() {
 		for _, s := range d.OpenScopes() {
-			m[s.Device+":"+s.Path] = s.Live
+			for _, b := range s.Buffers {
+				m[s.Device+":"+s.Path] += b.Size
+			}
 		}
 	}
 	return m

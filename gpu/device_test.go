@@ -129,3 +129,22 @@ func TestEveryBufferIsAlignedTo256Bytes(t *testing.T) {
 		})
 	}
 }
+
+func TestAFreeWhoseDriverFailsSaysTheBufferIsFreed(t *testing.T) {
+	dev := openHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
+	drv := dev.Driver().(*host.Driver)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(4 << 20)
+		require.NoError(t, err)
+		drv.FailNth(host.OpFree, 1) // the pool gives the memory back at once, and that fails
+		err = s.Free(b)
+		require.ErrorIs(t, err, host.ErrInjected)
+		assert.Contains(t, err.Error(), "is freed, but giving memory back failed")
+		assert.ErrorIs(t, s.Free(b), gpu.ErrFreed, "freed it was: a retry is a double free")
+		assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrFreed)
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, dev.EmptyCache(), "what the driver would not take is still the pool's, and goes back later")
+	assert.Zero(t, dev.Stats().Reserved)
+}

@@ -292,13 +292,21 @@ func (s *Scope) take(a *Allocation, to int64) error {
 
 // Free releases a before the scope ends. Freeing twice, or through a scope
 // that does not own it, is an error that changes nothing.
+//
+// Once Free has taken the allocation it is freed, whatever happens to its
+// memory after: an error from giving memory back to the device (a driver
+// that fails to free) says so, and the allocation is not to be freed again
+// (a second Free is ErrFreed, as after any other).
 func (s *Scope) Free(a *Allocation) error {
 	if err := s.take(a, freed); err != nil {
 		return err
 	}
 	err := a.releaseMemory(s.tree.pool)
 	s.uncharge(a.taken, a.resOf)
-	return err
+	if err != nil {
+		return fmt.Errorf("scope %q: the buffer of %d bytes is freed, but giving memory back failed: %w", s.path, a.size, err)
+	}
+	return nil
 }
 
 // Keep moves a to the parent scope, so that it outlives this one. It fails

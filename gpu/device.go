@@ -19,11 +19,12 @@ const DefaultHostMemory = 1 << 30
 // Device is one device with its caching pool and its scopes. Its methods
 // are safe for concurrent use.
 type Device struct {
-	drv    driver.Driver
-	pool   *pool.Pool
-	tree   *scope.Tree
-	name   string
-	closed atomic.Bool
+	drv           driver.Driver
+	pool          *pool.Pool
+	tree          *scope.Tree
+	name          string
+	releaseErrors func(error) // OnReleaseError, or nil
+	closed        atomic.Bool
 }
 
 // OpenHost opens a device whose memory is host RAM, with the capacity given
@@ -48,7 +49,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	if err != nil {
 		return nil, errors.Join(err, drv.Close())
 	}
-	d := &Device{drv: drv, pool: p, name: name}
+	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors}
 	d.tree = scope.NewTree(p, name)
 	register(d)
 	return d, nil
@@ -61,6 +62,16 @@ func (d *Device) valid() bool { return d != nil && d.pool != nil }
 
 // errNilDevice is what the methods of a nil or zero *Device return.
 var errNilDevice = fmt.Errorf("%w: nil or zero Device (use Open or OpenHost)", ErrNoDevice)
+
+// dropped hands an error no caller can receive to the device's
+// OnReleaseError, or keeps it for gputest.
+func (d *Device) dropped(err error) {
+	if d.releaseErrors != nil {
+		d.releaseErrors(err)
+		return
+	}
+	recordDroppedError(err)
+}
 
 // Name returns the device's name, such as "host" or "cuda:0"; "" for a nil
 // or zero Device.

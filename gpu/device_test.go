@@ -148,3 +148,39 @@ func TestAFreeWhoseDriverFailsSaysTheBufferIsFreed(t *testing.T) {
 	require.NoError(t, dev.EmptyCache(), "what the driver would not take is still the pool's, and goes back later")
 	assert.Zero(t, dev.Stats().Reserved)
 }
+
+func TestReleaseErrorsOfAPanickingScopeAreReported(t *testing.T) {
+	var got []error
+	dev := openHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)), gpu.OnReleaseError(func(err error) { got = append(got, err) }))
+	drv := dev.Driver().(*host.Driver)
+	assert.PanicsWithValue(t, "boom", func() {
+		_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(4 << 20)
+			require.NoError(t, err)
+			drv.FailNth(host.OpFree, 1) // releasing it at the scope's end fails
+			panic("boom")
+		}, gpu.Name("request"))
+	}, "the panic goes on with its own value")
+	require.Len(t, got, 1, "and the release error is not lost")
+	assert.ErrorIs(t, got[0], host.ErrInjected)
+	assert.Contains(t, got[0].Error(), `scope "request" ended by a panic`)
+	require.NoError(t, dev.EmptyCache())
+
+	t.Run("without a handler gputest reports them", func(t *testing.T) {
+		dev := openHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
+		dev.Driver().(*host.Driver).FailNth(host.OpFree, 1)
+		assert.Panics(t, func() {
+			_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+				_, err := s.Alloc(4 << 20)
+				require.NoError(t, err)
+				panic("boom")
+			})
+		})
+		dropped := gpu.TakeDroppedErrors()
+		require.Len(t, dropped, 1)
+		assert.ErrorIs(t, dropped[0], host.ErrInjected)
+		require.NoError(t, dev.EmptyCache())
+	})
+	_, err := gpu.OpenHost(gpu.OnReleaseError(nil))
+	assert.Error(t, err)
+}

@@ -10,9 +10,10 @@ import (
 type DeviceOption interface{ applyDevice(*deviceOptions) }
 
 type deviceOptions struct {
-	hostMemory int64
-	pool       []pool.Option
-	errs       []error
+	hostMemory    int64
+	pool          []pool.Option
+	releaseErrors func(error)
+	errs          []error
 }
 
 type deviceOptionFunc func(*deviceOptions)
@@ -34,6 +35,20 @@ func HostMemory(bytes int64) DeviceOption {
 // threshold, expansion; see package pool).
 func PoolOptions(opts ...pool.Option) DeviceOption {
 	return deviceOptionFunc(func(o *deviceOptions) { o.pool = append(o.pool, opts...) })
+}
+
+// OnReleaseError is called with the errors of releasing a scope's memory
+// that nobody else can hear: those of a WithScope whose function panicked,
+// since the panic goes on with its own value. It may be called from any
+// goroutine, after the scope's memory is released. Without it, the device
+// keeps them for gputest, whose checks report them as failures.
+func OnReleaseError(fn func(error)) DeviceOption {
+	return deviceOptionFunc(func(o *deviceOptions) {
+		if fn == nil {
+			o.errs = append(o.errs, fmt.Errorf("gpu: OnReleaseError(nil)"))
+		}
+		o.releaseErrors = fn
+	})
 }
 
 func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {

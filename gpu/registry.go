@@ -13,6 +13,7 @@ var registry struct {
 	mu      sync.Mutex // protects devices and forced
 	devices []*Device
 	forced  []ScopeInfo // scopes that Device.Close closed, until gputest takes them
+	dropped []error     // release errors no caller could receive, until gputest takes them
 	stacks  atomic.Bool
 }
 
@@ -71,6 +72,23 @@ func TakeForcedCloses() []ScopeInfo {
 	defer registry.mu.Unlock()
 	out := registry.forced
 	registry.forced = nil
+	return out
+}
+
+func recordDroppedError(err error) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	registry.dropped = append(registry.dropped, err)
+}
+
+// TakeDroppedErrors returns, and forgets, the errors of releasing memory
+// that no caller could receive (see [OnReleaseError]) on devices without an
+// OnReleaseError. gputest reports them.
+func TakeDroppedErrors() []error {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	out := registry.dropped
+	registry.dropped = nil
 	return out
 }
 

@@ -55,6 +55,9 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		torn := dev.closed.Load()
 		cerr := s.s.Close()
 		if r := recover(); r != nil {
+			if cerr != nil {
+				dev.dropped(fmt.Errorf("gpu: scope %q ended by a panic: %w", s.Path(), cerr))
+			}
 			panic(r) // released above; the panic goes on with its own value
 		}
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {

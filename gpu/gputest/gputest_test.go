@@ -13,6 +13,8 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 func TestMain(m *testing.M) {
@@ -267,4 +269,24 @@ func TestSteadySeesLeaksIntoReservationsAndKeeps(t *testing.T) {
 		require.Len(t, ft.errs, 1)
 		assert.Contains(t, ft.errs[0], `scope "host:parent" grew by`)
 	})
+}
+
+func TestReleaseErrorsNoCallerHeardFailTheCheck(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.PoolOptions(pool.ReleaseThreshold(0)))
+	require.NoError(t, err)
+	defer dev.Close()
+	dev.Driver().(*host.Driver).FailNth(host.OpFree, 1)
+	assert.Panics(t, func() {
+		_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(4 << 20)
+			require.NoError(t, err)
+			panic("boom")
+		})
+	})
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	require.Len(t, ft.errs, 1)
+	assert.Contains(t, ft.errs[0], "releasing memory failed where no caller could hear it")
+	assert.Contains(t, ft.errs[0], "injected failure")
+	require.NoError(t, dev.EmptyCache())
 }

@@ -30,6 +30,10 @@ func Find(opts ...Option) error {
 
 func find(o *options) error {
 	forced := forcedCloses(o) // taken once: they do not come back on a retry
+	if dropped := gpu.TakeDroppedErrors(); len(dropped) > 0 {
+		// Errors no caller could receive: a failure, not a leak to wait out.
+		return fmt.Errorf("gputest: releasing memory failed where no caller could hear it:\n%w", errors.Join(dropped...))
+	}
 	sleep := time.Microsecond
 	for attempt := 0; ; attempt++ {
 		leaks := append(slices.Clone(forced), collect(o)...)

@@ -51,6 +51,9 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	}
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors}
 	d.tree = scope.NewTree(p, name)
+	if o.scrub {
+		d.tree.SetScrub(func(ptr uintptr, n int64) error { return drv.Memset(ptr, 0, n, 0) })
+	}
 	register(d)
 	return d, nil
 }

@@ -11,9 +11,16 @@
 //	}) // everything allocated in the scope is freed here
 //
 // [WithScope] tracks every allocation made in the scope and frees all of it
-// when the function returns, panics, or its context is cancelled. Freed
-// memory goes back to the device's caching pool, so the next scope reuses it
-// without a driver call. Scopes nest: WithScope(s.Context(), ...) opens a
+// when the function returns or panics. Once its context is cancelled, new
+// allocations in it fail; what it holds is freed when the function returns,
+// never while the function may still use it. Freed memory goes back to the
+// device's caching pool, so the next scope reuses it without a driver call.
+//
+// An allocation is uninitialized, as cudaMalloc's is, and may hold what the
+// memory's previous owner wrote; every address is a multiple of 256 bytes.
+// [Zeroed] makes a scope's allocations start zeroed, and [ScrubFreed] makes a
+// device zero memory as it is freed, for servers whose users must not see
+// each other's data. Scopes nest: WithScope(s.Context(), ...) opens a
 // child, whose bytes count against its ancestors' limits and which draws
 // from their reservations first.
 //

@@ -13,6 +13,7 @@ type deviceOptions struct {
 	hostMemory    int64
 	pool          []pool.Option
 	releaseErrors func(error)
+	scrub         bool
 	errs          []error
 }
 
@@ -35,6 +36,14 @@ func HostMemory(bytes int64) DeviceOption {
 // threshold, expansion; see package pool).
 func PoolOptions(opts ...pool.Option) DeviceOption {
 	return deviceOptionFunc(func(o *deviceOptions) { o.pool = append(o.pool, opts...) })
+}
+
+// ScrubFreed makes the device zero every buffer's memory when it is freed,
+// before it goes back to the cache: no later owner, in any scope, can read
+// what an earlier one wrote. For multi-tenant servers; it costs a memset per
+// free.
+func ScrubFreed() DeviceOption {
+	return deviceOptionFunc(func(o *deviceOptions) { o.scrub = true })
 }
 
 // OnReleaseError is called with the errors of releasing a scope's memory
@@ -77,6 +86,7 @@ type scopeOptions struct {
 	name    string
 	reserve int64
 	limit   int64
+	zeroed  bool
 	errs    []error
 }
 
@@ -114,6 +124,15 @@ func Limit(bytes int64) ScopeOption {
 		o.limit = bytes
 		return o
 	})
+}
+
+// Zeroed makes the allocations of the scope and of every scope opened inside
+// it start zeroed, as decided when each is allocated. Without it an
+// allocation is uninitialized, as cudaMalloc's is, and may hold bytes its
+// memory's previous owner wrote: zeroing costs a memset per allocation.
+// For a device shared by mutually untrusting users, see also [ScrubFreed].
+func Zeroed() ScopeOption {
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.zeroed = true; return o })
 }
 
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {

@@ -84,7 +84,7 @@ func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOpti
 	}
 	s := &Scope{dev: d}
 	s.s = &s.own
-	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit}, s.s); err != nil {
+	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit, Zeroed: o.zeroed}, s.s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -137,6 +137,11 @@ func (s *Scope) Alloc(size int64) (*Buffer, error) {
 	b.a = &b.own
 	if err := s.s.AllocInto(size, b.a); err != nil {
 		return nil, deviceError(err)
+	}
+	if s.s.Zeroed() {
+		if err := s.dev.drv.Memset(b.a.Ptr(), 0, size, 0); err != nil {
+			return nil, errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(b.a))
+		}
 	}
 	return b, nil
 }

@@ -96,14 +96,18 @@ func (a *Allocation) mark(to int64) bool {
 // releaseMemory returns the memory of a marked allocation. No new Use can
 // start; it waits for those running, which the contract says finish before
 // the scope ends (a copy, a kernel launch).
-func (a *Allocation) releaseMemory(p *pool.Pool) error {
+func (a *Allocation) releaseMemory(t *Tree) error {
 	for wait := time.Microsecond; a.st.Load()&usersMask != 0; wait = min(2*wait, time.Millisecond) {
 		runtime.Gosched()
 		time.Sleep(wait)
 	}
+	var scrubbed error
+	if t.scrub != nil {
+		scrubbed = t.scrub(a.ptr, a.size)
+	}
 	if a.region != nil {
 		// The last release from a closed scope's reservation returns it.
-		return errors.Join(a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
+		return errors.Join(scrubbed, a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
 	}
-	return p.Free(a.block)
+	return errors.Join(scrubbed, t.pool.Free(a.block))
 }

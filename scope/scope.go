@@ -19,6 +19,7 @@ type Scope struct {
 	name     string
 	path     string
 	limit    int64
+	zeroed   bool                            // allocations start zeroed (Options.Zeroed, here or above)
 	opened   context.Context                 // the context it was opened with
 	ctx      atomic.Pointer[context.Context] // opened with the scope in it, made on first use
 	done     <-chan struct{}
@@ -77,6 +78,11 @@ func (s *Scope) Context() context.Context {
 
 // Stack returns where the scope was opened, when stacks were recorded.
 func (s *Scope) Stack() []uintptr { return s.stack }
+
+// Zeroed reports whether the scope's allocations are to start zeroed: it or
+// an ancestor was opened with Options.Zeroed. Package scope only carries
+// the flag; the device layer writes the zeros.
+func (s *Scope) Zeroed() bool { return s.zeroed }
 
 // Closed reports whether the scope has ended.
 func (s *Scope) Closed() bool { return s.closed.Load() }
@@ -169,7 +175,7 @@ func (s *Scope) AllocInto(size int64, a *Allocation) error {
 	if s.closed.Load() {
 		s.mu.Unlock()
 		a.mark(released)
-		err := a.releaseMemory(s.tree.pool)
+		err := a.releaseMemory(s.tree)
 		s.uncharge(a.taken, a.resOf)
 		return errors.Join(fmt.Errorf("scope %q: %w", s.path, ErrClosed), err)
 	}
@@ -301,7 +307,7 @@ func (s *Scope) Free(a *Allocation) error {
 	if err := s.take(a, freed); err != nil {
 		return err
 	}
-	err := a.releaseMemory(s.tree.pool)
+	err := a.releaseMemory(s.tree)
 	s.uncharge(a.taken, a.resOf)
 	if err != nil {
 		return fmt.Errorf("scope %q: the buffer of %d bytes is freed, but giving memory back failed: %w", s.path, a.size, err)
@@ -343,7 +349,7 @@ func (s *Scope) Keep(a *Allocation) error {
 	// Both ended while a was between them: it ends here.
 	a.mark(released)
 	s.mu.Unlock()
-	rerr := a.releaseMemory(s.tree.pool)
+	rerr := a.releaseMemory(s.tree)
 	s.uncharge(a.taken, a.resOf)
 	return errors.Join(err, rerr)
 }
@@ -399,7 +405,7 @@ func (s *Scope) Close() error {
 	s.head, s.tail, s.count = nil, nil, 0
 	s.mu.Unlock()
 	for _, a := range ending {
-		err := a.releaseMemory(s.tree.pool)
+		err := a.releaseMemory(s.tree)
 		s.uncharge(a.taken, a.resOf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))

@@ -16,11 +16,17 @@ type Tree struct {
 	pool   *pool.Pool
 	device string
 	record atomic.Bool
+	scrub  func(ptr uintptr, n int64) error // run on memory before it goes back; set before use
 
 	mu     sync.Mutex // protects roots and closed
 	roots  []*Scope
 	closed bool
 }
+
+// SetScrub makes every release run fn over the memory first, before it goes
+// back to the reservation or the pool (a device that zeroes freed memory).
+// Call it before the first scope opens.
+func (t *Tree) SetScrub(fn func(ptr uintptr, n int64) error) { t.scrub = fn }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string) *Tree {
@@ -45,6 +51,7 @@ type Options struct {
 	Name    string // for diagnostics; its path is its ancestors' names and its own, joined by "/"
 	Reserve int64  // bytes to set aside for the scope and its children (0: none)
 	Limit   int64  // most bytes live in the scope and its children (0: none)
+	Zeroed  bool   // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
 }
 
 // Open opens a scope: a child of parent, or a root where parent is nil. A
@@ -73,6 +80,7 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 		return fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
 	s.tree, s.parent, s.name, s.limit, s.id = t, parent, o.Name, o.Limit, nextID.Add(1)
+	s.zeroed = o.Zeroed || parent != nil && parent.zeroed
 	s.opened, s.done = ctx, ctx.Done()
 	s.path = o.Name
 	if s.path == "" {

@@ -24,6 +24,7 @@ type Device struct {
 	tree          *scope.Tree
 	name          string
 	releaseErrors func(error) // OnReleaseError, or nil
+	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	closed        atomic.Bool
 }
 
@@ -54,6 +55,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	if o.scrub {
 		d.tree.SetScrub(func(ptr uintptr, n int64) error { return drv.Memset(ptr, 0, n, 0) })
 	}
+	d.tree.OnRelease(d.waiters.released)
 	register(d)
 	return d, nil
 }

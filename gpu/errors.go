@@ -43,3 +43,7 @@ func deviceError(err error) error {
 	}
 	return err
 }
+
+// isOutOfMemory reports whether err means no room: the device's or a
+// scope limit's.
+func isOutOfMemory(err error) bool { return errors.Is(err, ErrOutOfMemory) }

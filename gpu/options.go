@@ -87,6 +87,7 @@ type scopeOptions struct {
 	reserve int64
 	limit   int64
 	zeroed  bool
+	wait    bool
 	errs    []error
 }
 
@@ -133,6 +134,17 @@ func Limit(bytes int64) ScopeOption {
 // For a device shared by mutually untrusting users, see also [ScrubFreed].
 func Zeroed() ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.zeroed = true; return o })
+}
+
+// WaitForMemory makes the allocations of the scope and of every scope inside
+// it wait when memory is short, instead of failing: an allocation that would
+// fail with ErrOutOfMemory (the device's, or a limit's) waits until memory
+// is released on the device and tries again, first come first served, until
+// the scope's context is done; then it returns the context's error. This is
+// back-pressure for servers: requests queue for memory instead of failing.
+// A request larger than the device or a limit waits until its context ends.
+func WaitForMemory() ScopeOption {
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.wait = true; return o })
 }
 
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {

@@ -84,7 +84,8 @@ func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOpti
 	}
 	s := &Scope{dev: d}
 	s.s = &s.own
-	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit, Zeroed: o.zeroed}, s.s); err != nil {
+	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
+		Zeroed: o.zeroed, Wait: o.wait}, s.s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -127,11 +128,19 @@ func (s *Scope) Context() context.Context {
 // errNilScope is what the methods of a nil or zero *Scope return.
 var errNilScope = fmt.Errorf("%w: nil or zero Scope", ErrScopeClosed)
 
-// Alloc allocates size bytes owned by the scope.
+// Alloc allocates size bytes owned by the scope. In a scope opened with
+// [WaitForMemory] (or inside one) it waits for memory rather than fail.
 func (s *Scope) Alloc(size int64) (*Buffer, error) {
 	if !s.valid() {
 		return nil, errNilScope
 	}
+	if s.s.WaitsForMemory() {
+		return s.allocWaiting(size)
+	}
+	return s.allocOnce(size)
+}
+
+func (s *Scope) allocOnce(size int64) (*Buffer, error) {
 	b := new(Buffer)
 	b.dev = s.dev
 	b.a = &b.own

@@ -105,9 +105,15 @@ func (a *Allocation) releaseMemory(t *Tree) error {
 	if t.scrub != nil {
 		scrubbed = t.scrub(a.ptr, a.size)
 	}
+	var err error
 	if a.region != nil {
 		// The last release from a closed scope's reservation returns it.
-		return errors.Join(scrubbed, a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
+		err = errors.Join(scrubbed, a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
+	} else {
+		err = errors.Join(scrubbed, t.pool.Free(a.block))
 	}
-	return errors.Join(scrubbed, t.pool.Free(a.block))
+	if t.onFree != nil {
+		t.onFree()
+	}
+	return err
 }

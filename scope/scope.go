@@ -20,6 +20,7 @@ type Scope struct {
 	path     string
 	limit    int64
 	zeroed   bool                            // allocations start zeroed (Options.Zeroed, here or above)
+	waits    bool                            // allocations wait for memory (Options.Wait, here or above)
 	opened   context.Context                 // the context it was opened with
 	ctx      atomic.Pointer[context.Context] // opened with the scope in it, made on first use
 	done     <-chan struct{}
@@ -83,6 +84,11 @@ func (s *Scope) Stack() []uintptr { return s.stack }
 // an ancestor was opened with Options.Zeroed. Package scope only carries
 // the flag; the device layer writes the zeros.
 func (s *Scope) Zeroed() bool { return s.zeroed }
+
+// WaitsForMemory reports whether the scope's allocations are to wait for
+// memory rather than fail: it or an ancestor was opened with Options.Wait.
+// Package scope only carries the flag; the device layer waits.
+func (s *Scope) WaitsForMemory() bool { return s.waits }
 
 // Closed reports whether the scope has ended.
 func (s *Scope) Closed() bool { return s.closed.Load() }
@@ -194,6 +200,9 @@ func (s *Scope) releaseReservationIfEmpty() error {
 	s.uncharge(pool.Rounded(s.region.Size()), nil)
 	if err := s.tree.pool.Free(s.resBlock); err != nil {
 		return fmt.Errorf("scope %q: releasing its reservation: %w", s.path, err)
+	}
+	if s.tree.onFree != nil {
+		s.tree.onFree()
 	}
 	return nil
 }

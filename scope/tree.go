@@ -17,6 +17,7 @@ type Tree struct {
 	device string
 	record atomic.Bool
 	scrub  func(ptr uintptr, n int64) error // run on memory before it goes back; set before use
+	onFree func()                           // run after memory went back; set before use
 
 	mu     sync.Mutex // protects roots and closed
 	roots  []*Scope
@@ -27,6 +28,11 @@ type Tree struct {
 // back to the reservation or the pool (a device that zeroes freed memory).
 // Call it before the first scope opens.
 func (t *Tree) SetScrub(fn func(ptr uintptr, n int64) error) { t.scrub = fn }
+
+// OnRelease makes every release of memory call fn after the memory went
+// back (a device whose allocations wait for memory). Call it before the
+// first scope opens.
+func (t *Tree) OnRelease(fn func()) { t.onFree = fn }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string) *Tree {
@@ -52,6 +58,7 @@ type Options struct {
 	Reserve int64  // bytes to set aside for the scope and its children (0: none)
 	Limit   int64  // most bytes live in the scope and its children (0: none)
 	Zeroed  bool   // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
+	Wait    bool   // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
 }
 
 // Open opens a scope: a child of parent, or a root where parent is nil. A
@@ -81,6 +88,7 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 	}
 	s.tree, s.parent, s.name, s.limit, s.id = t, parent, o.Name, o.Limit, nextID.Add(1)
 	s.zeroed = o.Zeroed || parent != nil && parent.zeroed
+	s.waits = o.Wait || parent != nil && parent.waits
 	s.opened, s.done = ctx, ctx.Done()
 	s.path = o.Name
 	if s.path == "" {

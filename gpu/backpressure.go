@@ -1,0 +1,107 @@
+package gpu
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// waitQueue is the device's line of allocations waiting for memory (scopes
+// opened with [WaitForMemory]), first come first served, as
+// golang.org/x/sync/semaphore serves its waiters.
+type waitQueue struct {
+	frees   atomic.Uint64 // releases so far: an attempt that saw n and fails may wait only while it is still n
+	waiting atomic.Int32  // len(q), read without the lock on every release
+
+	mu sync.Mutex // protects q
+	q  []chan struct{}
+}
+
+// released tells the first waiter, if any, that memory went back.
+func (w *waitQueue) released() {
+	w.frees.Add(1)
+	if w.waiting.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wakeFirst()
+}
+
+// wakeFirst hands the turn to the first waiter. Called with w.mu held.
+func (w *waitQueue) wakeFirst() {
+	if len(w.q) == 0 {
+		return
+	}
+	ch := w.q[0]
+	w.q = slices.Delete(w.q, 0, 1)
+	w.waiting.Add(-1)
+	ch <- struct{}{}
+}
+
+// passOn wakes the next waiter: memory may be left for it too.
+func (w *waitQueue) passOn() {
+	if w.waiting.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wakeFirst()
+}
+
+// wait blocks until memory is released after the attempt that saw seen
+// releases, or ctx is done. A waiter that already had its turn and failed
+// again waits at the front, keeping its place.
+func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.frees.Load() != seen {
+		w.mu.Unlock()
+		return nil // memory went back since the attempt: try again at once
+	}
+	if front {
+		w.q = slices.Insert(w.q, 0, ch)
+	} else {
+		w.q = append(w.q, ch)
+	}
+	w.waiting.Add(1)
+	w.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		if i := slices.Index(w.q, ch); i >= 0 {
+			w.q = slices.Delete(w.q, i, i+1)
+			w.waiting.Add(-1)
+		} else {
+			w.wakeFirst() // it had the turn: hand it on
+		}
+		w.mu.Unlock()
+		return context.Cause(ctx)
+	}
+}
+
+// allocWaiting is Alloc for a scope whose allocations wait for memory: on
+// running out of it (the device's, or a limit's), it waits for a release on
+// the device and tries again, until the scope's context is done.
+func (s *Scope) allocWaiting(size int64) (*Buffer, error) {
+	q := &s.dev.waiters
+	front := false
+	for {
+		seen := q.frees.Load()
+		b, err := s.allocOnce(size)
+		if err == nil {
+			q.passOn()
+			return b, nil
+		}
+		if !isOutOfMemory(err) {
+			return nil, err
+		}
+		if werr := q.wait(s.s.Context(), seen, front); werr != nil {
+			return nil, werr
+		}
+		front = true
+	}
+}

@@ -25,11 +25,11 @@ type shard struct {
 }
 
 // account counts an allocation (n > 0) or a free (n < 0) of n bytes for req
-// requested. It reports whether this shard passed its high-water mark, when
-// the caller should raise the pool's peak. The peak so kept is exact while
-// one shard serves the allocations; under concurrent allocation it may miss
-// a peak that no shard saw as its own, a price paid so that a hit writes no
-// shared cache line.
+// requested. It reports whether this shard passed its threshold (highWater,
+// set by Pool.notePeak), when the caller should raise the pool's peak. The
+// peak so kept is exact while one goroutine allocates; under concurrent
+// allocation it may miss a peak that no shard saw pass its threshold, a
+// price paid so that a hit writes no shared cache line.
 func (s *shard) account(n, req int64) bool {
 	s.allocated += n
 	a := s.allocated
@@ -152,13 +152,17 @@ func (t *binTable) reset() {
 }
 
 // getShard returns the shard of the calling P: sync.Pool keeps one per P,
-// and a shard it drops is only a pointer into p.shards, so nothing is lost.
+// and a shard it drops (at a GC) is only a pointer into p.shards, so nothing
+// is lost. A shard taken up anew is re-based (see notePeak), so that the
+// peak stays exact for a goroutine that a GC moved to another shard.
 func (p *Pool) getShard() *shard {
 	if s, ok := p.shardOfP.Get().(*shard); ok {
 		return s
 	}
 	i := p.nextShard.Add(1)
-	return &p.shards[int(i)%len(p.shards)]
+	s := &p.shards[int(i)%len(p.shards)]
+	p.notePeak(s)
+	return s
 }
 
 func (p *Pool) putShard(s *shard) { p.shardOfP.Put(s) }

@@ -165,7 +165,7 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 			sh.mu.Unlock()
 			p.putShard(sh)
 			if peak {
-				p.notePeak()
+				p.notePeak(sh)
 			}
 			return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
 		}
@@ -187,13 +187,26 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	peak := sh.handOut(b, r, size)
 	sh.mu.Unlock()
 	if peak {
-		p.notePeak()
+		p.notePeak(sh)
 	}
 	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
 }
 
-// notePeak raises the peak to the bytes allocated now, summed over shards.
-func (p *Pool) notePeak() { raise(&p.peakAllocated, p.allocatedNow()) }
+// notePeak raises the peak to the bytes allocated now, summed over shards,
+// and sets sh's threshold (its highWater) to what the other shards leave of
+// the peak: sh passes it exactly when the total would pass the peak, as
+// long as sh is the only shard allocating. So the peak is exact for one
+// goroutine, which getShard re-bases when it changes shards; under
+// concurrent allocation the sum is not one instant and the peak is a lower
+// bound.
+func (p *Pool) notePeak(sh *shard) {
+	total := p.allocatedNow()
+	raise(&p.peakAllocated, total)
+	peak := p.peakAllocated.Load()
+	sh.mu.Lock()
+	sh.highWater = sh.allocated + max(0, peak-total)
+	sh.mu.Unlock()
+}
 
 // allocatedNow sums the shards' allocated bytes. It locks each shard in
 // turn, so it is for the rare paths: a new peak, a release threshold, an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -424,4 +425,26 @@ func TestEveryBlockIsAligned(t *testing.T) {
 		allocs, _, _, _ := src.Live()
 		assert.Zero(t, allocs, "the unaligned allocation went back")
 	})
+}
+
+func TestPeakAllocatedIsExactForOneGoroutineAcrossGCs(t *testing.T) {
+	// Few shards: after a GC the goroutine comes back to one it used.
+	p := newPool(t, sim.New(0, 0), pool.Shards(2))
+	gc := func() { runtime.GC(); runtime.GC() } // sync.Pool forgets in two
+	for round := range 4 {
+		p.ResetPeaks()
+		a, err := p.Alloc(10 << 10)
+		require.NoError(t, err)
+		require.NoError(t, p.Free(a))
+		gc()
+		b, err := p.Alloc(10 << 10)
+		require.NoError(t, err)
+		gc()
+		c, err := p.Alloc(10 << 10)
+		require.NoError(t, err)
+		gc()
+		require.NoError(t, p.Free(b))
+		require.NoError(t, p.Free(c))
+		assert.Equal(t, int64(20<<10), p.Stats().PeakAllocated, "round %d: b and c were live together", round)
+	}
 }

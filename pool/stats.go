@@ -13,8 +13,10 @@ type Stats struct {
 
 	// Peaks, since the pool was made or ResetPeaks was called. PeakReserved
 	// is exact. PeakAllocated is exact while allocations come from one
-	// goroutine; under concurrent allocation it may fall short of the true
-	// peak, because each P counts its own bytes (see docs/pool.md).
+	// goroutine, also across garbage collections; under concurrent
+	// allocation, or for a goroutine the scheduler moves to another P, it
+	// may fall short of the true peak, because each P counts its own bytes
+	// (see docs/pool.md).
 	PeakAllocated int64
 	PeakReserved  int64
 

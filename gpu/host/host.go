@@ -57,14 +57,22 @@ var ErrInjected = errors.New("host: injected failure")
 // Op names an operation for fault injection.
 type Op int
 
-// The operations that can be made to fail.
+// The operations that can be made to fail: every driver call the pool makes.
 const (
-	OpAlloc Op = iota
-	OpFree
-	OpCopy // any copy or memset
+	OpAlloc   Op = iota // Alloc, and Create (a handle)
+	OpFree              // Free, and Release (a handle)
+	OpCopy              // any copy or memset
+	OpReserve           // ReserveAddress and ReleaseAddress
+	OpMap               // Map
+	OpAccess            // SetAccess
+	OpUnmap             // Unmap
+	OpEvent             // RecordEvent and WaitEvent
+	numOps
 )
 
-func (o Op) String() string { return [...]string{"alloc", "free", "copy"}[o] }
+func (o Op) String() string {
+	return [...]string{"alloc", "free", "copy", "reserve", "map", "access", "unmap", "event"}[o]
+}
 
 // Driver is a host-memory device. It is safe for concurrent use.
 type Driver struct {
@@ -77,8 +85,9 @@ type Driver struct {
 	streams  map[uintptr]bool
 	nextID   uintptr
 	events   map[uintptr]bool
-	counts   [3]int // operations of each Op so far
-	failNth  [3]int // fail the Nth (1-based) operation of each Op; 0: never
+	counts   [numOps]int // operations of each Op so far
+	injected int         // failures injected so far
+	failNth  [numOps]int // fail the Nth (1-based) operation of each Op; 0: never
 	failWhen func(op Op, size int64) bool
 	vm       vmState // page mapping (pages_linux.go)
 }
@@ -125,6 +134,13 @@ func (d *Driver) FailNth(op Op, n int) {
 	d.failNth[op] = n
 }
 
+// Injected returns how many failures FailNth and FailWhen have injected.
+func (d *Driver) Injected() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.injected
+}
+
 // FailWhen makes every operation for which fail returns true fail with
 // ErrInjected; nil clears it. fail is called with the driver's lock held and
 // must not call the driver.
@@ -141,6 +157,7 @@ func (d *Driver) inject(op Op, size int64) error {
 	}
 	d.counts[op]++
 	if d.failNth[op] == d.counts[op] || d.failWhen != nil && d.failWhen(op, size) {
+		d.injected++
 		return fmt.Errorf("%w: %v of %d bytes", ErrInjected, op, size)
 	}
 	return nil
@@ -325,8 +342,8 @@ func (d *Driver) Synchronize(stream uintptr) error {
 func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return 0, ErrClosed
+	if err := d.inject(OpEvent, 0); err != nil {
+		return 0, err
 	}
 	if err := d.checkStream(stream); err != nil {
 		return 0, err
@@ -354,6 +371,9 @@ func (d *Driver) EventDone(ev uintptr) (bool, error) {
 func (d *Driver) WaitEvent(ev uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.inject(OpEvent, 0); err != nil {
+		return err
+	}
 	return d.event(ev)
 }
 

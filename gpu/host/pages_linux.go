@@ -59,6 +59,9 @@ func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.inject(OpReserve, size); err != nil {
+		return 0, err
+	}
 	if d.closed {
 		return 0, ErrClosed
 	}
@@ -93,6 +96,9 @@ func (d *Driver) reservationAt(ptr uintptr, n int64) (*reservation, int64, bool)
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.inject(OpReserve, size); err != nil {
+		return err
+	}
 	if d.closed {
 		return ErrClosed
 	}
@@ -183,6 +189,9 @@ func (d *Driver) Release(h uint64) error {
 func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.inject(OpMap, size); err != nil {
+		return err
+	}
 	if d.closed {
 		return ErrClosed
 	}
@@ -219,6 +228,9 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.inject(OpAccess, size); err != nil {
+		return err
+	}
 	if d.closed {
 		return ErrClosed
 	}
@@ -255,6 +267,9 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.inject(OpUnmap, size); err != nil {
+		return err
+	}
 	if d.closed {
 		return ErrClosed
 	}

@@ -1,0 +1,112 @@
+package gpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// faultOps are the driver calls the pool makes, by the host device's names.
+var faultOps = []host.Op{host.OpAlloc, host.OpFree, host.OpCopy, host.OpReserve, host.OpMap, host.OpAccess, host.OpUnmap, host.OpEvent}
+
+// faultWorkload grows the device, frees, keeps, moves memory under the cap,
+// empties the cache and closes a long-lived scope, and returns every error
+// it met.
+func faultWorkload(dev *gpu.Device) []error {
+	var errs []error
+	note := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	weights, err := dev.NewScope(gpu.Name("weights"), gpu.Reserve(4<<20))
+	note(err)
+	if err != nil {
+		return errs
+	}
+	var kept []*gpu.Buffer
+	for i := range 6 {
+		note(gpu.WithScope(weights.Context(), dev, func(s *gpu.Scope) error {
+			small, err := s.Alloc(500) // from the reservation
+			if err != nil {
+				return err
+			}
+			if err := small.CopyFromHost([]byte{byte(i)}); err != nil {
+				return err
+			}
+			big, err := s.Alloc(int64(3+i) << 20)
+			if err != nil {
+				return err
+			}
+			if i%2 == 0 {
+				if err := s.Keep(big); err != nil {
+					return err
+				}
+				kept = append(kept, big)
+			}
+			return nil
+		}))
+	}
+	for _, b := range kept[:len(kept)/2] {
+		note(weights.Free(b))
+	}
+	note(gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(20 << 20) // needs memory moved from under free blocks
+		return err
+	}))
+	note(dev.EmptyCache())
+	note(weights.Close())
+	return errs
+}
+
+func TestDriverFaultsLoseNothing(t *testing.T) {
+	for _, op := range faultOps {
+		hit := 0
+		for n := 1; n <= 8; n++ {
+			t.Run(fmt.Sprintf("the %s call number %d fails", op, n), func(t *testing.T) {
+				dev, err := gpu.OpenHost(gpu.HostMemory(64<<20), gpu.PoolOptions(pool.MaxReserved(40<<20), pool.GrowthStep(0)))
+				require.NoError(t, err)
+				drv := dev.Driver().(*host.Driver)
+				drv.FailNth(op, n)
+				errs := faultWorkload(dev)
+				for _, err := range errs {
+					assert.True(t, errors.Is(err, host.ErrInjected) || errors.Is(err, gpu.ErrOutOfMemory),
+						"an error that is neither the fault nor its consequence: %v", err)
+				}
+				hit += drv.Injected()
+				drv.FailNth(op, 0)
+				require.NoError(t, dev.EmptyCache(), "once the driver works again, everything goes back")
+				assert.Zero(t, dev.Stats().Allocated, "nothing is left live")
+				assert.Zero(t, dev.Stats().Reserved)
+				assert.Zero(t, drv.Used())
+				require.NoError(t, dev.Close(), "nothing leaked: no handle, no reservation")
+			})
+		}
+		assert.Positive(t, hit, "the workload makes %s calls, and the faults fired", op)
+	}
+}
+
+func TestDriverFaultsAtCloseLeaveNothing(t *testing.T) {
+	for _, op := range faultOps {
+		t.Run(fmt.Sprintf("a %s call fails while the device closes", op), func(t *testing.T) {
+			dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
+			require.NoError(t, err)
+			drv := dev.Driver().(*host.Driver)
+			require.Empty(t, faultWorkload(dev))
+			drv.FailNth(op, 1)
+			_ = dev.Close() // may report the fault
+			assert.Zero(t, drv.Used(), "the closed driver holds nothing")
+			if op != host.OpCopy && op != host.OpMap && op != host.OpAccess && op != host.OpAlloc {
+				assert.Positive(t, drv.Injected(), "closing makes %s calls, and the fault fired", op)
+			}
+		})
+	}
+}

@@ -22,6 +22,9 @@ var (
 	ErrFreed = scope.ErrFreed
 	// ErrWrongScope: a buffer freed or kept through a scope that does not own it.
 	ErrWrongScope = scope.ErrWrongScope
+	// ErrNotKept: Keep in a root scope, or of a buffer in the scope's own
+	// reservation, which ends with the scope.
+	ErrNotKept = scope.ErrNotKept
 	// ErrNoDevice: no such device, or no CUDA support in this build.
 	ErrNoDevice = errors.New("gpu: no device")
 	// ErrDeviceClosed: the device was closed. Its drivers return the same
@@ -38,7 +41,7 @@ type LimitError = scope.LimitError
 // deviceError makes an error from the layers below say what it means in
 // this package's words: the pool's "closed" is the device's.
 func deviceError(err error) error {
-	if errors.Is(err, pool.ErrClosed) && !errors.Is(err, ErrDeviceClosed) {
+	if err != nil && errors.Is(err, pool.ErrClosed) && !errors.Is(err, ErrDeviceClosed) {
 		return fmt.Errorf("%w: %w", ErrDeviceClosed, err)
 	}
 	return err

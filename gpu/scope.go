@@ -66,7 +66,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		if torn && !errors.Is(err, ErrDeviceClosed) {
 			err = errors.Join(err, fmt.Errorf("gpu: scope %q: %w while it was open", s.Path(), ErrDeviceClosed))
 		}
-		err = errors.Join(err, cerr)
+		err = deviceError(errors.Join(err, cerr))
 	}()
 	return fn(s)
 }
@@ -86,7 +86,7 @@ func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOpti
 	s.s = &s.own
 	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait}, s.s); err != nil {
-		return nil, err
+		return nil, deviceError(err)
 	}
 	return s, nil
 }
@@ -166,7 +166,7 @@ func (s *Scope) Free(b *Buffer) error {
 	if b.dev != s.dev {
 		return fmt.Errorf("%w: buffer of device %s freed through a scope of %s", ErrWrongScope, b.dev.name, s.dev.name)
 	}
-	return s.s.Free(b.a)
+	return deviceError(s.s.Free(b.a))
 }
 
 // Keep moves b to the parent scope, so that it outlives this one.
@@ -180,7 +180,7 @@ func (s *Scope) Keep(b *Buffer) error {
 	if b.dev != s.dev {
 		return fmt.Errorf("%w: buffer of device %s kept through a scope of %s", ErrWrongScope, b.dev.name, s.dev.name)
 	}
-	return s.s.Keep(b.a)
+	return deviceError(s.s.Keep(b.a))
 }
 
 // Close ends a scope from [Device.NewScope], freeing what it owns. It is
@@ -189,7 +189,7 @@ func (s *Scope) Close() error {
 	if !s.valid() {
 		return errNilScope
 	}
-	return s.s.Close()
+	return deviceError(s.s.Close())
 }
 
 // ScopeStats describes a scope.

@@ -569,3 +569,18 @@ func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
 	assert.ErrorIs(t, nilScope.Close(), gpu.ErrScopeClosed)
 	assert.Error(t, gpu.WithScope(context.Background(), dev, nil))
 }
+
+func TestReservationsOfAnySizeWork(t *testing.T) {
+	dev := testDevice(t, 0)
+	for _, n := range []int64{1, 406, 511, 513, 4097} {
+		err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			assert.Equal(t, pool.Rounded(n), s.Stats().Reserved)
+			b, err := s.Alloc(n)
+			if err != nil {
+				return err
+			}
+			return b.CopyFromHost(make([]byte, n))
+		}, gpu.Reserve(n))
+		require.NoError(t, err, "Reserve(%d)", n)
+	}
+}

@@ -15,6 +15,9 @@ var (
 	ErrFreed = errors.New("gpu: buffer already freed")
 	// ErrWrongScope: the allocation belongs to another scope or device.
 	ErrWrongScope = errors.New("gpu: buffer belongs to another scope")
+	// ErrNotKept: Keep cannot move the allocation to the parent: the scope
+	// is a root, or the allocation lies in the scope's own reservation.
+	ErrNotKept = errors.New("gpu: buffer cannot be kept")
 )
 
 // LimitError reports an allocation that would take a scope past its limit.

@@ -330,10 +330,10 @@ func (s *Scope) Free(a *Allocation) error {
 func (s *Scope) Keep(a *Allocation) error {
 	p := s.parent
 	if p == nil {
-		return fmt.Errorf("gpu: Keep in %q: a root scope has no parent", s.path)
+		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, s.path)
 	}
 	if a != nil && a.resOf == s {
-		return fmt.Errorf("gpu: Keep in %q: the buffer lies in this scope's reservation, which ends with it", s.path)
+		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, s.path)
 	}
 	if err := s.take(a, live); err != nil {
 		return err

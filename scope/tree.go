@@ -103,16 +103,17 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 	if o.Reserve > 0 {
 		// A reservation is memory taken: it counts against the limits of
 		// the scope and every ancestor, as its allocations then do not.
+		// Rounded as any allocation is, so that every size works.
 		taken := pool.Rounded(o.Reserve)
 		if err := s.charge(taken, nil); err != nil {
 			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}
-		a, err := t.pool.Alloc(o.Reserve)
+		a, err := t.pool.Alloc(taken)
 		if err != nil {
 			s.uncharge(taken, nil)
 			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}
-		r, err := pool.NewRegion(a.Ptr(), o.Reserve)
+		r, err := pool.NewRegion(a.Ptr(), taken)
 		if err != nil {
 			s.uncharge(taken, nil)
 			return errors.Join(err, t.pool.Free(a))

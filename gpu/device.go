@@ -104,20 +104,6 @@ func (d *Device) Driver() driver.Driver {
 	return d.drv
 }
 
-// Stats are a device's memory counters: the pool's, and its open scopes.
-type Stats struct {
-	pool.Stats
-	OpenScopes int // scopes open on the device
-}
-
-// Stats returns the device's counters; zero for a nil or zero Device.
-func (d *Device) Stats() Stats {
-	if !d.valid() {
-		return Stats{}
-	}
-	return Stats{Stats: d.pool.Stats(), OpenScopes: len(d.tree.Scopes())}
-}
-
 // EmptyCache returns cached, unused memory to the driver. Live buffers are
 // untouched.
 func (d *Device) EmptyCache() error {

@@ -145,7 +145,11 @@ func (s *Scope) allocOnce(size int64) (*Buffer, error) {
 	b.dev = s.dev
 	b.a = &b.own
 	if err := s.s.AllocInto(size, b.a); err != nil {
-		return nil, deviceError(err)
+		err = deviceError(err)
+		if isOutOfMemory(err) {
+			err = s.dev.outOfMemory(s.s.Path(), err)
+		}
+		return nil, err
 	}
 	if s.s.Zeroed() {
 		if err := s.dev.drv.Memset(b.a.Ptr(), 0, size, 0); err != nil {

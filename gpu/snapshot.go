@@ -1,0 +1,151 @@
+package gpu
+
+import (
+	"cmp"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+// Snapshot is a device's memory at one moment: its counters, the layout of
+// its pool (segments and blocks), and its open scopes with the buffers each
+// owns. It marshals to JSON. Allocation sites are there where stacks are
+// recorded ([RecordStacks], or gputest.VerifyTestMain).
+type Snapshot struct {
+	Device string          `json:"device"`
+	Stats  Stats           `json:"stats"`
+	Pool   pool.Snapshot   `json:"pool"`
+	Scopes []ScopeSnapshot `json:"scopes"` // parents before their children
+}
+
+// ScopeSnapshot is one open scope.
+type ScopeSnapshot struct {
+	Path     string           `json:"path"`
+	Live     int64            `json:"live"` // bytes it and its children take (see Limit)
+	Peak     int64            `json:"peak"`
+	Limit    int64            `json:"limit,omitempty"`
+	Reserved int64            `json:"reserved,omitempty"`
+	Own      int64            `json:"own"` // bytes of the buffers it owns itself, as asked for
+	Buffers  []BufferSnapshot `json:"buffers"`
+	OpenedAt []string         `json:"opened_at,omitempty"`
+}
+
+// BufferSnapshot is one live buffer.
+type BufferSnapshot struct {
+	Address     uintptr  `json:"address"`
+	Size        int64    `json:"size"`
+	AllocatedAt []string `json:"allocated_at,omitempty"` // "function file:line", innermost first
+}
+
+// Snapshot returns the device's memory now. It copies under the pool's and
+// the scopes' locks, so it is for diagnostics, not a hot path.
+func (d *Device) Snapshot() (*Snapshot, error) {
+	if !d.valid() {
+		return nil, errNilDevice
+	}
+	if d.closed.Load() {
+		return nil, ErrDeviceClosed
+	}
+	snap := &Snapshot{Device: d.name, Stats: d.Stats(), Pool: d.pool.Snapshot()}
+	for _, s := range d.tree.Scopes() {
+		snap.Scopes = append(snap.Scopes, scopeSnapshot(s))
+	}
+	return snap, nil
+}
+
+func scopeSnapshot(s *scope.Scope) ScopeSnapshot {
+	st := s.Stats()
+	out := ScopeSnapshot{Path: s.Path(), Live: st.Live, Peak: st.Peak, Limit: st.Limit, Reserved: st.Reserved,
+		OpenedAt: frames(s.Stack())}
+	for _, a := range s.Allocations() {
+		out.Own += a.Size()
+		out.Buffers = append(out.Buffers, BufferSnapshot{Address: a.Ptr(), Size: a.Size(), AllocatedAt: frames(a.Stack())})
+	}
+	return out
+}
+
+// frames turns recorded program counters into "function file:line" lines,
+// leaving out gpuscope's own frames, the runtime's and the testing
+// package's: the first line is where the user's code allocated.
+func frames(pcs []uintptr) []string {
+	if len(pcs) == 0 {
+		return nil
+	}
+	var out []string
+	fs := runtime.CallersFrames(pcs)
+	for {
+		f, more := fs.Next()
+		if !ownFrame(f.Function) && !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "testing.") {
+			out = append(out, fmt.Sprintf("%s %s:%d", f.Function, f.File, f.Line))
+		}
+		if !more {
+			return out
+		}
+	}
+}
+
+// Summary returns the device's memory as a table a person reads, in the
+// manner of PyTorch's memory_summary: the totals, then the open scopes as a
+// tree, each with the bytes it and its children take, its peak and its
+// buffers, largest first.
+func (d *Device) Summary() string {
+	snap, err := d.Snapshot()
+	if err != nil {
+		return fmt.Sprintf("gpu: no summary: %v", err)
+	}
+	st := snap.Stats
+	var b strings.Builder
+	fmt.Fprintf(&b, "device %s (%s)\n", snap.Device, d.String())
+	row := func(what string, now, peak int64) {
+		fmt.Fprintf(&b, "  %-10s %12s   peak %12s\n", what, pool.FormatBytes(now), pool.FormatBytes(peak))
+	}
+	row("allocated", st.Allocated, st.PeakAllocated)
+	row("reserved", st.Reserved, st.PeakReserved)
+	fmt.Fprintf(&b, "  %-10s %12s   (freed, kept for reuse; EmptyCache returns it)\n", "cached", pool.FormatBytes(st.Cached))
+	fmt.Fprintf(&b, "  %-10s %12d   live; %d allocations, %d frees, %d served from the cache, %d out of memory\n",
+		"buffers", st.ActiveBlocks, st.Allocs, st.Frees, st.CacheHits, st.OOMs)
+	if len(snap.Scopes) == 0 {
+		b.WriteString("no scope open\n")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d scopes open (bytes taken with their children, peak, own buffers), largest first:\n", len(snap.Scopes))
+	children := map[string][]ScopeSnapshot{}
+	for _, s := range snap.Scopes {
+		parent := ""
+		if i := strings.LastIndex(s.Path, "/"); i >= 0 {
+			parent = s.Path[:i]
+		}
+		children[parent] = append(children[parent], s)
+	}
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		kids := children[parent]
+		sortByLive(kids)
+		for _, s := range kids {
+			name := s.Path[strings.LastIndex(s.Path, "/")+1:]
+			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %d buffers (%s)\n", strings.Repeat("  ", depth)+name,
+				pool.FormatBytes(s.Live), pool.FormatBytes(s.Peak), len(s.Buffers), pool.FormatBytes(s.Own))
+			walk(s.Path, depth+1)
+		}
+	}
+	walk("", 0)
+	return b.String()
+}
+
+func sortByLive(ss []ScopeSnapshot) {
+	slices.SortStableFunc(ss, func(x, y ScopeSnapshot) int { return cmp.Compare(y.Live, x.Live) })
+}
+
+// ownFrame reports whether function is this library's, not its user's.
+func ownFrame(function string) bool {
+	for _, pkg := range []string{"gpu.", "scope.", "pool."} {
+		if strings.HasPrefix(function, "github.com/gpuscope/gpuscope/"+pkg) {
+			return true
+		}
+	}
+	return false
+}

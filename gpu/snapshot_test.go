@@ -1,0 +1,122 @@
+package gpu_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+func TestSummaryListsScopesWithTheirBytes(t *testing.T) {
+	dev := openHost(t)
+	weights, err := dev.NewScope(gpu.Name("weights"))
+	require.NoError(t, err)
+	defer weights.Close()
+	_, err = weights.Alloc(3 << 20)
+	require.NoError(t, err)
+	err = gpu.WithScope(weights.Context(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		require.NoError(t, err)
+		sum := dev.Summary()
+		assert.Contains(t, sum, "device host")
+		assert.Contains(t, sum, "allocated")
+		assert.Contains(t, sum, "2 scopes open")
+		lines := strings.Split(sum, "\n")
+		var weightsLine, childLine int
+		for i, l := range lines {
+			if strings.Contains(l, "weights") {
+				weightsLine = i
+				assert.Contains(t, l, "4.00 MiB", "its bytes with its child's")
+				assert.Contains(t, l, "1 buffers (3.00 MiB)")
+			}
+			if strings.Contains(l, "    batch") {
+				childLine = i
+				assert.Contains(t, l, "1.00 MiB")
+			}
+		}
+		assert.Greater(t, childLine, weightsLine, "the child is listed under its parent")
+		return nil
+	}, gpu.Name("batch"))
+	require.NoError(t, err)
+}
+
+func TestSnapshotRoundTripsThroughJSON(t *testing.T) {
+	dev := openHost(t)
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(5000)
+		require.NoError(t, err)
+		snap, err := dev.Snapshot()
+		require.NoError(t, err)
+		data, err := json.Marshal(snap)
+		require.NoError(t, err)
+		var back gpu.Snapshot
+		require.NoError(t, json.Unmarshal(data, &back))
+		assert.Equal(t, *snap, back)
+		require.Len(t, back.Scopes, 1)
+		assert.Equal(t, "request", back.Scopes[0].Path)
+		require.Len(t, back.Scopes[0].Buffers, 1)
+		assert.Equal(t, int64(5000), back.Scopes[0].Buffers[0].Size)
+		assert.Contains(t, back.Scopes[0].Buffers[0].AllocatedAt[0], "TestSnapshotRoundTripsThroughJSON", "where it was allocated")
+		var mapped int64
+		for _, seg := range back.Pool.Segments {
+			for _, b := range seg.Blocks {
+				if b.State != pool.BlockUnmapped {
+					mapped += b.Size
+				}
+			}
+		}
+		assert.Equal(t, back.Stats.Reserved, mapped+back.Pool.IdleBytes, "block sizes add up to Reserved")
+		return nil
+	}, gpu.Name("request"))
+	require.NoError(t, err)
+}
+
+func TestStatsReadAsText(t *testing.T) {
+	dev := openHost(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(3 << 20)
+		require.NoError(t, err)
+		text := dev.Stats().String()
+		assert.Contains(t, text, "allocated 3.00 MiB (peak 3.00 MiB)")
+		assert.Contains(t, text, "1 buffers live, 1 scopes open")
+		var b strings.Builder
+		slog.New(slog.NewTextHandler(&b, nil)).Info("gpu", "stats", dev.Stats())
+		assert.Contains(t, b.String(), "stats.allocated=3145728")
+		return nil
+	}))
+	assert.Equal(t, int64(3<<20), dev.Stats().PeakAllocated)
+	dev.ResetPeaks()
+	assert.Zero(t, dev.Stats().PeakAllocated, "the peak starts again from what is live")
+}
+
+func TestAnOutOfMemoryErrorNamesTheHolders(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
+	weights, err := dev.NewScope(gpu.Name("weights"))
+	require.NoError(t, err)
+	defer weights.Close()
+	_, err = weights.Alloc(50 << 20)
+	require.NoError(t, err)
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(30 << 20)
+		return err
+	}, gpu.Name("batch"))
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	var oom *gpu.OOMError
+	require.ErrorAs(t, err, &oom, "the detail is still there")
+	msg := err.Error()
+	assert.Contains(t, msg, `out of memory in scope "batch"`)
+	assert.Contains(t, msg, `scope "weights" 50.00 MiB in 1 buffers`)
+	assert.Contains(t, msg, "TestAnOutOfMemoryErrorNamesTheHolders", "and where it was allocated")
+	assert.Contains(t, msg, "EmptyCache")
+}

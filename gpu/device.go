@@ -24,6 +24,7 @@ type Device struct {
 	tree          *scope.Tree
 	name          string
 	releaseErrors func(error) // OnReleaseError, or nil
+	onOOM         func(error) // OnOutOfMemory, or nil
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	closed        atomic.Bool
 }
@@ -50,7 +51,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	if err != nil {
 		return nil, errors.Join(err, drv.Close())
 	}
-	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors}
+	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
 	d.tree = scope.NewTree(p, name)
 	if o.scrub {
 		d.tree.SetScrub(func(ptr uintptr, n int64) error { return drv.Memset(ptr, 0, n, 0) })

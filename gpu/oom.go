@@ -52,5 +52,9 @@ func (d *Device) outOfMemory(path string, err error) error {
 	st := d.pool.Stats()
 	fmt.Fprintf(&b, "; %s cached (EmptyCache returns it to the driver); a Limit on the scopes that grow, or smaller batches, need less",
 		pool.FormatBytes(st.Cached))
-	return fmt.Errorf("%s: %w", b.String(), err)
+	err = fmt.Errorf("%s: %w", b.String(), err)
+	if d.onOOM != nil {
+		d.onOOM(err)
+	}
+	return err
 }

@@ -13,6 +13,7 @@ type deviceOptions struct {
 	hostMemory    int64
 	pool          []pool.Option
 	releaseErrors func(error)
+	onOOM         func(error)
 	scrub         bool
 	errs          []error
 }
@@ -44,6 +45,20 @@ func PoolOptions(opts ...pool.Option) DeviceOption {
 // free.
 func ScrubFreed() DeviceOption {
 	return deviceOptionFunc(func(o *deviceOptions) { o.scrub = true })
+}
+
+// OnOutOfMemory is called with every out-of-memory error an allocation
+// returns (it names the scopes holding the most), for logging or to act on
+// it: it runs after the pool's locks are released, so it may call
+// EmptyCache. It may be called from any goroutine, and for an allocation of
+// a WaitForMemory scope at each attempt that finds no room.
+func OnOutOfMemory(fn func(error)) DeviceOption {
+	return deviceOptionFunc(func(o *deviceOptions) {
+		if fn == nil {
+			o.errs = append(o.errs, fmt.Errorf("gpu: OnOutOfMemory(nil)"))
+		}
+		o.onOOM = fn
+	})
 }
 
 // OnReleaseError is called with the errors of releasing a scope's memory

@@ -120,3 +120,33 @@ func TestAnOutOfMemoryErrorNamesTheHolders(t *testing.T) {
 	assert.Contains(t, msg, "TestAnOutOfMemoryErrorNamesTheHolders", "and where it was allocated")
 	assert.Contains(t, msg, "EmptyCache")
 }
+
+func TestTheOutOfMemoryObserverMayEmptyTheCache(t *testing.T) {
+	var seen []error
+	var dev *gpu.Device
+	dev = openHost(t, gpu.HostMemory(64<<20), gpu.OnOutOfMemory(func(err error) {
+		seen = append(seen, err)
+		assert.NoError(t, dev.EmptyCache(), "called with no pool lock held")
+	}))
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(100 << 20)
+		return err
+	}, gpu.Name("too-big"))
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	require.Len(t, seen, 1)
+	assert.Contains(t, seen[0].Error(), `scope "too-big"`)
+	_, err = gpu.OpenHost(gpu.OnOutOfMemory(nil))
+	assert.Error(t, err)
+}
+
+func TestVarPublishesStatsAsJSON(t *testing.T) {
+	dev := openHost(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		require.NoError(t, err)
+		var st pool.Stats
+		require.NoError(t, json.Unmarshal([]byte(dev.Var().String()), &st))
+		assert.Equal(t, int64(1<<20), st.Allocated)
+		return nil
+	}))
+}

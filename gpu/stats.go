@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"expvar"
 	"fmt"
 	"log/slog"
 
@@ -37,6 +38,12 @@ func (d *Device) Stats() Stats {
 		return Stats{}
 	}
 	return Stats{Stats: d.pool.Stats(), OpenScopes: len(d.tree.Scopes())}
+}
+
+// Var returns an expvar.Var whose String is the device's Stats as JSON, for
+// expvar.Publish("gpu0", dev.Var()): /debug/vars then shows them.
+func (d *Device) Var() expvar.Var {
+	return expvar.Func(func() any { return d.Stats().Stats })
 }
 
 // ResetPeaks sets the device's peaks to what is allocated and reserved now,

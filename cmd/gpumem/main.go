@@ -35,35 +35,92 @@ func main() {
 
 const usage = `usage: gpumem replay [flags] FILE
        gpumem stress [flags]
+       gpumem help
 
-replay replays an allocation trace through the pool and prints one JSON
-object. stress runs nested scopes from many goroutines and checks that
-nothing is left. Flags of replay:
+replay replays an allocation trace (CSV: action,addr,size,stream, plain or
+gzip) through gpuscope's pool and prints one JSON object: peak requested and
+reserved bytes and their ratio, every driver call by kind and its time
+(measured with --driver cuda, modelled from an H200's costs with --driver
+sim), and the time of each pass. stress opens nested scopes from many
+goroutines for a while and checks that nothing is left.
 `
 
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "stress" {
+	cmd := ""
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "replay":
+		return replayCommand(args[1:], stdout, stderr)
+	case "stress":
 		return stress(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		help(stdout)
+		return nil
 	}
-	if len(args) == 0 || args[0] != "replay" {
-		fmt.Fprint(stderr, usage)
-		return errors.New("unknown or missing command; the commands are replay and stress")
+	fmt.Fprint(stderr, usage)
+	return errors.New("unknown or missing command; the commands are replay, stress and help")
+}
+
+// help prints the usage of every command, with its flags.
+func help(w io.Writer) {
+	fmt.Fprint(w, usage)
+	for _, c := range []struct {
+		name  string
+		flags *flag.FlagSet
+	}{{"replay", replayFlags(new(replayOptions))}, {"stress", stressFlags(new(stressOptions))}} {
+		fmt.Fprintf(w, "\nflags of %s:\n", c.name)
+		c.flags.SetOutput(w)
+		c.flags.PrintDefaults()
 	}
+}
+
+// wantsHelp reports whether args ask for help rather than a run.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// replayOptions are the flags of replay.
+type replayOptions struct {
+	driver, expand, timeline                  string
+	capacity, pageSize, maxReserved, maxSplit int64
+	threshold, step                           int64
+	repeat, shards                            int
+}
+
+func replayFlags(o *replayOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.StringVar(&o.driver, "driver", "sim", "where memory comes from: sim (simulated, touches no memory)"+extraDrivers)
+	fs.Int64Var(&o.capacity, "capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited)")
+	fs.Int64Var(&o.pageSize, "page-size", sim.DefaultPageSize, "with --driver sim: bytes per mapped page")
+	fs.StringVar(&o.expand, "expand", "auto", "auto (map pages where the source can), never, always")
+	fs.Int64Var(&o.maxReserved, "max-reserved", 0, "pool MaxReserved: most bytes the pool reserves (0: no cap)")
+	fs.Int64Var(&o.maxSplit, "max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
+	fs.Int64Var(&o.threshold, "release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
+	fs.IntVar(&o.repeat, "repeat", 1, "replay the trace this many times, freeing what is still live between repetitions")
+	fs.StringVar(&o.timeline, "timeline", "", "write the bytes requested and reserved after every event of the first pass to this CSV file (slows the replay: time it without)")
+	fs.Int64Var(&o.step, "growth-step", pool.DefaultGrowthStep, "pool GrowthStep in bytes: large arenas grow by multiples of it (0: by exactly what a request lacks)")
+	fs.IntVar(&o.shards, "shards", 1, "pool front-cache shards; a replay is one goroutine, and with one shard it is deterministic (0: the pool's default, 2 x GOMAXPROCS)")
+	return fs
+}
+
+func replayCommand(args []string, stdout, stderr io.Writer) error {
+	o := new(replayOptions)
+	fs := replayFlags(o)
+	if wantsHelp(args) {
+		help(stdout)
+		return nil
+	}
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	driver := fs.String("driver", "sim", "where memory comes from: sim (simulated, touches no memory)"+extraDrivers)
-	capacity := fs.Int64("capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited)")
-	pageSize := fs.Int64("page-size", sim.DefaultPageSize, "with --driver sim: bytes per mapped page")
-	expand := fs.String("expand", "auto", "auto (map pages where the source can), never, always")
-	maxReserved := fs.Int64("max-reserved", 0, "pool MaxReserved: most bytes the pool reserves (0: no cap)")
-	maxSplit := fs.Int64("max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
-	threshold := fs.Int64("release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
-	repeat := fs.Int("repeat", 1, "replay the trace this many times, freeing what is still live between repetitions")
-	timeline := fs.String("timeline", "", "write the bytes requested and reserved after every event of the first pass to this CSV file (slows the replay: time it without)")
-	step := fs.Int64("growth-step", pool.DefaultGrowthStep, "pool GrowthStep in bytes: large arenas grow by multiples of it (0: by exactly what a request lacks)")
-	shards := fs.Int("shards", 1, "pool front-cache shards; a replay is one goroutine, and with one shard it is deterministic (0: the pool's default, 2 x GOMAXPROCS)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -71,32 +128,32 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return errors.New("replay needs one trace FILE")
 	}
 	var opts []pool.Option
-	switch *expand {
+	switch o.expand {
 	case "auto":
 	case "never":
 		opts = append(opts, pool.Expand(pool.ExpandNever))
 	case "always":
 		opts = append(opts, pool.Expand(pool.ExpandAlways))
 	default:
-		return fmt.Errorf("--expand %q: want auto, never or always", *expand)
+		return fmt.Errorf("--expand %q: want auto, never or always", o.expand)
 	}
-	if *maxReserved != 0 {
-		opts = append(opts, pool.MaxReserved(*maxReserved))
+	if o.maxReserved != 0 {
+		opts = append(opts, pool.MaxReserved(o.maxReserved))
 	}
-	if *maxSplit != 0 {
-		opts = append(opts, pool.MaxSplitSize(*maxSplit))
+	if o.maxSplit != 0 {
+		opts = append(opts, pool.MaxSplitSize(o.maxSplit))
 	}
-	if *shards != 0 {
-		opts = append(opts, pool.Shards(*shards))
+	if o.shards != 0 {
+		opts = append(opts, pool.Shards(o.shards))
 	}
-	if *repeat < 1 {
-		return fmt.Errorf("--repeat %d: must be at least 1", *repeat)
+	if o.repeat < 1 {
+		return fmt.Errorf("--repeat %d: must be at least 1", o.repeat)
 	}
-	if *step != pool.DefaultGrowthStep {
-		opts = append(opts, pool.GrowthStep(*step))
+	if o.step != pool.DefaultGrowthStep {
+		opts = append(opts, pool.GrowthStep(o.step))
 	}
-	if *threshold >= 0 {
-		opts = append(opts, pool.ReleaseThreshold(*threshold))
+	if o.threshold >= 0 {
+		opts = append(opts, pool.ReleaseThreshold(o.threshold))
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
@@ -107,13 +164,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
-	src, closeSrc, err := openSource(*driver, *capacity, *pageSize)
+	src, closeSrc, err := openSource(o.driver, o.capacity, o.pageSize)
 	if err != nil {
 		return err
 	}
 	defer closeSrc()
 	var model sim.CostTable
-	if *driver == "sim" {
+	if o.driver == "sim" {
 		model = sim.H200
 	}
 	src, m, err := newMeter(src, model)
@@ -125,8 +182,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var tl io.Writer
-	if *timeline != "" {
-		f, err := os.Create(*timeline)
+	if o.timeline != "" {
+		f, err := os.Create(o.timeline)
 		if err != nil {
 			return err
 		}
@@ -134,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer func() { _ = bw.Flush(); _ = f.Close() }()
 		tl = bw
 	}
-	res, err := replay(p, events, m, *repeat, tl)
+	res, err := replay(p, events, m, o.repeat, tl)
 	if cerr := p.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -142,7 +199,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	res.Trace = fs.Arg(0)
-	res.Driver = *driver
+	res.Driver = o.driver
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)

@@ -267,3 +267,15 @@ func TestInferenceWithChangingSequenceLengths(t *testing.T) {
 	assert.Greater(t, classic.ReservedRatio, 2.0, "fixed segments reserve over twice what is used, as PyTorch's native allocator does")
 	t.Logf("reserved/requested: expandable %.4f (%d growths), classic segments %.4f", res.ReservedRatio, res.Growths, classic.ReservedRatio)
 }
+
+func TestHelpPrintsEveryCommandAndExitsWell(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"replay", "-h"}, {"stress", "--help"}} {
+		var out, errb bytes.Buffer
+		require.NoError(t, run(args, &out, &errb), strings.Join(args, " "))
+		assert.Contains(t, out.String(), "usage: gpumem replay")
+		assert.Contains(t, out.String(), "flags of replay:")
+		assert.Contains(t, out.String(), "-growth-step")
+		assert.Contains(t, out.String(), "flags of stress:")
+		assert.Contains(t, out.String(), "-goroutines")
+	}
+}

@@ -32,38 +32,56 @@ type stressResult struct {
 // stress opens and closes nested scopes from many goroutines until the time
 // is up, allocating, writing, keeping and freeing buffers in them; then it
 // checks that nothing is left. It is the workload compute-sanitizer runs.
-func stress(args []string, stdout, stderr io.Writer) error {
+// stressOptions are the flags of stress.
+type stressOptions struct {
+	driver     string
+	seconds    float64
+	goroutines int
+}
+
+func stressFlags(o *stressOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("stress", flag.ContinueOnError)
+	fs.StringVar(&o.driver, "driver", "host", "host, or cuda (GPU 0, in a build with -tags cuda)")
+	fs.Float64Var(&o.seconds, "seconds", 5, "how long to run")
+	fs.IntVar(&o.goroutines, "goroutines", 16, "goroutines opening scopes at once")
+	return fs
+}
+
+func stress(args []string, stdout, stderr io.Writer) error {
+	if wantsHelp(args) {
+		help(stdout)
+		return nil
+	}
+	o := new(stressOptions)
+	fs := stressFlags(o)
 	fs.SetOutput(stderr)
-	driver := fs.String("driver", "host", "host, or cuda (GPU 0, in a build with -tags cuda)")
-	seconds := fs.Float64("seconds", 5, "how long to run")
-	goroutines := fs.Int("goroutines", 16, "goroutines opening scopes at once")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *seconds <= 0 || *goroutines <= 0 {
+
+	if o.seconds <= 0 || o.goroutines <= 0 {
 		return errors.New("--seconds and --goroutines must be positive")
 	}
 	var dev *gpu.Device
 	var err error
-	switch *driver {
+	switch o.driver {
 	case "host":
 		dev, err = gpu.OpenHost(gpu.HostMemory(4 << 30))
 	case "cuda":
 		dev, err = gpu.Open(0)
 	default:
-		err = fmt.Errorf("--driver %q: want host or cuda", *driver)
+		err = fmt.Errorf("--driver %q: want host or cuda", o.driver)
 	}
 	if err != nil {
 		return err
 	}
-	res := stressResult{Driver: *driver, Goroutines: *goroutines}
+	res := stressResult{Driver: o.driver, Goroutines: o.goroutines}
 	var scopes, allocs, kept, freed atomic.Int64
-	deadline := time.Now().Add(time.Duration(*seconds * float64(time.Second)))
+	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
 	var wg sync.WaitGroup
-	errs := make(chan error, *goroutines)
+	errs := make(chan error, o.goroutines)
 	start := time.Now()
-	for g := range *goroutines {
+	for g := range o.goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

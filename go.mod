@@ -1,8 +1,9 @@
 module github.com/gpuscope/gpuscope
 
-go 1.26
+go 1.26.0
 
 require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/stretchr/testify v1.11.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.38.0

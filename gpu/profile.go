@@ -26,7 +26,7 @@ func (d *Device) WriteProfile(w io.Writer) error {
 		return ErrDeviceClosed
 	}
 	p := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"}},
+		SampleType:        []*profile.ValueType{{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"}},
 		DefaultSampleType: "inuse_space",
 		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
 		Period:            1,

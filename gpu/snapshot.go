@@ -105,7 +105,7 @@ func (d *Device) Summary() string {
 	}
 	row("allocated", st.Allocated, st.PeakAllocated)
 	row("reserved", st.Reserved, st.PeakReserved)
-	fmt.Fprintf(&b, "  %-10s %12s   (freed, kept for reuse; EmptyCache returns it)\n", "cached", pool.FormatBytes(st.Cached))
+	fmt.Fprintf(&b, "  %-10s %12s   (reserved, not in use; EmptyCache returns it)\n", "cached", pool.FormatBytes(st.Cached))
 	fmt.Fprintf(&b, "  %-10s %12d   live; %d allocations, %d frees, %d served from the cache, %d out of memory\n",
 		"buffers", st.ActiveBlocks, st.Allocs, st.Frees, st.CacheHits, st.OOMs)
 	if len(snap.Scopes) == 0 {

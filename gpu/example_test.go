@@ -1,0 +1,46 @@
+package gpu_test
+
+import (
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// A long-lived scope holds the weights; a scope per batch holds the
+// activations. Summary shows both as a tree, with the bytes each takes.
+func ExampleDevice_Summary() {
+	dev, err := gpu.OpenHost(gpu.HostMemory(1 << 30))
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	weights, err := dev.NewScope(gpu.Name("weights"))
+	if err != nil {
+		panic(err)
+	}
+	defer weights.Close()
+	if _, err := gpu.Alloc[float32](weights, 4<<20); err != nil { // 16 MiB
+		panic(err)
+	}
+	err = gpu.WithScope(weights.Context(), dev, func(batch *gpu.Scope) error {
+		if _, err := batch.Alloc(3 << 20); err != nil {
+			return err
+		}
+		fmt.Print(dev.Summary())
+		return nil
+	}, gpu.Name("batch"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(dev.Stats())
+	// Output:
+	// device host (host memory (1073741824 bytes))
+	//   allocated     19.00 MiB   peak    19.00 MiB
+	//   reserved      20.00 MiB   peak    20.00 MiB
+	//   cached         1.00 MiB   (reserved, not in use; EmptyCache returns it)
+	//   buffers               2   live; 2 allocations, 0 frees, 0 served from the cache, 0 out of memory
+	// 2 scopes open (bytes taken with their children, peak, own buffers), largest first:
+	//   weights                         19.00 MiB   peak    19.00 MiB   1 buffers (16.00 MiB)
+	//     batch                          3.00 MiB   peak     3.00 MiB   1 buffers (3.00 MiB)
+	// allocated 16.00 MiB (peak 19.00 MiB), reserved 20.00 MiB (peak 20.00 MiB), cached 4.00 MiB; 1 buffers live, 1 scopes open
+}

@@ -26,6 +26,7 @@ type Device struct {
 	releaseErrors func(error) // OnReleaseError, or nil
 	onOOM         func(error) // OnOutOfMemory, or nil
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
+	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
 }
 

@@ -23,7 +23,8 @@ type Pool struct {
 	limit  int64 // bytes; 0 means none
 	total  int64 // the device's bytes, as MemInfo said when the pool was made; 0: unknown
 
-	closed atomic.Bool
+	closed   atomic.Bool
+	observer atomic.Pointer[func(alloc bool, b Block)] // Observe's function, or nil
 
 	reservedNow atomic.Int64 // copy of reserved for lock-free reads
 
@@ -167,7 +168,7 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 			if peak {
 				p.notePeak(sh)
 			}
-			return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+			return p.observed(Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}), nil
 		}
 		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
@@ -189,7 +190,29 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if peak {
 		p.notePeak(sh)
 	}
-	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+	return p.observed(Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}), nil
+}
+
+// Observe makes the pool call fn after every allocation (alloc true) and
+// at every free, before the block can be handed out again, so that the
+// calls' order is one the allocations could have had; nil stops it. fn is
+// called from the allocating and freeing goroutines, concurrently, and must
+// not call the pool. A device's recording (gpu.Device.StartRecording) uses
+// it.
+func (p *Pool) Observe(fn func(alloc bool, b Block)) {
+	if fn == nil {
+		p.observer.Store(nil)
+		return
+	}
+	p.observer.Store(&fn)
+}
+
+// observed tells the observer of an allocation, and returns it.
+func (p *Pool) observed(b Block) Block {
+	if o := p.observer.Load(); o != nil {
+		(*o)(true, b)
+	}
+	return b
 }
 
 // notePeak raises the peak to the bytes allocated now, summed over shards,
@@ -245,6 +268,9 @@ func (p *Pool) Free(b Block) error {
 	}
 	if !blk.live.CompareAndSwap(b.gen, 0) {
 		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
+	}
+	if o := p.observer.Load(); o != nil {
+		(*o)(false, b) // before the block can be handed out again
 	}
 	// Read before the block is pushed: once it is in a shard another
 	// goroutine may drain and reuse it. The block goes back to the shard

@@ -155,14 +155,8 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	if o.threshold >= 0 {
 		opts = append(opts, pool.ReleaseThreshold(o.threshold))
 	}
-	f, err := os.Open(fs.Arg(0))
-	if err != nil {
+	if _, err := os.Stat(fs.Arg(0)); err != nil {
 		return err
-	}
-	defer f.Close()
-	events, err := readTrace(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	src, closeSrc, err := openSource(o.driver, o.capacity, o.pageSize)
 	if err != nil {
@@ -191,7 +185,7 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 		defer func() { _ = bw.Flush(); _ = f.Close() }()
 		tl = bw
 	}
-	res, err := replay(p, events, m, o.repeat, tl)
+	res, err := replay(p, openTraceFile(fs.Arg(0), stderr), m, o.repeat, tl)
 	if cerr := p.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

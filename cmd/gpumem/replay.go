@@ -46,20 +46,52 @@ type repetition struct {
 	WallNs int64 `json:"wall_ns"`
 }
 
+// events yields a trace's events one at a time; io.EOF ends them.
+type events interface{ next() (event, error) }
+
+// openEvents opens a trace's events from the start, for one pass.
+type openEvents func() (events, func() error, error)
+
+// sliceEvents serves events from memory: tests and fuzzing.
+type sliceEvents struct {
+	evs []event
+	i   int
+}
+
+func (s *sliceEvents) next() (event, error) {
+	if s.i == len(s.evs) {
+		return event{}, io.EOF
+	}
+	s.i++
+	return s.evs[s.i-1], nil
+}
+
+// inMemory opens evs for each pass.
+func inMemory(evs []event) openEvents {
+	return func() (events, func() error, error) {
+		return &sliceEvents{evs: evs}, func() error { return nil }, nil
+	}
+}
+
 // replay runs the alloc and free_requested events of a trace through p,
 // repeat times; between repetitions it frees what the trace left live.
 // Frees of addresses the trace never allocated (made before recording
 // began) are skipped; an allocation that fails with ErrOutOfMemory is
 // counted and its free skipped. Any other failure stops the replay with an
 // error that names the line.
-func replay(p *pool.Pool, events []event, m *meter, repeat int, timeline io.Writer) (result, error) {
+func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Writer) (result, error) {
 	res := result{tally: newTally(), DriverNsModelled: m.model != nil}
 	var requested int64 // bytes the trace holds live, counted from the trace itself
 	var elapsed time.Duration
 	m.take() // what making the pool cost is not the trace's
 	for range repeat {
+		evs, closeEvents, err := open()
+		if err != nil {
+			return res, err
+		}
 		start := time.Now()
-		err := replayOnce(p, events, &res, &requested, timeline)
+		err = replayOnce(p, evs, &res, &requested, timeline)
+		err = errors.Join(err, closeEvents())
 		timeline = nil // the first pass only
 		wall := time.Since(start)
 		elapsed += wall
@@ -80,7 +112,6 @@ func replay(p *pool.Pool, events []event, m *meter, repeat int, timeline io.Writ
 			return res, err
 		}
 	}
-	res.Events = len(events) * repeat
 	st := p.Stats()
 	res.Expandable = p.Expandable()
 	res.PeakAllocatedBytes = st.PeakAllocated
@@ -106,7 +137,7 @@ func replay(p *pool.Pool, events []event, m *meter, repeat int, timeline io.Writ
 //
 // With a timeline it writes, after every event, the event's line and the
 // bytes requested and reserved then, as CSV.
-func replayOnce(p *pool.Pool, events []event, res *result, requested *int64, timeline io.Writer) error {
+func replayOnce(p *pool.Pool, evs events, res *result, requested *int64, timeline io.Writer) error {
 	if timeline != nil {
 		if _, err := fmt.Fprintln(timeline, "line,requested_bytes,reserved_bytes"); err != nil {
 			return err
@@ -119,7 +150,15 @@ func replayOnce(p *pool.Pool, events []event, res *result, requested *int64, tim
 	live := make(map[uint64]liveBlock)
 	failed := make(map[uint64]bool) // allocations that ran out of memory
 	freed := make(map[uint64]int)   // address -> line of its last free
-	for _, ev := range events {
+	for {
+		ev, err := evs.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		res.Events++
 		switch ev.action {
 		case "alloc":
 			if prev, ok := live[ev.addr]; ok {

@@ -4,19 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 )
 
-// event is one line of an allocation trace.
+// event is one line of an allocation trace (docs/trace-format.md).
 type event struct {
 	line   int
 	action string
 	addr   uint64
 	size   int64
 	stream uint64
+	scope  string // the optional fifth column: the path of the scope that allocated
 }
 
 // The actions a trace may hold; a replay uses alloc and free_requested.
@@ -26,47 +28,90 @@ var knownActions = map[string]bool{
 	"segment_map": true, "segment_unmap": true, "snapshot": true, "oom": true,
 }
 
-// readTrace parses a trace in the CSV format of PyTorch's memory history cut
-// down to action,addr,size,stream, plain or gzip. A malformed line or an
-// unknown action is an error that names the line.
-func readTrace(r io.Reader) ([]event, error) {
-	br := bufio.NewReader(r)
+// traceReader reads a trace one event at a time, plain or gzip, so that a
+// replay's memory does not grow with the trace's length. A malformed line
+// or an unknown action is an error that names the line.
+type traceReader struct {
+	cr    *csv.Reader
+	close func() error
+	first bool
+}
+
+func newTraceReader(r io.Reader) (*traceReader, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	t := &traceReader{close: func() error { return nil }, first: true}
+	var in io.Reader = br
 	if magic, err := br.Peek(2); err == nil && bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("trace: %w", err)
 		}
-		defer zr.Close()
-		br = bufio.NewReader(zr)
+		in, t.close = bufio.NewReaderSize(zr, 1<<16), zr.Close
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var events []event
-	for n := 1; sc.Scan(); n++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
+	t.cr = csv.NewReader(in)
+	t.cr.Comment = '#'
+	t.cr.FieldsPerRecord = -1
+	t.cr.TrimLeadingSpace = true
+	t.cr.ReuseRecord = true
+	return t, nil
+}
+
+// next returns the next event, or io.EOF after the last.
+func (t *traceReader) next() (event, error) {
+	for {
+		rec, err := t.cr.Read()
+		if err == io.EOF {
+			return event{}, io.EOF
 		}
-		if n == 1 && strings.HasPrefix(text, "action,") {
-			continue
+		line, _ := t.cr.FieldPos(0)
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return event{}, fmt.Errorf("trace line %d: %v", pe.Line, pe.Err)
+			}
+			return event{}, fmt.Errorf("trace: %w", err)
 		}
-		f := strings.Split(text, ",")
-		if len(f) != 4 {
-			return nil, fmt.Errorf("trace line %d: %d fields, want 4 (action,addr,size,stream): %q", n, len(f), text)
+		first := t.first
+		t.first = false
+		if first && rec[0] == "action" {
+			continue // the header
 		}
-		if !knownActions[f[0]] {
-			return nil, fmt.Errorf("trace line %d: unknown action %q", n, f[0])
+		if len(rec) < 4 || len(rec) > 5 {
+			return event{}, fmt.Errorf("trace line %d: %d fields, want 4 (action,addr,size,stream) and an optional scope", line, len(rec))
 		}
-		addr, err1 := strconv.ParseUint(f[1], 10, 64)
-		size, err2 := strconv.ParseInt(f[2], 10, 64)
-		stream, err3 := strconv.ParseUint(f[3], 10, 64)
+		if !knownActions[rec[0]] {
+			return event{}, fmt.Errorf("trace line %d: unknown action %q", line, rec[0])
+		}
+		addr, err1 := strconv.ParseUint(rec[1], 10, 64)
+		size, err2 := strconv.ParseInt(rec[2], 10, 64)
+		stream, err3 := strconv.ParseUint(rec[3], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil || size < 0 {
-			return nil, fmt.Errorf("trace line %d: addr, size and stream must be non-negative integers: %q", n, text)
+			return event{}, fmt.Errorf("trace line %d: addr, size and stream must be non-negative integers", line)
 		}
-		events = append(events, event{line: n, action: f[0], addr: addr, size: size, stream: stream})
+		ev := event{line: line, action: rec[0], addr: addr, size: size, stream: stream}
+		if len(rec) == 5 {
+			ev.scope = rec[4]
+		}
+		return ev, nil
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("trace: %w", err)
+}
+
+// readTrace reads a whole trace into memory: for tests and small traces.
+func readTrace(r io.Reader) ([]event, error) {
+	t, err := newTraceReader(r)
+	if err != nil {
+		return nil, err
 	}
-	return events, nil
+	defer t.close()
+	var events []event
+	for {
+		ev, err := t.next()
+		if err == io.EOF {
+			return events, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+	}
 }

@@ -45,7 +45,7 @@ func FuzzReadTrace(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = replay(p, events, m, 2, nil)
+		_, _ = replay(p, inMemory(events), m, 2, nil)
 		_ = p.Close()
 	})
 }

@@ -1,0 +1,77 @@
+package gpu
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// A Recording writes every allocation and free of a device's pool as a
+// trace (docs/trace-format.md), which `gpumem replay` replays and
+// `gpumem plot` draws: a user's own workload, to tune the pool on.
+type Recording struct {
+	dev *Device
+
+	mu      sync.Mutex // protects the fields below
+	w       *bufio.Writer
+	err     error
+	stopped bool
+}
+
+var errRecording = errors.New("gpu: the device is recording already")
+
+// StartRecording starts writing the device's allocations and frees to w, in
+// the shape of pprof.StartCPUProfile: one recording per device at a time,
+// until Stop. It records at the pool: a reservation is one allocation, and
+// what scopes allocate inside it is not in the trace.
+func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
+	if !d.valid() {
+		return nil, errNilDevice
+	}
+	if d.closed.Load() {
+		return nil, ErrDeviceClosed
+	}
+	if w == nil {
+		return nil, errors.New("gpu: StartRecording(nil)")
+	}
+	r := &Recording{dev: d, w: bufio.NewWriterSize(w, 64<<10)}
+	if !d.recording.CompareAndSwap(nil, r) {
+		return nil, errRecording
+	}
+	_, r.err = r.w.WriteString("action,addr,size,stream\n")
+	d.pool.Observe(r.note)
+	return r, nil
+}
+
+// note writes one event.
+func (r *Recording) note(alloc bool, b pool.Block) {
+	action := "free_requested"
+	if alloc {
+		action = "alloc"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil && !r.stopped {
+		_, r.err = fmt.Fprintf(r.w, "%s,%d,%d,%d\n", action, b.Ptr(), b.Size(), b.Stream())
+	}
+}
+
+// Stop ends the recording, flushes what it wrote and returns the first
+// error writing it met. Stop is idempotent.
+func (r *Recording) Stop() error {
+	r.dev.pool.Observe(nil)
+	r.dev.recording.CompareAndSwap(r, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stopped {
+		r.stopped = true
+		if err := r.w.Flush(); r.err == nil {
+			r.err = err
+		}
+	}
+	return r.err
+}

@@ -34,6 +34,7 @@ func main() {
 }
 
 const usage = `usage: gpumem replay [flags] FILE
+       gpumem plot -o OUT.svg|OUT.html FILE
        gpumem stress [flags]
        gpumem help
 
@@ -41,8 +42,11 @@ replay replays an allocation trace (CSV: action,addr,size,stream, plain or
 gzip) through gpuscope's pool and prints one JSON object: peak requested and
 reserved bytes and their ratio, every driver call by kind and its time
 (measured with --driver cuda, modelled from an H200's costs with --driver
-sim), and the time of each pass. stress opens nested scopes from many
-goroutines for a while and checks that nothing is left.
+sim), and the time of each pass. plot draws a trace's memory over its
+events: requested bytes stacked by size (or by scope, where the trace has
+that column), and what the pool reserves replaying it. stress opens nested
+scopes from many goroutines for a while and checks that nothing is left.
+The trace format is in docs/trace-format.md.
 `
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -53,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "replay":
 		return replayCommand(args[1:], stdout, stderr)
+	case "plot":
+		return plotCommand(args[1:], stdout, stderr)
 	case "stress":
 		return stress(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -60,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return errors.New("unknown or missing command; the commands are replay, stress and help")
+	return errors.New("unknown or missing command; the commands are replay, plot, stress and help")
 }
 
 // help prints the usage of every command, with its flags.
@@ -69,7 +75,7 @@ func help(w io.Writer) {
 	for _, c := range []struct {
 		name  string
 		flags *flag.FlagSet
-	}{{"replay", replayFlags(new(replayOptions))}, {"stress", stressFlags(new(stressOptions))}} {
+	}{{"replay", replayFlags(new(replayOptions))}, {"plot", plotFlags(new(plotOptions))}, {"stress", stressFlags(new(stressOptions))}} {
 		fmt.Fprintf(w, "\nflags of %s:\n", c.name)
 		c.flags.SetOutput(w)
 		c.flags.PrintDefaults()

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"html"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+// plotOptions are the flags of plot.
+type plotOptions struct {
+	out   string
+	width int
+}
+
+func plotFlags(o *plotOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+	fs.StringVar(&o.out, "o", "", "the file to write: .svg, or .html (the SVG in a page with the figures)")
+	fs.IntVar(&o.width, "width", 1200, "the plot's width in pixels")
+	return fs
+}
+
+// plotCommand draws a trace: the bytes requested over its events, stacked
+// by size class (or by scope, where the trace has the scope column), and
+// the bytes gpuscope's pool reserves replaying it on the simulated source,
+// with both peaks marked.
+func plotCommand(args []string, stdout, stderr io.Writer) error {
+	if wantsHelp(args) {
+		help(stdout)
+		return nil
+	}
+	o := new(plotOptions)
+	fs := plotFlags(o)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || o.out == "" {
+		return errors.New("plot needs one trace FILE and -o OUT.svg or OUT.html")
+	}
+	if o.width < 200 {
+		return fmt.Errorf("-width %d: at least 200", o.width)
+	}
+	tl, err := traceTimeline(openTraceFile(fs.Arg(0), stderr), o.width)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	name := filepath.Base(fs.Arg(0))
+	svg := tl.svg(name, o.width)
+	var page string
+	switch {
+	case strings.HasSuffix(o.out, ".svg"):
+		page = svg
+	case strings.HasSuffix(o.out, ".html"):
+		page = tl.html(name, svg)
+	default:
+		return fmt.Errorf("-o %q: want a .svg or .html file", o.out)
+	}
+	return os.WriteFile(o.out, []byte(page), 0o644)
+}
+
+// timeline is a trace drawn in columns: for each, the bytes requested by
+// group and the bytes reserved, where the requested total was largest.
+type timeline struct {
+	groups        []string // the stacking order, largest first
+	cols          []column
+	events        int
+	peakRequested int64
+	peakReserved  int64
+	peakAt        int // the event of the requested peak
+}
+
+type column struct {
+	first, last int // events
+	byGroup     map[string]int64
+	total       int64
+	reserved    int64
+}
+
+// sizeGroup names the size class of a request.
+func sizeGroup(n int64) string {
+	switch {
+	case n < 1<<20:
+		return "under 1 MiB"
+	case n < 10<<20:
+		return "1 to 10 MiB"
+	case n < 100<<20:
+		return "10 to 100 MiB"
+	}
+	return "100 MiB and more"
+}
+
+// traceTimeline replays the trace once on the simulated source (default
+// pool settings, one shard: deterministic) and samples it into width
+// columns. It reads the trace twice: to count the events, then to draw.
+func traceTimeline(open openEvents, width int) (*timeline, error) {
+	n, byScope, err := countEvents(open)
+	if err != nil {
+		return nil, err
+	}
+	src := sim.New(0, 0)
+	p, err := pool.New(src, pool.Shards(1))
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	evs, closeEvents, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer closeEvents()
+	tl := &timeline{}
+	type liveBlock struct {
+		b     pool.Block
+		group string
+	}
+	live := map[uint64]liveBlock{}
+	byGroup := map[string]int64{}
+	var requested int64
+	per := max(1, (n+width-1)/width)
+	var cur column
+	seen := map[string]bool{}
+	for i := 0; ; {
+		ev, err := evs.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch ev.action {
+		case "alloc":
+			if _, ok := live[ev.addr]; ok {
+				return nil, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.line, ev.addr)
+			}
+			b, err := p.AllocOn(ev.size, uintptr(ev.stream))
+			if err != nil {
+				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
+			}
+			g := sizeGroup(ev.size)
+			if byScope {
+				g = cmp.Or(ev.scope, "(no scope)")
+			}
+			live[ev.addr] = liveBlock{b, g}
+			byGroup[g] += ev.size
+			requested += ev.size
+			seen[g] = true
+		case "free_requested":
+			lb, ok := live[ev.addr]
+			if !ok {
+				continue
+			}
+			if err := p.Free(lb.b); err != nil {
+				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
+			}
+			delete(live, ev.addr)
+			byGroup[lb.group] -= lb.b.Size()
+			requested -= lb.b.Size()
+		default:
+			continue
+		}
+		reserved := p.Stats().Reserved
+		if requested > tl.peakRequested {
+			tl.peakRequested, tl.peakAt = requested, i
+		}
+		tl.peakReserved = max(tl.peakReserved, reserved)
+		if cur.byGroup == nil {
+			cur = column{first: i, byGroup: map[string]int64{}}
+		}
+		if requested >= cur.total {
+			cur.total = requested
+			clear(cur.byGroup)
+			for g, v := range byGroup {
+				cur.byGroup[g] = v
+			}
+		}
+		cur.reserved = max(cur.reserved, reserved)
+		cur.last = i
+		i++
+		if i%per == 0 {
+			tl.cols = append(tl.cols, cur)
+			cur = column{}
+		}
+	}
+	if cur.byGroup != nil {
+		tl.cols = append(tl.cols, cur)
+	}
+	tl.events = n
+	for g := range seen {
+		tl.groups = append(tl.groups, g)
+	}
+	peak := map[string]int64{}
+	for _, c := range tl.cols {
+		for g, v := range c.byGroup {
+			peak[g] = max(peak[g], v)
+		}
+	}
+	slices.SortFunc(tl.groups, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
+	for _, lb := range live {
+		_ = p.Free(lb.b)
+	}
+	return tl, nil
+}
+
+// countEvents counts a trace's allocs and frees, and reports whether any
+// alloc names its scope.
+func countEvents(open openEvents) (n int, byScope bool, err error) {
+	evs, closeEvents, err := open()
+	if err != nil {
+		return 0, false, err
+	}
+	defer closeEvents()
+	for {
+		ev, err := evs.next()
+		if err == io.EOF {
+			return n, byScope, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		if ev.action == "alloc" || ev.action == "free_requested" {
+			n++
+			byScope = byScope || ev.scope != ""
+		}
+	}
+}
+
+var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+
+// svg draws the timeline.
+func (tl *timeline) svg(name string, width int) string {
+	const height, left, right, top, bottom = 460, 90, 190, 40, 50
+	pw, ph := float64(width-left-right), float64(height-top-bottom)
+	ymax := float64(max(tl.peakReserved, tl.peakRequested, 1)) * 1.08
+	x := func(col int) float64 { return float64(left) + float64(col)/float64(max(1, len(tl.cols)))*pw }
+	y := func(v int64) float64 { return float64(top) + ph - float64(v)/ymax*ph }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, width, height)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`, width, height)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s: memory over %d events</text>`, left, html.EscapeString(name), tl.events)
+	for k := 0; k <= 5; k++ {
+		v := int64(ymax * float64(k) / 5)
+		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, float64(left)+pw, y(v), y(v))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, left-6, y(v)+4, pool.FormatBytes(v))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`, float64(left)+pw*float64(k)/5, height-bottom+16, tl.events*k/5)
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">events (allocations and frees)</text>`, float64(left)+pw/2, height-bottom+34)
+	// Stacked areas of requested bytes, bottom group first.
+	base := make([]int64, len(tl.cols))
+	for gi, g := range tl.groups {
+		var pts []string
+		for c := range tl.cols {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(c), y(base[c]+tl.cols[c].byGroup[g])))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(c+1), y(base[c]+tl.cols[c].byGroup[g])))
+		}
+		for c := len(tl.cols) - 1; c >= 0; c-- {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(c+1), y(base[c])))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(c), y(base[c])))
+		}
+		color := palette[gi%len(palette)]
+		fmt.Fprintf(&b, `<polygon points="%s" fill="%s" fill-opacity="0.85"/>`, strings.Join(pts, " "), color)
+		for c := range tl.cols {
+			base[c] += tl.cols[c].byGroup[g]
+		}
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`,
+			width-right+12, top+gi*18, color, width-right+30, top+gi*18+10, html.EscapeString(g))
+	}
+	var line []string
+	for c := range tl.cols {
+		line = append(line, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(c), y(tl.cols[c].reserved), x(c+1), y(tl.cols[c].reserved)))
+	}
+	fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#222" stroke-width="1.5"/>`, strings.Join(line, " "))
+	ly := top + len(tl.groups)*18 + 10
+	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#222" stroke-width="1.5"/><text x="%d" y="%d">reserved (gpuscope)</text>`,
+		width-right+12, width-right+24, ly+6, ly+6, width-right+30, ly+10)
+	for _, m := range []struct {
+		label string
+		v     int64
+		color string
+		dy    float64 // the label above the line, or below
+	}{{"peak requested", tl.peakRequested, "#d62728", 13}, {"peak reserved", tl.peakReserved, "#222", -4}} {
+		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="5,4"/>`, left, float64(left)+pw, y(m.v), y(m.v), m.color)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%s %s</text>`, float64(left)+pw-4, y(m.v)+m.dy, m.color, m.label, pool.FormatBytes(m.v))
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// html wraps the SVG in a page, with the figures as text: no script, no
+// fetch, one file.
+func (tl *timeline) html(name, svg string) string {
+	ratio := 0.0
+	if tl.peakRequested > 0 {
+		ratio = float64(tl.peakReserved) / float64(tl.peakRequested)
+	}
+	return fmt.Sprintf(`<!doctype html>
+<html><head><meta charset="utf-8"><title>%s</title></head>
+<body style="font-family:sans-serif">
+%s
+<p>%d events. Peak requested %s (at event %d); gpuscope's pool, replaying it on a simulated device with its default settings, reserves %s at its peak (%.4f x).</p>
+</body></html>
+`, html.EscapeString(name), svg, tl.events, pool.FormatBytes(tl.peakRequested), tl.peakAt, pool.FormatBytes(tl.peakReserved), ratio)
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPlotWritesOneSelfContainedFile(t *testing.T) {
+	dir := t.TempDir()
+	html := filepath.Join(dir, "timeline.html")
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"plot", "-o", html, traceFile("resnet50_train")}, &out, &errb), errb.String())
+	page, err := os.ReadFile(html)
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "<svg", "the HTML holds the SVG")
+	assert.Contains(t, string(page), "peak requested 5.37 GiB", "the trace's peak, from the README's 5,762,142,352 bytes")
+	assert.Contains(t, string(page), "100 MiB and more", "stacked by size")
+	assert.NotContains(t, string(page), "<script", "nothing to run")
+	assert.NotContains(t, string(page), "src=", "nothing to fetch")
+	assert.NotContains(t, string(page), "href=", "nothing to fetch")
+
+	svg := filepath.Join(dir, "timeline.svg")
+	require.NoError(t, run([]string{"plot", "-o", svg, traceFile("mlp_train")}, &out, &errb))
+	data, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(data), "<svg"))
+
+	assert.Error(t, run([]string{"plot", "-o", filepath.Join(dir, "x.png"), traceFile("mlp_train")}, &out, &errb))
+	assert.Error(t, run([]string{"plot", traceFile("mlp_train")}, &out, &errb), "-o is needed")
+}
+
+func TestPlotStacksByScopeWhereTheTraceHasIt(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "scoped.csv")
+	require.NoError(t, os.WriteFile(trace, []byte(`action,addr,size,stream,scope
+alloc,1,4096,0,weights
+alloc,2,8192,0,batch
+free_requested,2,8192,0,batch
+alloc,3,1024,0,batch
+`), 0o600))
+	out := filepath.Join(dir, "p.svg")
+	var o, e bytes.Buffer
+	require.NoError(t, run([]string{"plot", "-o", out, trace}, &o, &e), e.String())
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), ">weights<")
+	assert.Contains(t, string(data), ">batch<")
+	assert.NotContains(t, string(data), "under 1 MiB", "by scope, not by size")
+}

@@ -137,7 +137,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	defer unregister(d)
-	if open := d.OpenScopes(); len(open) > 0 {
+	if open := d.scopeSnapshots(); len(open) > 0 {
 		recordForcedClose(open)
 	}
 	leftOpen, err := d.tree.Close()

@@ -3,6 +3,7 @@ package gpu_test
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"testing"
 
@@ -74,7 +75,12 @@ func TestNilAndZeroReceiversAreErrorsNotPanics(t *testing.T) {
 			assert.Zero(t, dev.Stats())
 			assert.Empty(t, dev.Name())
 			assert.Nil(t, dev.Driver())
-			assert.Nil(t, dev.OpenScopes())
+			_, err = dev.Snapshot()
+			assert.ErrorIs(t, err, gpu.ErrNoDevice)
+			assert.Contains(t, dev.Summary(), "no summary")
+			assert.ErrorIs(t, dev.WriteProfile(io.Discard), gpu.ErrNoDevice)
+			_, err = dev.StartRecording(io.Discard)
+			assert.ErrorIs(t, err, gpu.ErrNoDevice)
 			assert.NotEmpty(t, dev.String())
 		})
 	}

@@ -12,8 +12,8 @@ import (
 var registry struct {
 	mu      sync.Mutex // protects devices and forced
 	devices []*Device
-	forced  []ScopeInfo // scopes that Device.Close closed, until gputest takes them
-	dropped []error     // release errors no caller could receive, until gputest takes them
+	forced  []ScopeSnapshot // scopes that Device.Close closed, until gputest takes them
+	dropped []error         // release errors no caller could receive, until gputest takes them
 	stacks  atomic.Bool
 }
 
@@ -35,11 +35,19 @@ func unregister(d *Device) {
 	}
 }
 
-// OpenDevices returns the devices open now, oldest first.
-func OpenDevices() []*Device {
+// Snapshots returns a Snapshot of every device open in the process, oldest
+// first: what gputest's checks look at.
+func Snapshots() []*Snapshot {
 	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	return append([]*Device(nil), registry.devices...)
+	devices := append([]*Device(nil), registry.devices...)
+	registry.mu.Unlock()
+	var out []*Snapshot
+	for _, d := range devices {
+		if snap, err := d.Snapshot(); err == nil {
+			out = append(out, snap)
+		}
+	}
+	return out
 }
 
 // RecordStacks turns on or off, for every device open now and later, the
@@ -57,7 +65,7 @@ func RecordStacks(on bool) {
 
 // recordForcedClose remembers the scopes a device's Close found open, with
 // their buffers: a leak, even though the memory went back.
-func recordForcedClose(scopes []ScopeInfo) {
+func recordForcedClose(scopes []ScopeSnapshot) {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	registry.forced = append(registry.forced, scopes...)
@@ -67,7 +75,7 @@ func recordForcedClose(scopes []ScopeInfo) {
 // open since the last call, as they were just before it closed them. A
 // device closed with scopes open frees their memory, so no later look at the
 // device shows the leak; gputest reports these instead.
-func TakeForcedCloses() []ScopeInfo {
+func TakeForcedCloses() []ScopeSnapshot {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	out := registry.forced
@@ -92,42 +100,7 @@ func TakeDroppedErrors() []error {
 	return out
 }
 
-// ScopeInfo describes an open scope, for leak reports.
-type ScopeInfo struct {
-	ID      uint64 // unique in the process
-	Name    string
-	Device  string
-	Path    string
-	Live    int64     // bytes live in it and its children
-	Stack   []uintptr // where it was opened, if recorded
-	Buffers []BufferInfo
-}
-
-// BufferInfo describes a live buffer, for leak reports.
-type BufferInfo struct {
-	Key   BufferKey // tells this buffer from any other, also one at the same address later
-	Ptr   uintptr
-	Size  int64
-	Stack []uintptr // where it was allocated, if recorded
-}
-
 // BufferKey identifies a buffer for as long as anyone holds the key: a map
-// of keys is how gputest remembers buffers to ignore. It is comparable.
+// of keys is how gputest remembers buffers to ignore. It is comparable, and
+// does not travel through JSON.
 type BufferKey struct{ a *scope.Allocation }
-
-// OpenScopes describes every scope open on the device now, parents first,
-// with the buffers each owns.
-func (d *Device) OpenScopes() []ScopeInfo {
-	if !d.valid() {
-		return nil
-	}
-	var out []ScopeInfo
-	for _, s := range d.tree.Scopes() {
-		info := ScopeInfo{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: s.Stats().Live, Stack: s.Stack()}
-		for _, a := range s.Allocations() {
-			info.Buffers = append(info.Buffers, BufferInfo{Key: BufferKey{a}, Ptr: a.Ptr(), Size: a.Size(), Stack: a.Stack()})
-		}
-		out = append(out, info)
-	}
-	return out
-}

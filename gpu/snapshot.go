@@ -24,6 +24,9 @@ type Snapshot struct {
 
 // ScopeSnapshot is one open scope.
 type ScopeSnapshot struct {
+	ID       uint64           `json:"id"` // unique in the process
+	Name     string           `json:"name"`
+	Device   string           `json:"device"`
 	Path     string           `json:"path"`
 	Live     int64            `json:"live"` // bytes it and its children take (see Limit)
 	Peak     int64            `json:"peak"`
@@ -36,9 +39,10 @@ type ScopeSnapshot struct {
 
 // BufferSnapshot is one live buffer.
 type BufferSnapshot struct {
-	Address     uintptr  `json:"address"`
-	Size        int64    `json:"size"`
-	AllocatedAt []string `json:"allocated_at,omitempty"` // "function file:line", innermost first
+	Key         BufferKey `json:"-"`
+	Address     uintptr   `json:"address"`
+	Size        int64     `json:"size"`
+	AllocatedAt []string  `json:"allocated_at,omitempty"` // "function file:line", innermost first
 }
 
 // Snapshot returns the device's memory now. It copies under the pool's and
@@ -50,20 +54,26 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 	if d.closed.Load() {
 		return nil, ErrDeviceClosed
 	}
-	snap := &Snapshot{Device: d.name, Stats: d.Stats(), Pool: d.pool.Snapshot()}
-	for _, s := range d.tree.Scopes() {
-		snap.Scopes = append(snap.Scopes, scopeSnapshot(s))
-	}
-	return snap, nil
+	return &Snapshot{Device: d.name, Stats: d.Stats(), Pool: d.pool.Snapshot(), Scopes: d.scopeSnapshots()}, nil
 }
 
-func scopeSnapshot(s *scope.Scope) ScopeSnapshot {
+// scopeSnapshots describes the open scopes, parents first.
+func (d *Device) scopeSnapshots() []ScopeSnapshot {
+	var out []ScopeSnapshot
+	for _, s := range d.tree.Scopes() {
+		out = append(out, d.scopeSnapshot(s))
+	}
+	return out
+}
+
+func (d *Device) scopeSnapshot(s *scope.Scope) ScopeSnapshot {
 	st := s.Stats()
-	out := ScopeSnapshot{Path: s.Path(), Live: st.Live, Peak: st.Peak, Limit: st.Limit, Reserved: st.Reserved,
-		OpenedAt: frames(s.Stack())}
+	out := ScopeSnapshot{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: st.Live, Peak: st.Peak,
+		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack())}
 	for _, a := range s.Allocations() {
 		out.Own += a.Size()
-		out.Buffers = append(out.Buffers, BufferSnapshot{Address: a.Ptr(), Size: a.Size(), AllocatedAt: frames(a.Stack())})
+		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a}, Address: a.Ptr(), Size: a.Size(),
+			AllocatedAt: frames(a.Stack())})
 	}
 	return out
 }

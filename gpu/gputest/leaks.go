@@ -3,7 +3,6 @@ package gputest
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -68,8 +67,8 @@ func VerifyNone(t TestingT, opts ...Option) {
 
 // forcedCloses lists the scopes a device's Close found open since the last
 // look, not ignored: their memory is gone, the leak is not.
-func forcedCloses(o *options) []gpu.ScopeInfo {
-	var leaks []gpu.ScopeInfo
+func forcedCloses(o *options) []gpu.ScopeSnapshot {
+	var leaks []gpu.ScopeSnapshot
 	for _, s := range gpu.TakeForcedCloses() {
 		if len(o.devices) > 0 && !slices.Contains(o.devices, s.Device) || o.ignored(s) {
 			continue
@@ -81,20 +80,20 @@ func forcedCloses(o *options) []gpu.ScopeInfo {
 }
 
 // collect lists what is live and not ignored.
-func collect(o *options) []gpu.ScopeInfo {
-	var leaks []gpu.ScopeInfo
-	for _, d := range gpu.OpenDevices() {
-		if len(o.devices) > 0 && !slices.Contains(o.devices, d.Name()) {
+func collect(o *options) []gpu.ScopeSnapshot {
+	var leaks []gpu.ScopeSnapshot
+	for _, snap := range gpu.Snapshots() {
+		if len(o.devices) > 0 && !slices.Contains(o.devices, snap.Device) {
 			continue
 		}
 		var ignoredPaths []string
-		for _, s := range d.OpenScopes() {
+		for _, s := range snap.Scopes {
 			if slices.Contains(o.ignoredNames, s.Name) || slices.Contains(o.ignoredNames, s.Path) ||
 				slices.ContainsFunc(ignoredPaths, func(p string) bool { return strings.HasPrefix(s.Path, p+"/") }) {
 				ignoredPaths = append(ignoredPaths, s.Path)
 				continue
 			}
-			var bufs []gpu.BufferInfo
+			var bufs []gpu.BufferSnapshot
 			for _, b := range s.Buffers {
 				if !o.ignoredBufs[b.Key] {
 					bufs = append(bufs, b)
@@ -112,7 +111,7 @@ func collect(o *options) []gpu.ScopeInfo {
 
 // ignored reports whether s is ignored by name or as a scope live at
 // IgnoreCurrent, with nothing new in it.
-func (o *options) ignored(s gpu.ScopeInfo) bool {
+func (o *options) ignored(s gpu.ScopeSnapshot) bool {
 	if slices.Contains(o.ignoredNames, s.Name) || slices.ContainsFunc(o.ignoredNames, func(n string) bool {
 		return s.Path == n || strings.HasPrefix(s.Path, n+"/")
 	}) {
@@ -130,7 +129,7 @@ func (o *options) ignored(s gpu.ScopeInfo) bool {
 }
 
 // report writes one block per leak, most useful line first, stack after.
-func report(leaks []gpu.ScopeInfo) string {
+func report(leaks []gpu.ScopeSnapshot) string {
 	var b strings.Builder
 	var total int64
 	n := 0
@@ -144,30 +143,24 @@ func report(leaks []gpu.ScopeInfo) string {
 		len(leaks), n, pool.FormatBytes(total))
 	for _, s := range leaks {
 		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, pool.FormatBytes(s.Live))
-		writeStack(&b, "opened at", s.Stack)
+		writeStack(&b, "opened at", s.OpenedAt)
 		for _, buf := range s.Buffers {
 			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
-				pool.FormatBytes(buf.Size), buf.Ptr, s.Path, s.Device)
-			writeStack(&b, "allocated at", buf.Stack)
+				pool.FormatBytes(buf.Size), buf.Address, s.Path, s.Device)
+			writeStack(&b, "allocated at", buf.AllocatedAt)
 		}
 	}
 	return b.String()
 }
 
-func writeStack(b *strings.Builder, what string, pcs []uintptr) {
-	if len(pcs) == 0 {
+func writeStack(b *strings.Builder, what string, frames []string) {
+	if len(frames) == 0 {
 		fmt.Fprintf(b, "  %s: (not recorded; gputest.VerifyTestMain or gpu.RecordStacks(true) records it)\n", what)
 		return
 	}
 	fmt.Fprintf(b, "  %s:\n", what)
-	frames := runtime.CallersFrames(pcs)
-	for {
-		f, more := frames.Next()
-		if !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "testing.") {
-			fmt.Fprintf(b, "    %s\n      %s:%d\n", f.Function, f.File, f.Line)
-		}
-		if !more {
-			return
-		}
+	for _, f := range frames {
+		fn, at, _ := strings.Cut(f, " ")
+		fmt.Fprintf(b, "    %s\n      %s\n", fn, at)
 	}
 }

@@ -53,8 +53,8 @@ func (o *options) validFor(caller string, testMain bool) error {
 // called: memory a test inherits is not its leak.
 func IgnoreCurrent() Option {
 	scopes, bufs := map[uint64]bool{}, map[gpu.BufferKey]bool{}
-	for _, d := range gpu.OpenDevices() {
-		for _, s := range d.OpenScopes() {
+	for _, snap := range gpu.Snapshots() {
+		for _, s := range snap.Scopes {
 			scopes[s.ID] = true
 			for _, b := range s.Buffers {
 				bufs[b.Key] = true

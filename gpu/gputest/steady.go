@@ -72,8 +72,8 @@ func total(m map[string]int64) int64 {
 // owns itself.
 func scopeBytes() map[string]int64 {
 	m := map[string]int64{}
-	for _, d := range gpu.OpenDevices() {
-		for _, s := range d.OpenScopes() {
+	for _, snap := range gpu.Snapshots() {
+		for _, s := range snap.Scopes {
 			for _, b := range s.Buffers {
 				m[s.Device+":"+s.Path] += b.Size
 			}

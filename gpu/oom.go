@@ -21,13 +21,17 @@ func (d *Device) outOfMemory(path string, err error) error {
 		site  string
 	}
 	var hs []holder
+	sites := map[string]int64{} // allocation site -> bytes live from it
 	for _, s := range d.tree.Scopes() {
 		h := holder{path: s.Path()}
 		for _, a := range s.Allocations() {
 			h.bytes += a.Size()
 			h.n++
-			if f := frames(a.Stack()); h.site == "" && len(f) > 0 {
-				h.site = f[0]
+			if f := frames(a.Stack()); len(f) > 0 {
+				sites[f[0]] += a.Size()
+				if h.site == "" {
+					h.site = f[0]
+				}
 			}
 		}
 		if h.n > 0 {
@@ -35,6 +39,11 @@ func (d *Device) outOfMemory(path string, err error) error {
 		}
 	}
 	slices.SortStableFunc(hs, func(x, y holder) int { return cmp.Compare(y.bytes, x.bytes) })
+	top := make([]string, 0, len(sites))
+	for site := range sites {
+		top = append(top, site)
+	}
+	slices.SortFunc(top, func(x, y string) int { return cmp.Or(cmp.Compare(sites[y], sites[x]), cmp.Compare(x, y)) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "gpu: out of memory in scope %q", path)
 	if len(hs) > 0 {
@@ -47,6 +56,15 @@ func (d *Device) outOfMemory(path string, err error) error {
 			if h.site != "" {
 				fmt.Fprintf(&b, " (first allocated at %s)", h.site)
 			}
+		}
+	}
+	if len(top) > 0 {
+		b.WriteString("; largest allocation sites:")
+		for i, site := range top[:min(3, len(top))] {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %s %s", site, pool.FormatBytes(sites[site]))
 		}
 	}
 	st := d.pool.Stats()

@@ -115,9 +115,11 @@ func (d *Device) Summary() string {
 	}
 	row("allocated", st.Allocated, st.PeakAllocated)
 	row("reserved", st.Reserved, st.PeakReserved)
-	fmt.Fprintf(&b, "  %-10s %12s   (reserved, not in use; EmptyCache returns it)\n", "cached", pool.FormatBytes(st.Cached))
-	fmt.Fprintf(&b, "  %-10s %12d   live; %d allocations, %d frees, %d served from the cache, %d out of memory\n",
-		"buffers", st.ActiveBlocks, st.Allocs, st.Frees, st.CacheHits, st.OOMs)
+	fmt.Fprintf(&b, "  %-10s %12s   (reserved, not in use, %d free blocks; EmptyCache returns it)\n", "cached",
+		pool.FormatBytes(st.Cached), st.CachedBlocks)
+	fmt.Fprintf(&b, "  %-10s %12d   peak %12d\n", "buffers", st.ActiveBlocks, st.PeakActiveBlocks)
+	fmt.Fprintf(&b, "  %-10s %d allocations (%s), %d frees (%s), %d served from the cache, %d out of memory\n",
+		"in all", st.Allocs, pool.FormatBytes(st.AllocatedBytes), st.Frees, pool.FormatBytes(st.FreedBytes), st.CacheHits, st.OOMs)
 	if len(snap.Scopes) == 0 {
 		b.WriteString("no scope open\n")
 		return b.String()

@@ -123,6 +123,7 @@ func TestAnOutOfMemoryErrorNamesTheHolders(t *testing.T) {
 	assert.Contains(t, msg, `out of memory in scope "batch"`)
 	assert.Contains(t, msg, `scope "weights" 50.00 MiB in 1 buffers`)
 	assert.Contains(t, msg, "TestAnOutOfMemoryErrorNamesTheHolders", "and where it was allocated")
+	assert.Contains(t, msg, "largest allocation sites:")
 	assert.Contains(t, msg, "EmptyCache")
 }
 

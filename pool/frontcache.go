@@ -20,7 +20,10 @@ type shard struct {
 	frees     int64 // frees accounted here
 	allocated int64 // bytes allocated minus freed here
 	requested int64 // the same for requested bytes
-	highWater int64 // the most allocated has been since the peaks were reset
+	bytesIn   int64 // bytes allocated here, in all
+	bytesOut  int64 // bytes freed here, in all
+	highWater int64 // allocated passing it raises the pool's peak (see Pool.notePeak)
+	liveHigh  int64 // allocs-frees passing it raises the pool's peak of live blocks
 	_         [64]byte
 }
 
@@ -36,14 +39,21 @@ func (s *shard) account(n, req int64) bool {
 	s.requested += req
 	if n > 0 {
 		s.allocs++
+		s.bytesIn += n
 	} else {
 		s.frees++
+		s.bytesOut -= n
 	}
+	peak := false
 	if a > s.highWater {
 		s.highWater = a
-		return true
+		peak = true
 	}
-	return false
+	if c := s.allocs - s.frees; c > s.liveHigh {
+		s.liveHigh = c
+		peak = true
+	}
+	return peak
 }
 
 func (s *shard) pop(k cacheKey) *block {

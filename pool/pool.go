@@ -33,6 +33,7 @@ type Pool struct {
 	// hit path writes no shared cache line.
 	_             [64]byte
 	peakAllocated atomic.Int64
+	peakBlocks    atomic.Int64 // the same, for live blocks
 	_             [64]byte
 
 	shards    []shard
@@ -223,12 +224,27 @@ func (p *Pool) observed(b Block) Block {
 // concurrent allocation the sum is not one instant and the peak is a lower
 // bound.
 func (p *Pool) notePeak(sh *shard) {
-	total := p.allocatedNow()
+	total, blocks := p.liveNow()
 	raise(&p.peakAllocated, total)
-	peak := p.peakAllocated.Load()
+	raise(&p.peakBlocks, blocks)
+	peak, peakBlocks := p.peakAllocated.Load(), p.peakBlocks.Load()
 	sh.mu.Lock()
 	sh.highWater = sh.allocated + max(0, peak-total)
+	sh.liveHigh = sh.allocs - sh.frees + max(0, peakBlocks-blocks)
 	sh.mu.Unlock()
+}
+
+// liveNow sums the shards' allocated bytes and live blocks, locking each in
+// turn; see allocatedNow.
+func (p *Pool) liveNow() (bytes, blocks int64) {
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		bytes += s.allocated
+		blocks += s.allocs - s.frees
+		s.mu.Unlock()
+	}
+	return bytes, blocks
 }
 
 // allocatedNow sums the shards' allocated bytes. It locks each shard in
@@ -677,11 +693,18 @@ func (p *Pool) Stats() Stats {
 		st.Frees += s.frees
 		st.Allocated += s.allocated
 		st.Requested += s.requested
+		st.AllocatedBytes += s.bytesIn
+		st.FreedBytes += s.bytesOut
+		s.bins.each(func(b *bin) { st.CachedBlocks += int64(len(b.blocks)) })
 		s.mu.Unlock()
+	}
+	for _, a := range p.arenas {
+		st.CachedBlocks += int64(a.free.len())
 	}
 	st.PeakAllocated = max(p.peakAllocated.Load(), st.Allocated)
 	p.mu.Unlock()
 	st.ActiveBlocks = st.Allocs - st.Frees
+	st.PeakActiveBlocks = max(p.peakBlocks.Load(), st.ActiveBlocks)
 	st.Cached = st.Reserved - st.Allocated
 	return st
 }
@@ -695,7 +718,10 @@ func (p *Pool) ResetPeaks() {
 		s := &p.shards[i]
 		s.mu.Lock()
 		s.highWater = s.allocated
+		s.liveHigh = s.allocs - s.frees
 		s.mu.Unlock()
 	}
-	p.peakAllocated.Store(p.allocatedNow())
+	bytes, blocks := p.liveNow()
+	p.peakAllocated.Store(bytes)
+	p.peakBlocks.Store(blocks)
 }

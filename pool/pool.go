@@ -169,7 +169,10 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 			if peak {
 				p.notePeak(sh)
 			}
-			return p.observed(Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}), nil
+			if o := p.observer.Load(); o != nil {
+				(*o)(true, Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen})
+			}
+			return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
 		}
 		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
@@ -191,7 +194,10 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if peak {
 		p.notePeak(sh)
 	}
-	return p.observed(Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}), nil
+	if o := p.observer.Load(); o != nil {
+		(*o)(true, Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen})
+	}
+	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
 }
 
 // Observe makes the pool call fn after every allocation (alloc true) and
@@ -206,14 +212,6 @@ func (p *Pool) Observe(fn func(alloc bool, b Block)) {
 		return
 	}
 	p.observer.Store(&fn)
-}
-
-// observed tells the observer of an allocation, and returns it.
-func (p *Pool) observed(b Block) Block {
-	if o := p.observer.Load(); o != nil {
-		(*o)(true, b)
-	}
-	return b
 }
 
 // notePeak raises the peak to the bytes allocated now, summed over shards,

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -151,5 +152,5 @@ func (d *Device) Close() error {
 // NewScope opens a long-lived root scope, such as one for model weights.
 // Close frees what it owns.
 func (d *Device) NewScope(opts ...ScopeOption) (*Scope, error) {
-	return d.open(nil, contextBackground, opts)
+	return d.open(nil, context.Background(), opts)
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/gpuscope/gpuscope/scope"
 )
 
-var contextBackground = context.Background()
-
 // Scope owns the buffers allocated in it and frees them when it ends. A
 // Scope is safe for use by many goroutines; they must finish with it before
 // it ends.

@@ -40,6 +40,8 @@ func TestBadFreesChangeNothing(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.ErrorIs(t, p.Free(pool.Block{}), pool.ErrInvalidBlock, "the zero Block")
+	assert.True(t, pool.Block{}.IsZero())
+	assert.False(t, b.IsZero())
 	assert.ErrorIs(t, p.Free(ob), pool.ErrInvalidBlock, "a block of another pool")
 	require.NoError(t, p.Free(b))
 	assert.ErrorIs(t, p.Free(b), pool.ErrInvalidBlock, "a double free")

@@ -57,9 +57,6 @@ func (s *Scope) Name() string { return s.name }
 // Path returns the names from the root to this scope, joined by "/".
 func (s *Scope) Path() string { return s.path }
 
-// Parent returns the parent scope, or nil for a root.
-func (s *Scope) Parent() *Scope { return s.parent }
-
 // Tree returns the tree the scope belongs to.
 func (s *Scope) Tree() *Tree { return s.tree }
 

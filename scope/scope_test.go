@@ -88,7 +88,8 @@ func BenchmarkEmptyScope(b *testing.B) {
 }
 
 // BenchmarkAllocFree is an allocation and free through a scope; compare
-// with BenchmarkBarePoolAllocFree for the scope's own cost.
+// with the pool's BenchmarkCachedAllocFree for the scope's own cost (gpu's
+// BenchmarkBarePoolAllocFree is the same pair through a device).
 func BenchmarkAllocFree(b *testing.B) { benchAllocFree(b, false) }
 
 // BenchmarkAllocFreeRecordingStacks is the same with allocation stacks
@@ -108,20 +109,6 @@ func benchAllocFree(b *testing.B, stacks bool) {
 			b.Fatal(err)
 		}
 		if err := s.Free(a); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkBarePoolAllocFree(b *testing.B) {
-	p := newTree(b).Pool()
-	b.ReportAllocs()
-	for b.Loop() {
-		blk, err := p.Alloc(4096)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Free(blk); err != nil {
 			b.Fatal(err)
 		}
 	}

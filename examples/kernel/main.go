@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"io"
 	"math"

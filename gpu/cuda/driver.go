@@ -98,9 +98,6 @@ func (d *Driver) Do(fn func() error) error {
 	return fn()
 }
 
-// Ordinal returns the device's ordinal.
-func (d *Driver) Ordinal() int { return d.ordinal }
-
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return d.name }
 
@@ -240,9 +237,6 @@ func (d *Driver) NewStream() (uintptr, error) {
 	d.streams[d.nextID] = st
 	return d.nextID, nil
 }
-
-// Stream returns the cu.Stream behind a handle, for kernel launches.
-func (d *Driver) Stream(s uintptr) (cu.Stream, error) { return d.stream(s) }
 
 // DestroyStream implements driver.Driver.
 func (d *Driver) DestroyStream(s uintptr) error {

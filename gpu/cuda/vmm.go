@@ -5,7 +5,8 @@ package cuda
 // The driver calls gorgonia.org/cu does not wrap: virtual memory management
 // (reserve, create, map, set access, unmap) for the pool's expandable arenas,
 // one Go call per driver call, and the stream-ordered allocator for
-// benchmarks. This is the project's only cgo besides cu itself.
+// benchmarks (test-only: export_test.go). This is the project's only cgo
+// besides cu itself.
 
 /*
 #cgo LDFLAGS: -lcuda
@@ -153,10 +154,10 @@ func rawStream(s cu.Stream) C.CUstream {
 	return *(*C.CUstream)(unsafe.Pointer(&s))
 }
 
-// AllocAsync and FreeAsync are cuMemAllocAsync and cuMemFreeAsync on the
+// allocAsync and freeAsync are cuMemAllocAsync and cuMemFreeAsync on the
 // default stream; for benchmarks against the driver's own pool. The calling
 // goroutine must hold the device's context (see Driver.Do).
-func AllocAsync(n int64) (uintptr, error) {
+func allocAsync(n int64) (uintptr, error) {
 	var p C.CUdeviceptr
 	if r := C.gs_alloc_async(&p, C.size_t(n), rawStream(cu.Stream{})); r != C.CUDA_SUCCESS {
 		return 0, resultError("cuMemAllocAsync", int(r))
@@ -164,17 +165,17 @@ func AllocAsync(n int64) (uintptr, error) {
 	return uintptr(p), nil
 }
 
-// FreeAsync: see AllocAsync.
-func FreeAsync(p uintptr) error {
+// freeAsync: see allocAsync.
+func freeAsync(p uintptr) error {
 	if r := C.gs_free_async(C.CUdeviceptr(p), rawStream(cu.Stream{})); r != C.CUDA_SUCCESS {
 		return resultError("cuMemFreeAsync", int(r))
 	}
 	return nil
 }
 
-// KeepAsyncPool raises the release threshold of the device's default
+// keepAsyncPool raises the release threshold of the device's default
 // stream-ordered pool so that it keeps what is freed.
-func KeepAsyncPool(dev int) error {
+func keepAsyncPool(dev int) error {
 	if r := C.gs_keep_pool(C.int(dev)); r != C.CUDA_SUCCESS {
 		return resultError("cuMemPoolSetAttribute", int(r))
 	}

@@ -90,12 +90,13 @@ func (d *Device) Name() string {
 	return d.name
 }
 
-// String describes the device.
+// String describes the device: its name, then what its driver says of it,
+// such as "cuda:0 (NVIDIA H200)" or "host (host memory, 2.00 GiB)".
 func (d *Device) String() string {
 	if !d.valid() {
 		return "gpu.Device(nil)"
 	}
-	return d.drv.Name()
+	return d.name + " (" + d.drv.Name() + ")"
 }
 
 // Driver returns the device's driver, for work the package does not wrap

@@ -34,7 +34,7 @@ func ExampleDevice_Summary() {
 	}
 	fmt.Println(dev.Stats())
 	// Output:
-	// device host (host memory (1073741824 bytes))
+	// device host (host memory, 1.00 GiB)
 	//   allocated     19.00 MiB   peak    19.00 MiB
 	//   reserved      20.00 MiB   peak    20.00 MiB
 	//   cached         1.00 MiB   (reserved, not in use, 1 free blocks; EmptyCache returns it)

@@ -7,7 +7,11 @@ import (
 )
 
 // A DeviceOption configures a device when it opens.
-type DeviceOption interface{ applyDevice(*deviceOptions) }
+//
+// Options take and return the options by value, as ScopeOptions do.
+type DeviceOption interface {
+	applyDevice(deviceOptions) deviceOptions
+}
 
 type deviceOptions struct {
 	hostMemory    int64
@@ -18,25 +22,26 @@ type deviceOptions struct {
 	errs          []error
 }
 
-type deviceOptionFunc func(*deviceOptions)
+type deviceOptionFunc func(deviceOptions) deviceOptions
 
-func (f deviceOptionFunc) applyDevice(o *deviceOptions) { f(o) }
+func (f deviceOptionFunc) applyDevice(o deviceOptions) deviceOptions { return f(o) }
 
 // HostMemory sets the capacity of a host-memory device ([OpenHost]). It
 // means nothing to [Open], which reports it as an error.
 func HostMemory(bytes int64) DeviceOption {
-	return deviceOptionFunc(func(o *deviceOptions) {
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if bytes <= 0 {
 			o.errs = append(o.errs, fmt.Errorf("gpu: HostMemory(%d): must be positive", bytes))
 		}
 		o.hostMemory = bytes
+		return o
 	})
 }
 
 // PoolOptions passes options to the device's caching pool (limits, release
 // threshold, expansion; see package pool).
 func PoolOptions(opts ...pool.Option) DeviceOption {
-	return deviceOptionFunc(func(o *deviceOptions) { o.pool = append(o.pool, opts...) })
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.pool = append(o.pool, opts...); return o })
 }
 
 // ScrubFreed makes the device zero every buffer's memory when it is freed,
@@ -44,7 +49,7 @@ func PoolOptions(opts ...pool.Option) DeviceOption {
 // what an earlier one wrote. For multi-tenant servers; it costs a memset per
 // free.
 func ScrubFreed() DeviceOption {
-	return deviceOptionFunc(func(o *deviceOptions) { o.scrub = true })
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.scrub = true; return o })
 }
 
 // OnOutOfMemory is called with every out-of-memory error an allocation
@@ -53,11 +58,12 @@ func ScrubFreed() DeviceOption {
 // EmptyCache. It may be called from any goroutine, and for an allocation of
 // a WaitForMemory scope at each attempt that finds no room.
 func OnOutOfMemory(fn func(error)) DeviceOption {
-	return deviceOptionFunc(func(o *deviceOptions) {
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if fn == nil {
 			o.errs = append(o.errs, fmt.Errorf("gpu: OnOutOfMemory(nil)"))
 		}
 		o.onOOM = fn
+		return o
 	})
 }
 
@@ -67,11 +73,12 @@ func OnOutOfMemory(fn func(error)) DeviceOption {
 // goroutine, after the scope's memory is released. Without it, the device
 // keeps them for gputest, whose checks report them as failures.
 func OnReleaseError(fn func(error)) DeviceOption {
-	return deviceOptionFunc(func(o *deviceOptions) {
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if fn == nil {
 			o.errs = append(o.errs, fmt.Errorf("gpu: OnReleaseError(nil)"))
 		}
 		o.releaseErrors = fn
+		return o
 	})
 }
 
@@ -81,7 +88,7 @@ func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {
 		if opt == nil {
 			return o, fmt.Errorf("gpu: nil DeviceOption")
 		}
-		opt.applyDevice(&o)
+		o = opt.applyDevice(o)
 	}
 	if len(o.errs) > 0 {
 		return o, o.errs[0]

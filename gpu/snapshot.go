@@ -109,7 +109,7 @@ func (d *Device) Summary() string {
 	}
 	st := snap.Stats
 	var b strings.Builder
-	fmt.Fprintf(&b, "device %s (%s)\n", snap.Device, d.String())
+	fmt.Fprintf(&b, "device %s\n", d.String())
 	row := func(what string, now, peak int64) {
 		fmt.Fprintf(&b, "  %-10s %12s   peak %12s\n", what, pool.FormatBytes(now), pool.FormatBytes(peak))
 	}

@@ -17,7 +17,6 @@ import (
 	"os"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
 func main() {
@@ -83,5 +82,5 @@ func run(w io.Writer) error {
 func show(w io.Writer, when string, dev *gpu.Device) {
 	st := dev.Stats()
 	fmt.Fprintf(w, "%-60s allocated %-11s reserved %s\n", when+":",
-		pool.FormatBytes(st.Allocated), pool.FormatBytes(st.Reserved))
+		gpu.Bytes(st.Allocated), gpu.Bytes(st.Reserved))
 }

@@ -74,7 +74,7 @@ func Open(ordinal int) (*Driver, error) {
 	if err != nil {
 		return nil, wrap("cuDevicePrimaryCtxRetain", err)
 	}
-	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: fmt.Sprintf("%s (cuda:%d)", name, ordinal),
+	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: name,
 		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1}
 	err = d.Do(func() error {
 		var err error

@@ -16,8 +16,8 @@ var ErrClosed = errors.New("gpu: device closed")
 
 // Driver is one device.
 type Driver interface {
-	// Name describes the device, such as "host (2.00 GiB)" or
-	// "NVIDIA H200 (cuda:0)".
+	// Name describes the device, such as "host memory, 2.00 GiB" or
+	// "NVIDIA H200".
 	Name() string
 	// MemInfo reports free and total bytes of the device.
 	MemInfo() (free, total int64, err error)

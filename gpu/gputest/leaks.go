@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
 // TestingT is the part of *testing.T that VerifyNone and Steady use.
@@ -140,13 +139,13 @@ func report(leaks []gpu.ScopeSnapshot) string {
 		}
 	}
 	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live\n",
-		len(leaks), n, pool.FormatBytes(total))
+		len(leaks), n, gpu.Bytes(total))
 	for _, s := range leaks {
-		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, pool.FormatBytes(s.Live))
+		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, gpu.Bytes(s.Live))
 		writeStack(&b, "opened at", s.OpenedAt)
 		for _, buf := range s.Buffers {
 			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
-				pool.FormatBytes(buf.Size), buf.Address, s.Path, s.Device)
+				gpu.Bytes(buf.Size), buf.Address, s.Path, s.Device)
 			writeStack(&b, "allocated at", buf.AllocatedAt)
 		}
 	}

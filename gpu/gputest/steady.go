@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
 // Steady calls fn warmup times, then iterations times, and fails t if the
@@ -42,7 +41,7 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 	for i := 1; i < len(allocated); i++ {
 		if allocated[i] > allocated[i-1] {
 			grew = append(grew, fmt.Sprintf("iteration %d: +%s (to %s)", i-1,
-				pool.FormatBytes(allocated[i]-allocated[i-1]), pool.FormatBytes(allocated[i])))
+				gpu.Bytes(allocated[i]-allocated[i-1]), gpu.Bytes(allocated[i])))
 		}
 	}
 	if len(grew) == 0 {
@@ -54,7 +53,7 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 	after := scopeBytes()
 	for path, n := range after {
 		if n > before[path] {
-			fmt.Fprintf(&b, "scope %q grew by %s\n", path, pool.FormatBytes(n-before[path]))
+			fmt.Fprintf(&b, "scope %q grew by %s\n", path, gpu.Bytes(n-before[path]))
 		}
 	}
 	t.Error(b.String())

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // PoisonByte is written over memory when it is freed, so that a read of
@@ -113,7 +114,7 @@ func New(capacity int64) (*Driver, error) {
 }
 
 // Name implements driver.Driver.
-func (d *Driver) Name() string { return fmt.Sprintf("host memory (%d bytes)", d.capacity) }
+func (d *Driver) Name() string { return "host memory, " + pool.FormatBytes(d.capacity) }
 
 // MemInfo implements driver.Driver.
 func (d *Driver) MemInfo() (free, total int64, err error) {

@@ -63,7 +63,6 @@ func (t *traceReader) next() (event, error) {
 		if err == io.EOF {
 			return event{}, io.EOF
 		}
-		line, _ := t.cr.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -71,6 +70,9 @@ func (t *traceReader) next() (event, error) {
 			}
 			return event{}, fmt.Errorf("trace: %w", err)
 		}
+		// FieldPos is valid only after a successful Read: a failed one
+		// leaves no record and FieldPos panics.
+		line, _ := t.cr.FieldPos(0)
 		first := t.first
 		t.first = false
 		if first && rec[0] == "action" {

@@ -153,5 +153,5 @@ func (d *Device) Close() error {
 // NewScope opens a long-lived root scope, such as one for model weights.
 // Close frees what it owns.
 func (d *Device) NewScope(opts ...ScopeOption) (*Scope, error) {
-	return d.open(nil, context.Background(), opts)
+	return d.open(context.Background(), opts)
 }

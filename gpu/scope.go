@@ -39,11 +39,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 	if ctx == nil {
 		return errors.New("gpu: WithScope: nil Context")
 	}
-	var parent *scope.Scope
-	if ps, ok := scope.FromContext(ctx); ok && ps.Tree() == dev.tree {
-		parent = ps
-	}
-	s, err := dev.open(parent, ctx, opts)
+	s, err := dev.open(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -69,7 +65,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 	return fn(s)
 }
 
-func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOption) (*Scope, error) {
+func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
 	if !d.valid() {
 		return nil, errNilDevice
 	}
@@ -82,7 +78,7 @@ func (d *Device) open(parent *scope.Scope, ctx context.Context, opts []ScopeOpti
 	}
 	s := &Scope{dev: d}
 	s.s = &s.own
-	if err := d.tree.OpenInto(ctx, parent, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
+	if err := d.tree.OpenInto(ctx, nil, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait}, s.s); err != nil {
 		return nil, deviceError(err)
 	}

@@ -57,9 +57,6 @@ func (s *Scope) Name() string { return s.name }
 // Path returns the names from the root to this scope, joined by "/".
 func (s *Scope) Path() string { return s.path }
 
-// Tree returns the tree the scope belongs to.
-func (s *Scope) Tree() *Tree { return s.tree }
-
 // Context returns a context that carries the scope, so that a scope opened
 // with it is a child of this one. It is done when the context the scope was
 // opened with is done.

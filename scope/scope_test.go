@@ -154,3 +154,21 @@ func TestRacingFreesKeepsAndClose(t *testing.T) {
 		assert.Zero(t, tr.Pool().Stats().Allocated, "every allocation ended exactly once")
 	}
 }
+
+func TestContextScopeOfSameTreeIsParent(t *testing.T) {
+	tr, other := newTree(t), newTree(t)
+	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "root"})
+	require.NoError(t, err)
+	defer root.Close()
+
+	child, err := tr.Open(root.Context(), nil, scope.Options{Name: "child"})
+	require.NoError(t, err)
+	assert.Equal(t, "root/child", child.Path(), "a nil parent takes the scope the context carries")
+	require.NoError(t, child.Close())
+
+	// A scope of another device's tree is not a parent: the new scope is a root.
+	foreign, err := other.Open(root.Context(), nil, scope.Options{Name: "foreign"})
+	require.NoError(t, err)
+	assert.Equal(t, "foreign", foreign.Path())
+	require.NoError(t, foreign.Close())
+}

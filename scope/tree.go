@@ -72,7 +72,8 @@ func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, erro
 }
 
 // OpenInto is Open into a zero Scope the caller provides, typically inside
-// an object of its own. s must not be opened again.
+// an object of its own. s must not be opened again. With a nil parent, a
+// scope of this tree that ctx carries (Scope.Context) is the parent.
 func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope) error {
 	if ctx == nil {
 		return errors.New("gpu: nil Context")
@@ -82,6 +83,12 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 	}
 	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
 		return fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
+	}
+	if parent == nil {
+		// A context from a scope of this tree makes the new one its child.
+		if ps, ok := FromContext(ctx); ok && ps.tree == t {
+			parent = ps
+		}
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
 		return fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)

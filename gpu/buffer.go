@@ -43,7 +43,7 @@ func (b *Buffer) Use(fn func(ptr uintptr) error) error {
 	if b == nil {
 		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
 	}
-	return b.a.Use(fn)
+	return deviceError(b.a.Use(fn))
 }
 
 // CopyFromHost copies src to the start of the buffer.

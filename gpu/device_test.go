@@ -190,3 +190,50 @@ func TestReleaseErrorsOfAPanickingScopeAreReported(t *testing.T) {
 	_, err := gpu.OpenHost(gpu.OnReleaseError(nil))
 	assert.Error(t, err)
 }
+
+func TestClosedDevice(t *testing.T) {
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("weights"))
+	require.NoError(t, err)
+	b, err := s.Alloc(1 << 20)
+	require.NoError(t, err)
+	err = dev.Close()
+	require.Error(t, err, "Close reports scopes left open")
+	assert.Contains(t, err.Error(), "weights")
+	forced := gpu.TakeForcedCloses()
+	require.Len(t, forced, 1, "and remembers them for gputest")
+	assert.Equal(t, "weights", forced[0].Path)
+	require.Len(t, forced[0].Buffers, 1)
+	assert.Equal(t, int64(1<<20), forced[0].Buffers[0].Size)
+	assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrScopeClosed, "its memory was released")
+	_, err = s.Alloc(1)
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	_, err = dev.NewScope()
+	assert.ErrorIs(t, err, gpu.ErrDeviceClosed)
+	assert.ErrorIs(t, gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }), gpu.ErrDeviceClosed)
+	assert.NoError(t, dev.Close(), "Close is idempotent")
+	assert.ErrorIs(t, dev.EmptyCache(), gpu.ErrDeviceClosed)
+}
+
+func TestOpenWithoutCUDA(t *testing.T) {
+	if gpu.CUDA {
+		t.Skip("this build has CUDA support; TestOpenCUDA covers Open")
+	}
+	_, err := gpu.Open(0)
+	assert.ErrorIs(t, err, gpu.ErrNoDevice)
+	assert.Contains(t, err.Error(), "-tags cuda")
+	_, err = gpu.Devices()
+	assert.ErrorIs(t, err, gpu.ErrNoDevice)
+}
+
+func TestEmptyCacheReturnsReservedToZero(t *testing.T) {
+	dev := testDevice(t, 0)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(5 << 20)
+		return err
+	}))
+	assert.Positive(t, dev.Stats().Reserved)
+	require.NoError(t, dev.EmptyCache())
+	assert.Zero(t, dev.Stats().Reserved)
+}

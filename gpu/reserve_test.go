@@ -5,9 +5,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // TestReservationOutlivingItsScopeIsReleased ends scopes with a
@@ -84,5 +86,57 @@ func TestParentReservationClosedUnderItsChildren(t *testing.T) {
 		}
 		wg.Wait()
 		require.Zero(t, dev.Stats().Allocated, "round %d: the reservation stayed allocated", round)
+	}
+}
+
+func TestReservationFallback(t *testing.T) {
+	dev := testDevice(t, 0)
+	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
+		reserved := dev.Stats().Allocated
+		assert.Equal(t, int64(1<<20), reserved, "the reservation is taken when the scope opens")
+		return gpu.WithScope(outer.Context(), dev, func(in *gpu.Scope) error {
+			a, err := in.Alloc(600 << 10)
+			require.NoError(t, err)
+			assert.Equal(t, reserved, dev.Stats().Allocated, "a child draws from its ancestor's reservation")
+			b, err := in.Alloc(600 << 10)
+			require.NoError(t, err)
+			assert.Greater(t, dev.Stats().Allocated, reserved, "and falls back to the pool when it is full")
+			require.NoError(t, in.Free(a))
+			c, err := in.Alloc(500 << 10)
+			require.NoError(t, err)
+			assert.Equal(t, a.Ptr(), c.Ptr(), "freed reservation space is reused")
+			_ = b
+			return nil
+		})
+	}, gpu.Reserve(1<<20))
+	require.NoError(t, err)
+	assert.Zero(t, dev.Stats().Allocated)
+}
+
+func TestKeepOutOfOwnReservationIsRefused(t *testing.T) {
+	dev := testDevice(t, 0)
+	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
+		return gpu.WithScope(outer.Context(), dev, func(in *gpu.Scope) error {
+			b, err := in.Alloc(100)
+			require.NoError(t, err)
+			assert.Error(t, in.Keep(b), "its memory ends with the scope")
+			return nil
+		}, gpu.Reserve(4096))
+	})
+	require.NoError(t, err)
+}
+
+func TestReservationsOfAnySizeWork(t *testing.T) {
+	dev := testDevice(t, 0)
+	for _, n := range []int64{1, 406, 511, 513, 4097} {
+		err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			assert.Equal(t, pool.Rounded(n), s.Stats().Reserved)
+			b, err := s.Alloc(n)
+			if err != nil {
+				return err
+			}
+			return b.CopyFromHost(make([]byte, n))
+		}, gpu.Reserve(n))
+		require.NoError(t, err, "Reserve(%d)", n)
 	}
 }

@@ -10,14 +10,14 @@ import (
 // Sentinel errors.
 var (
 	// ErrClosed: the scope, or the scope that owned an allocation, has ended.
-	ErrClosed = errors.New("gpu: scope closed")
+	ErrClosed = errors.New("scope: closed")
 	// ErrFreed: the allocation was freed already.
-	ErrFreed = errors.New("gpu: buffer already freed")
+	ErrFreed = errors.New("scope: allocation already freed")
 	// ErrWrongScope: the allocation belongs to another scope or device.
-	ErrWrongScope = errors.New("gpu: buffer belongs to another scope")
+	ErrWrongScope = errors.New("scope: allocation belongs to another scope")
 	// ErrNotKept: Keep cannot move the allocation to the parent: the scope
 	// is a root, or the allocation lies in the scope's own reservation.
-	ErrNotKept = errors.New("gpu: buffer cannot be kept")
+	ErrNotKept = errors.New("scope: allocation cannot be kept")
 )
 
 // LimitError reports an allocation that would take a scope past its limit.
@@ -30,7 +30,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("gpu: out of memory: scope %q limit %s: %s live, %s requested",
+	return fmt.Sprintf("scope: out of memory: %q limit %s: %s live, %s requested",
 		e.Path, pool.FormatBytes(e.Limit), pool.FormatBytes(e.Live), pool.FormatBytes(e.Requested))
 }
 

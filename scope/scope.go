@@ -341,7 +341,7 @@ func (s *Scope) Keep(a *Allocation) error {
 		return nil
 	}
 	p.mu.Unlock()
-	err := fmt.Errorf("gpu: Keep in %q: parent %w", s.path, ErrClosed)
+	err := fmt.Errorf("scope: Keep in %q: parent %w", s.path, ErrClosed)
 	s.mu.Lock()
 	if !s.closed.Load() {
 		a.owner.Store(s)
@@ -362,7 +362,7 @@ func (s *Scope) adopt(c *Scope) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
-		return fmt.Errorf("gpu: opening a scope in %q: %w", s.path, ErrClosed)
+		return fmt.Errorf("scope: opening a scope in %q: %w", s.path, ErrClosed)
 	}
 	s.children = append(s.children, c)
 	return nil

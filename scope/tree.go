@@ -76,7 +76,7 @@ func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, erro
 // scope of this tree that ctx carries (Scope.Context) is the parent.
 func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope) error {
 	if ctx == nil {
-		return errors.New("gpu: nil Context")
+		return errors.New("scope: nil Context")
 	}
 	if err := context.Cause(ctx); err != nil {
 		return err
@@ -91,7 +91,7 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 		}
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
-		return fmt.Errorf("gpu: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+		return fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
 	s.tree, s.parent, s.name, s.limit, s.id = t, parent, o.Name, o.Limit, nextID.Add(1)
 	s.zeroed = o.Zeroed || parent != nil && parent.zeroed
@@ -113,12 +113,12 @@ func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope)
 		// Rounded as any allocation is, so that every size works.
 		taken := pool.Rounded(o.Reserve)
 		if err := s.charge(taken, nil); err != nil {
-			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+			return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}
 		a, err := t.pool.Alloc(taken)
 		if err != nil {
 			s.uncharge(taken, nil)
-			return fmt.Errorf("gpu: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+			return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
 		}
 		r, err := pool.NewRegion(a.Ptr(), taken)
 		if err != nil {

@@ -1,0 +1,92 @@
+package gpu_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+func TestBadFrees(t *testing.T) {
+	dev := testDevice(t, 0)
+	other := openHost(t)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		require.NoError(t, s.Free(b))
+		assert.ErrorIs(t, s.Free(b), gpu.ErrFreed, "double free")
+		assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrFreed, "use after free")
+		assert.ErrorIs(t, s.Free(nil), gpu.ErrWrongScope)
+
+		c, err := s.Alloc(64)
+		require.NoError(t, err)
+		err = gpu.WithScope(s.Context(), dev, func(in *gpu.Scope) error {
+			assert.ErrorIs(t, in.Free(c), gpu.ErrWrongScope, "freed through the wrong scope")
+			return nil
+		})
+		require.NoError(t, err)
+		return gpu.WithScope(context.Background(), other, func(o *gpu.Scope) error {
+			assert.ErrorIs(t, o.Free(c), gpu.ErrWrongScope, "freed through another device")
+			require.NoError(t, c.CopyFromHost([]byte{7}), "nothing was lost")
+			return nil
+		})
+	})
+	require.NoError(t, err)
+}
+
+func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
+	var b *gpu.Buffer
+	assert.Zero(t, b.Size())
+	assert.Zero(t, b.Ptr())
+	assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrWrongScope)
+	assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrWrongScope)
+	assert.ErrorIs(t, b.Memset(0), gpu.ErrWrongScope)
+	assert.ErrorIs(t, b.Use(func(uintptr) error { return nil }), gpu.ErrWrongScope)
+	var x *gpu.Slice[float32]
+	assert.Zero(t, x.Len())
+	assert.ErrorIs(t, x.CopyFromHost([]float32{1}), gpu.ErrWrongScope)
+	assert.ErrorIs(t, x.CopyToHost(make([]float32, 1)), gpu.ErrWrongScope)
+	dev := testDevice(t, 0)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		y, err := s.Alloc(8)
+		require.NoError(t, err)
+		assert.ErrorIs(t, y.CopyFrom(nil), gpu.ErrWrongScope)
+		assert.ErrorIs(t, s.Keep(nil), gpu.ErrWrongScope)
+		return nil
+	}))
+	assert.ErrorIs(t, gpu.WithScope(context.Background(), nil, func(*gpu.Scope) error { return nil }), gpu.ErrNoDevice)
+	var nilDev *gpu.Device
+	_, err := nilDev.NewScope()
+	assert.ErrorIs(t, err, gpu.ErrNoDevice)
+	var nilScope *gpu.Scope
+	_, err = nilScope.Alloc(8)
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	_, err = gpu.Alloc[int32](nilScope, 8)
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Free(nil), gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Keep(nil), gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Close(), gpu.ErrScopeClosed)
+	assert.Error(t, gpu.WithScope(context.Background(), dev, nil))
+}
+
+func TestCopyBetweenDevices(t *testing.T) {
+	a, b := testDevice(t, 0), openHost(t)
+	err := gpu.WithScope(context.Background(), a, func(sa *gpu.Scope) error {
+		return gpu.WithScope(context.Background(), b, func(sb *gpu.Scope) error {
+			x, err := sa.Alloc(3)
+			require.NoError(t, err)
+			y, err := sb.Alloc(3)
+			require.NoError(t, err)
+			require.NoError(t, x.CopyFromHost([]byte("gpu")))
+			require.NoError(t, y.CopyFrom(x))
+			got := make([]byte, 3)
+			require.NoError(t, y.CopyToHost(got))
+			assert.Equal(t, "gpu", string(got))
+			return nil
+		})
+	})
+	require.NoError(t, err)
+}

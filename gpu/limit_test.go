@@ -1,0 +1,79 @@
+package gpu_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+func TestLimitsCountAgainstEveryAncestor(t *testing.T) {
+	dev := testDevice(t, 0)
+	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
+		_, err := outer.Alloc(1000) // takes 1024
+		require.NoError(t, err)
+		return gpu.WithScope(outer.Context(), dev, func(in *gpu.Scope) error {
+			_, err := in.Alloc(1500) // 1536
+			require.NoError(t, err)
+			_, err = in.Alloc(1000)
+			require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+			var le *gpu.LimitError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, "outer", le.Path, "the outer limit refused it")
+			assert.Equal(t, int64(2560), le.Live)
+			_, err = in.Alloc(512)
+			assert.NoError(t, err, "exactly at the limit is allowed")
+			return nil
+		}, gpu.Limit(1<<20))
+	}, gpu.Limit(3072), gpu.Name("outer"))
+	require.NoError(t, err)
+}
+
+func TestLimitsCountWhatTheDeviceGives(t *testing.T) {
+	dev := testDevice(t, 0)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		n := 0
+		for ; n < 4096; n++ {
+			if _, err := s.Alloc(1); err != nil {
+				require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+				break
+			}
+		}
+		assert.Equal(t, 8, n, "a byte takes 512 bytes of the device: 8 fit in 4096")
+		return nil
+	}, gpu.Limit(4096))
+	require.NoError(t, err)
+}
+
+func TestChildReservationsCountAgainstAncestorLimits(t *testing.T) {
+	dev := testDevice(t, 0)
+	err := gpu.WithScope(context.Background(), dev, func(parent *gpu.Scope) error {
+		for i := range 6 {
+			err := gpu.WithScope(parent.Context(), dev, func(*gpu.Scope) error {
+				assert.Equal(t, int64(32<<20), parent.Stats().Live, "child %d's reservation is the parent's", i)
+				return nil
+			}, gpu.Reserve(32<<20))
+			require.NoError(t, err, "one child at a time fits")
+			assert.Zero(t, parent.Stats().Live, "child %d gave its reservation back", i)
+		}
+		// Six children, each inside the last, holding 32 MiB each at once.
+		var open func(depth int) error
+		open = func(depth int) error {
+			if depth == 6 {
+				return nil
+			}
+			return gpu.WithScope(parent.Context(), dev, func(*gpu.Scope) error { return open(depth + 1) }, gpu.Reserve(32<<20))
+		}
+		err := open(0)
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory, "six reservations of 32 MiB do not fit a limit of 100 MiB")
+		var le *gpu.LimitError
+		require.ErrorAs(t, err, &le)
+		assert.Equal(t, "parent", le.Path)
+		assert.Equal(t, int64(96<<20), parent.Stats().Peak, "three were held, the fourth refused")
+		return nil
+	}, gpu.Limit(100<<20), gpu.Name("parent"))
+	require.NoError(t, err)
+}

@@ -3,11 +3,10 @@ package pool_test
 import (
 	"testing"
 
+	"github.com/gpuscope/gpuscope/pool/sim"
 	"go.uber.org/goleak"
-
-	"github.com/gpuscope/gpuscope/gpu/gputest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
+	goleak.VerifyTestMain(sim.Wrap(m))
 }

@@ -18,7 +18,7 @@ func newPool(t *testing.T, src pool.Source, opts ...pool.Option) *pool.Pool {
 	t.Helper()
 	p, err := pool.New(src, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() { assert.NoError(t, p.Close(), "a second Close is a no-op") })
 	return p
 }
 
@@ -246,6 +246,9 @@ func TestStreams(t *testing.T) {
 		require.Error(t, err, "stream b's memory cannot be proven idle")
 		assert.Contains(t, err.Error(), "stream 0x2")
 		assert.Equal(t, int64(32<<20), p.Stats().Reserved, "stream a's memory went back; b's is kept")
+		src.Repair(b)
+		require.NoError(t, p.Close(), "once b can be waited for again, all of it goes back")
+		assert.Zero(t, src.Used())
 	})
 	t.Run("another stream gets a cached block only after an event on its stream", func(t *testing.T) {
 		src := sim.New(page, 0)
@@ -332,13 +335,22 @@ func TestRegionSubAllocatesAndCoalesces(t *testing.T) {
 	assert.ErrorIs(t, err, pool.ErrInvalidSize)
 }
 
-// stuckEvents is a source whose streams cannot be waited for.
-type stuckEvents struct{ *sim.Source }
+// stuckEvents is a source whose streams cannot be waited for while stuck.
+type stuckEvents struct {
+	*sim.Source
+	stuck bool
+}
 
-func (s stuckEvents) WaitEvent(uintptr) error { return errors.New("device hung") }
+func (s *stuckEvents) WaitEvent(ev uintptr) error {
+	if s.stuck {
+		return errors.New("device hung")
+	}
+	return s.Source.WaitEvent(ev)
+}
 
 func TestEmptyCacheKeepsMemoryItCannotProveIdle(t *testing.T) {
-	p := newPool(t, stuckEvents{sim.New(0, 0)})
+	src := &stuckEvents{Source: sim.New(0, 0), stuck: true}
+	p := newPool(t, src)
 	b, err := p.Alloc(30 << 20)
 	require.NoError(t, err)
 	require.NoError(t, p.Free(b))
@@ -351,6 +363,9 @@ func TestEmptyCacheKeepsMemoryItCannotProveIdle(t *testing.T) {
 	again, err := p.Alloc(30 << 20)
 	require.NoError(t, err, "the memory is still there to use")
 	require.NoError(t, p.Free(again))
+	src.stuck = false
+	require.NoError(t, p.Close(), "once the device answers, all of it goes back")
+	assert.Zero(t, src.Used())
 }
 
 // memInfoFails is a source that cannot say how large it is.

@@ -9,14 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
+	goleak.VerifyTestMain(sim.Wrap(m))
 }
 
 func newTree(t testing.TB, opts ...pool.Option) *scope.Tree {

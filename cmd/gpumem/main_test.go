@@ -15,10 +15,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
+	goleak.VerifyTestMain(sim.Wrap(gputest.Wrap(m)))
 }
 
 func runReplay(t *testing.T, args ...string) result {

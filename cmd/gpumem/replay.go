@@ -133,11 +133,12 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 }
 
 // replayOnce runs one pass of the trace, then frees what it left live so
-// that the next pass, or Close, finds a clean pool.
+// that the next pass, or Close, finds a clean pool; it frees them too when
+// the trace turns out malformed halfway.
 //
 // With a timeline it writes, after every event, the event's line and the
 // bytes requested and reserved then, as CSV.
-func replayOnce(p *pool.Pool, evs events, res *result, requested *int64, timeline io.Writer) error {
+func replayOnce(p *pool.Pool, evs events, res *result, requested *int64, timeline io.Writer) (err error) {
 	if timeline != nil {
 		if _, err := fmt.Fprintln(timeline, "line,requested_bytes,reserved_bytes"); err != nil {
 			return err
@@ -148,6 +149,15 @@ func replayOnce(p *pool.Pool, evs events, res *result, requested *int64, timelin
 		line int
 	}
 	live := make(map[uint64]liveBlock)
+	defer func() {
+		for _, lb := range live {
+			if ferr := p.Free(lb.b); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("freeing what the trace left live: %w", ferr))
+				continue
+			}
+			*requested -= lb.b.Size()
+		}
+	}()
 	failed := make(map[uint64]bool) // allocations that ran out of memory
 	freed := make(map[uint64]int)   // address -> line of its last free
 	for {
@@ -206,12 +216,6 @@ func replayOnce(p *pool.Pool, evs events, res *result, requested *int64, timelin
 				return err
 			}
 		}
-	}
-	for _, lb := range live {
-		if err := p.Free(lb.b); err != nil {
-			return fmt.Errorf("freeing what the trace left live: %w", err)
-		}
-		*requested -= lb.b.Size()
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/pool"
@@ -110,8 +111,13 @@ func New(capacity int64) (*Driver, error) {
 	if ram, ok := physicalMemory(); ok && capacity > ram {
 		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
+	openDrivers.Add(1)
 	return &Driver{capacity: capacity, streams: map[uintptr]bool{0: true}, events: map[uintptr]bool{}, nextID: 1, vm: newVM()}, nil
 }
+
+// openDrivers counts the drivers not yet closed, whose memory and memfd an
+// unclosed driver would keep; the package's tests check it ends at zero.
+var openDrivers atomic.Int64
 
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return "host memory, " + pool.FormatBytes(d.capacity) }
@@ -398,6 +404,7 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
+	openDrivers.Add(-1)
 	var err error
 	if len(d.segs) > 0 {
 		err = fmt.Errorf("host: closed with %d allocations not freed", len(d.segs))

@@ -6,16 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/gpu/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
 
 func TestCapacityDoubleFreeAndBounds(t *testing.T) {
 	d, err := host.New(1 << 20)

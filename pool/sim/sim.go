@@ -9,6 +9,7 @@ package sim
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrOutOfMemory is what the source returns beyond its capacity. Its error
@@ -93,6 +94,7 @@ func (s *Source) take(n int64) error {
 		return fmt.Errorf("sim: %d bytes asked, %d of %d in use: %w", n, s.used, s.capacity, ErrOutOfMemory)
 	}
 	s.used += n
+	held.bytes.Add(n)
 	return nil
 }
 
@@ -132,6 +134,7 @@ func (s *Source) Free(ptr uintptr, size int64) error {
 	}
 	delete(s.allocs, ptr)
 	s.used -= n
+	held.bytes.Add(-n)
 	s.counts.Frees++
 	return nil
 }
@@ -155,6 +158,7 @@ func (s *Source) ReserveAddress(size int64) (uintptr, error) {
 	defer s.mu.Unlock()
 	p := s.addr(size)
 	s.reserves[p] = size
+	held.reserves.Add(1)
 	s.counts.Reserves++
 	return p, nil
 }
@@ -172,6 +176,7 @@ func (s *Source) ReleaseAddress(ptr uintptr, size int64) error {
 		}
 	}
 	delete(s.reserves, ptr)
+	held.reserves.Add(-1)
 	s.counts.ReleasedReserves++
 	return nil
 }
@@ -205,6 +210,7 @@ func (s *Source) Release(h uint64) error {
 	}
 	delete(s.handles, h)
 	s.used -= hd.size
+	held.bytes.Add(-hd.size)
 	s.counts.Releases++
 	return nil
 }
@@ -377,6 +383,13 @@ func (s *Source) Break(stream uintptr) {
 	s.broken[stream] = true
 }
 
+// Repair undoes Break: events can be recorded on stream again.
+func (s *Source) Repair(stream uintptr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.broken, stream)
+}
+
 // Used returns the bytes of capacity in use: live allocations and pages.
 func (s *Source) Used() int64 {
 	s.mu.Lock()
@@ -398,6 +411,15 @@ func (s *Source) Live() (allocs, handles, reserves, events int) {
 	defer s.mu.Unlock()
 	return len(s.allocs), len(s.handles), len(s.reserves), len(s.events)
 }
+
+// held sums what every Source in the process holds, for [Held].
+var held struct{ bytes, reserves atomic.Int64 }
+
+// Held reports the bytes of capacity and the address reservations that
+// every Source in the process still holds. Both are zero once each pool
+// built on a Source has been closed: a test's TestMain checks it to catch a
+// pool left open, which the garbage collector would hide.
+func Held() (bytes, reserves int64) { return held.bytes.Load(), held.reserves.Load() }
 
 // Plain returns s without page mapping: a source for classic segments.
 func (s *Source) Plain() *PlainSource { return &PlainSource{s} }

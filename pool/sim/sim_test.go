@@ -8,13 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
+	goleak.VerifyTestMain(sim.Wrap(m))
 }
 
 func TestTheSourceChecksItsCallers(t *testing.T) {
@@ -60,11 +59,12 @@ func TestTheSourceChecksItsCallers(t *testing.T) {
 
 func TestCapacityIsOutOfMemory(t *testing.T) {
 	s := sim.New(3*sim.DefaultPageSize, 0)
-	_, err := s.Create(2 * sim.DefaultPageSize)
+	h, err := s.Create(2 * sim.DefaultPageSize)
 	require.NoError(t, err)
 	_, err = s.Create(2 * sim.DefaultPageSize)
 	assert.ErrorIs(t, err, sim.ErrOutOfMemory)
 	assert.True(t, pool.IsSourceOutOfMemory(err))
+	require.NoError(t, s.Release(h))
 }
 
 func TestTheCostTableInterpolates(t *testing.T) {

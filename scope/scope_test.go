@@ -7,24 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 	"github.com/gpuscope/gpuscope/scope"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(sim.Wrap(m))
-}
-
-func newTree(t testing.TB, opts ...pool.Option) *scope.Tree {
-	t.Helper()
-	p, err := pool.New(sim.New(0, 0), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, p.Close()) })
-	return scope.NewTree(p, "sim")
-}
 
 func TestReleaseIsLastAllocatedFirst(t *testing.T) {
 	tr := newTree(t, pool.Shards(1))
@@ -46,29 +32,6 @@ func TestReleaseIsLastAllocatedFirst(t *testing.T) {
 	a, err := s2.Alloc(512)
 	require.NoError(t, err)
 	assert.Equal(t, ptrs[0], a.Ptr())
-}
-
-func TestTreeListsScopesParentsFirst(t *testing.T) {
-	tr := newTree(t)
-	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "a"})
-	require.NoError(t, err)
-	child, err := tr.Open(root.Context(), root, scope.Options{Name: "b"})
-	require.NoError(t, err)
-	var paths []string
-	for _, s := range tr.Scopes() {
-		paths = append(paths, s.Path())
-	}
-	assert.Equal(t, []string{"a", "a/b"}, paths)
-	got, ok := scope.FromContext(child.Context())
-	require.True(t, ok)
-	assert.Same(t, child, got)
-	assert.NotEqual(t, root.ID(), child.ID())
-	left, err := tr.Close()
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a"}, left)
-	assert.True(t, child.Closed(), "closing a parent closes its children")
-	_, err = tr.Open(context.Background(), nil, scope.Options{})
-	assert.ErrorIs(t, err, scope.ErrClosed)
 }
 
 func BenchmarkEmptyScope(b *testing.B) {
@@ -152,22 +115,4 @@ func TestRacingFreesKeepsAndClose(t *testing.T) {
 		assert.Zero(t, parent.Stats().Live)
 		assert.Zero(t, tr.Pool().Stats().Allocated, "every allocation ended exactly once")
 	}
-}
-
-func TestContextScopeOfSameTreeIsParent(t *testing.T) {
-	tr, other := newTree(t), newTree(t)
-	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "root"})
-	require.NoError(t, err)
-	defer root.Close()
-
-	child, err := tr.Open(root.Context(), nil, scope.Options{Name: "child"})
-	require.NoError(t, err)
-	assert.Equal(t, "root/child", child.Path(), "a nil parent takes the scope the context carries")
-	require.NoError(t, child.Close())
-
-	// A scope of another device's tree is not a parent: the new scope is a root.
-	foreign, err := other.Open(root.Context(), nil, scope.Options{Name: "foreign"})
-	require.NoError(t, err)
-	assert.Equal(t, "foreign", foreign.Path())
-	require.NoError(t, foreign.Close())
 }

@@ -1,0 +1,47 @@
+package scope_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+func TestKeepHandsTheAllocationToTheParent(t *testing.T) {
+	tr := newTree(t)
+	parent, err := tr.Open(context.Background(), nil, scope.Options{Name: "p"})
+	require.NoError(t, err)
+	defer parent.Close()
+	child, err := tr.Open(parent.Context(), nil, scope.Options{Name: "c"})
+	require.NoError(t, err)
+	a, err := child.Alloc(4096)
+	require.NoError(t, err)
+
+	require.NoError(t, child.Keep(a))
+	assert.Same(t, parent, a.Owner())
+	assert.Zero(t, child.Stats().Live)
+	assert.Equal(t, int64(4096), parent.Stats().Live, "the parent counted it all along")
+	require.NoError(t, child.Close())
+	assert.NoError(t, a.Use(func(uintptr) error { return nil }), "it outlives the child")
+	assert.ErrorIs(t, child.Keep(a), scope.ErrWrongScope, "the child no longer owns it")
+	assert.ErrorIs(t, parent.Keep(a), scope.ErrNotKept, "a root has no parent")
+	require.NoError(t, parent.Free(a))
+	assert.ErrorIs(t, parent.Free(a), scope.ErrFreed)
+}
+
+func TestKeepOutOfTheScopesOwnReservationIsRefused(t *testing.T) {
+	tr := newTree(t)
+	parent, err := tr.Open(context.Background(), nil, scope.Options{})
+	require.NoError(t, err)
+	defer parent.Close()
+	child, err := tr.Open(parent.Context(), nil, scope.Options{Reserve: 64 << 10})
+	require.NoError(t, err)
+	a, err := child.Alloc(4096)
+	require.NoError(t, err)
+	assert.ErrorIs(t, child.Keep(a), scope.ErrNotKept)
+	assert.Same(t, child, a.Owner(), "a refused Keep changes nothing")
+	require.NoError(t, child.Close())
+}

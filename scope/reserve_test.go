@@ -1,0 +1,54 @@
+package scope_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+func TestAllocationsComeFromTheNearestReservationThenThePool(t *testing.T) {
+	tr := newTree(t)
+	p := tr.Pool()
+	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "root", Reserve: 1 << 20})
+	require.NoError(t, err)
+	defer root.Close()
+	assert.Equal(t, int64(1<<20), root.Stats().Reserved)
+	fromPool := p.Stats().Allocated // the reservation is one pool block
+
+	child, err := tr.Open(root.Context(), nil, scope.Options{Name: "child"})
+	require.NoError(t, err)
+	a, err := child.Alloc(64 << 10)
+	require.NoError(t, err)
+	assert.Equal(t, fromPool, p.Stats().Allocated, "the child drew on its parent's reservation")
+	assert.Equal(t, int64(64<<10), child.Stats().Live)
+
+	big, err := child.Alloc(2 << 20)
+	require.NoError(t, err, "past the reservation the pool serves it")
+	assert.Equal(t, fromPool+2<<20, p.Stats().Allocated)
+	assert.Equal(t, int64(1<<20+2<<20), root.Stats().Live,
+		"the root counts its reservation (which the 64 KiB lie in) and what its children took from the pool")
+
+	require.NoError(t, child.Close())
+	assert.Equal(t, fromPool, p.Stats().Allocated, "the pool's block went back; the reservation stays")
+	assert.Equal(t, int64(1<<20), root.Stats().Live, "only the reservation is left")
+	assert.ErrorIs(t, a.Use(func(uintptr) error { return nil }), scope.ErrClosed)
+	assert.ErrorIs(t, big.Use(func(uintptr) error { return nil }), scope.ErrClosed)
+
+	require.NoError(t, root.Close())
+	assert.Zero(t, p.Stats().Allocated, "closing the root gave its reservation back")
+}
+
+func TestAReservationBeyondTheDeviceIsRefusedWithNothingHeld(t *testing.T) {
+	tr := newTree(t)
+	_, err := tr.Open(context.Background(), nil, scope.Options{Reserve: pool.MaxSize + 1})
+	assert.ErrorIs(t, err, pool.ErrInvalidSize)
+	_, err = tr.Open(context.Background(), nil, scope.Options{Reserve: 1 << 20, Limit: 1 << 10})
+	assert.ErrorContains(t, err, "exceeds the scope's limit")
+	assert.Empty(t, tr.Scopes())
+	assert.Zero(t, tr.Pool().Stats().Allocated)
+}

@@ -392,7 +392,9 @@ func (s *Scope) Close() error {
 	kids := append([]*Scope(nil), s.children...)
 	s.mu.Unlock()
 	for i := len(kids) - 1; i >= 0; i-- {
-		errs = append(errs, kids[i].Close())
+		if err := kids[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	s.mu.Lock()
 	ending := make([]*Allocation, 0, s.count) // last allocated first
@@ -417,7 +419,9 @@ func (s *Scope) Close() error {
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.
-	errs = append(errs, s.releaseReservationIfEmpty())
+	if err := s.releaseReservationIfEmpty(); err != nil {
+		errs = append(errs, err) // only errors: an empty Close allocates nothing
+	}
 	if s.parent != nil {
 		s.parent.removeChild(s)
 	} else {

@@ -6,7 +6,7 @@
 #                                      # stub libcuda come from scripts/cuda-sdk.sh
 #   scripts/gpu-test.sh run [LOGDIR]   # on the GPU machine, from the repository root
 #
-# build writes .gpubin/: one test binary per package (PKG.test.gz), the
+# build writes .gpubin/: the commit (commit.txt), one test binary per package (PKG.test.gz), the
 # gpumem and kernel commands, gzipped so that a device run can carry them,
 # and a list of which directory each test runs in. run needs no Go: it
 # unpacks them, runs each test binary in its package directory and prints
@@ -23,6 +23,9 @@ build)
   eval "$(scripts/cuda-sdk.sh)"
   rm -rf "$bin" && mkdir -p "$bin"
   : >"$bin/tests.txt"
+  # The commit the binaries come from, with -dirty where the tree had
+  # changes, so that every log of a run says what it tested.
+  git describe --always --dirty --abbrev=12 >"$bin/commit.txt" 2>/dev/null || echo unknown >"$bin/commit.txt"
   for pkg in $(go list -tags cuda ./...); do
     dir=$(go list -tags cuda -f '{{.Dir}}' "$pkg")
     name=$(echo "${pkg#github.com/gpuscope/gpuscope/}" | tr / _)
@@ -48,6 +51,7 @@ run)
   for z in "$bin"/*.gz; do
     [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
   done
+  echo "commit $(cat "$bin/commit.txt" 2>/dev/null || echo unknown)"
   pass=0 fail=0
   while read -r test dir; do
     if (cd "$dir" && "$root/$bin/$test" -test.v -test.count=1 >"$logs/$test.log" 2>&1 </dev/null); then

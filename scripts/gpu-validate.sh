@@ -12,6 +12,7 @@ logs=${1:-.gpubin/logs}
 mkdir -p "$logs"
 {
   date -u
+  echo "commit $(cat .gpubin/commit.txt 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   nvidia-smi | head -4
 } >"$logs/machine.txt" 2>&1

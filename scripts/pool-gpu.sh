@@ -28,7 +28,7 @@ build)
     echo "pool-gpu: the working tree has changes; the run would not measure a commit" >&2
     exit 1
   fi
-  git rev-parse HEAD >.gpubin/commit
+  git rev-parse HEAD >.gpubin/commit.txt
   ;;
 run)
   logs=${2:?usage: $0 run LOGDIR}
@@ -40,7 +40,7 @@ run)
   fi
   {
     date -u
-    echo "commit $(cat .gpubin/commit)"
+    echo "commit $(cat .gpubin/commit.txt)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     python3 -c 'import torch; print("torch", torch.__version__)'
   } >"$logs/machine.txt" 2>&1

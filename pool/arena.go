@@ -130,24 +130,25 @@ func (a *arena) coalesce(b *block, st blockState, set *freeSet) {
 	b.state = st
 	if p := b.prev; p != nil && p.state == st {
 		set.remove(p)
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
-		a.drop(b)
+		a.absorbNext(p)
 		b = p
 	}
 	if n := b.next; n != nil && n.state == st {
 		set.remove(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
-		a.drop(n)
+		a.absorbNext(b)
 	}
 	set.insert(b)
+}
+
+// absorbNext merges b's next neighbour into b and drops the neighbour.
+func (a *arena) absorbNext(b *block) {
+	n := b.next
+	b.size += n.size
+	b.next = n.next
+	if n.next != nil {
+		n.next.prev = b
+	}
+	a.drop(n)
 }
 
 // splitAt cuts b at offset off and returns the new block after it, in no

@@ -349,14 +349,7 @@ func (d *Driver) Granularity() int64 { return d.pageSize }
 
 // ReserveAddress implements driver.PageMapper.
 func (d *Driver) ReserveAddress(size int64) (ptr uintptr, err error) {
-	if err := d.open(); err != nil {
-		return 0, err
-	}
-	if err := d.checkRange(0, size); err != nil {
-		return 0, err
-	}
-	err = d.Do(func() error {
-		var err error
+	err = d.doSized(size, func() (err error) {
 		ptr, err = reserveAddress(size, d.pageSize)
 		return err
 	})
@@ -370,18 +363,23 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 
 // Create implements driver.PageMapper with cuMemCreate.
 func (d *Driver) Create(size int64) (h uint64, err error) {
-	if err := d.open(); err != nil {
-		return 0, err
-	}
-	if err := d.checkRange(0, size); err != nil {
-		return 0, err
-	}
-	err = d.Do(func() error {
-		var err error
+	err = d.doSized(size, func() (err error) {
 		h, err = createHandle(size, d.ordinal)
 		return err
 	})
 	return h, err
+}
+
+// doSized runs fn on the driver's thread for a call that takes size bytes,
+// once the driver is open and size is in range.
+func (d *Driver) doSized(size int64, fn func() error) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if err := d.checkRange(0, size); err != nil {
+		return err
+	}
+	return d.Do(fn)
 }
 
 // Release implements driver.PageMapper with cuMemRelease.

@@ -157,7 +157,9 @@ func (d *Driver) FailWhen(fail func(op Op, size int64) bool) {
 	d.failWhen = fail
 }
 
-// inject reports an injected failure for op. Called with d.mu held.
+// inject is where every operation starts: ErrClosed once the driver is
+// closed, else an injected failure for op, if one is due. Called with d.mu
+// held.
 func (d *Driver) inject(op Op, size int64) error {
 	if d.closed {
 		return ErrClosed
@@ -174,9 +176,6 @@ func (d *Driver) inject(op Op, size int64) error {
 func (d *Driver) Alloc(size int64) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return 0, ErrClosed
-	}
 	if err := d.inject(OpAlloc, size); err != nil {
 		return 0, err
 	}
@@ -203,9 +202,6 @@ func (d *Driver) Alloc(size int64) (uintptr, error) {
 func (d *Driver) Free(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return ErrClosed
-	}
 	if err := d.inject(OpFree, size); err != nil {
 		return err
 	}
@@ -250,9 +246,6 @@ func (d *Driver) checkStream(stream uintptr) error {
 // access checks an operation on n bytes at ptr, ordered on stream, and
 // returns the memory. Called with d.mu held.
 func (d *Driver) access(ptr uintptr, n int64, stream uintptr) ([]byte, error) {
-	if d.closed {
-		return nil, ErrClosed
-	}
 	if err := d.inject(OpCopy, n); err != nil {
 		return nil, err
 	}

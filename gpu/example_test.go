@@ -1,6 +1,7 @@
 package gpu_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/gpu"
@@ -44,4 +45,33 @@ func ExampleDevice_Summary() {
 	//   weights                         19.00 MiB   peak    19.00 MiB   1 buffers (16.00 MiB)
 	//     batch                          3.00 MiB   peak     3.00 MiB   1 buffers (3.00 MiB)
 	// allocated 16.00 MiB (peak 19.00 MiB), reserved 20.00 MiB (peak 20.00 MiB), cached 4.00 MiB; 1 buffers live, 1 scopes open
+}
+
+// A program that runs with or without a GPU picks its device by what the
+// build supports: GPU 0 where it has CUDA, host memory elsewhere. The same
+// scopes then work on either.
+func Example_chooseDevice() {
+	open := func() (*gpu.Device, error) {
+		if gpu.CUDA {
+			return gpu.Open(0)
+		}
+		return gpu.OpenHost()
+	}
+	dev, err := open()
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		x, err := gpu.Alloc[float32](s, 1024)
+		if err != nil {
+			return err
+		}
+		fmt.Println("allocated", x.Len(), "floats")
+		return nil
+	})
+	fmt.Println("error:", err)
+	// Output:
+	// allocated 1024 floats
+	// error: <nil>
 }

@@ -57,5 +57,7 @@ func Devices() ([]DeviceInfo, error) {
 	return out, nil
 }
 
-// CUDA reports whether this build has CUDA support.
+// CUDA reports whether this build has CUDA support (-tags cuda). A
+// program uses it to choose between Open and OpenHost (see the package's
+// example of choosing a device).
 const CUDA = true

@@ -24,5 +24,7 @@ func Devices() ([]DeviceInfo, error) {
 	return nil, fmt.Errorf("%w: gpuscope was built without CUDA support; build with -tags cuda", ErrNoDevice)
 }
 
-// CUDA reports whether this build has CUDA support.
+// CUDA reports whether this build has CUDA support (-tags cuda). A
+// program uses it to choose between Open and OpenHost (see the package's
+// example of choosing a device).
 const CUDA = false

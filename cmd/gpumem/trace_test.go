@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzReadTrace feeds the trace reader arbitrary bytes: it must return
@@ -48,4 +52,24 @@ func FuzzReadTrace(f *testing.F) {
 		_, _ = replay(p, inMemory(events), m, 2, nil)
 		_ = p.Close()
 	})
+}
+
+func TestBadTracesNameTheLine(t *testing.T) {
+	cases := map[string]struct{ trace, want string }{
+		"a malformed line":             {"action,addr,size,stream\nalloc,1,2\n", "line 2"},
+		"an unknown action":            {"action,addr,size,stream\nalloc,1,2,0\nrealloc,1,2,0\n", `line 3: unknown action "realloc"`},
+		"a negative size":              {"alloc,1,-2,0\n", "line 1"},
+		"a double free":                {"alloc,1,64,0\nfree_requested,1,64,0\nfree_requested,1,64,0\n", "line 3: double free of 1, freed at line 2"},
+		"an alloc over a live address": {"alloc,1,64,0\nalloc,1,64,0\n", "line 2"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "trace.csv")
+			require.NoError(t, os.WriteFile(f, []byte(c.trace), 0o600))
+			var out, errb bytes.Buffer
+			err := run([]string{"replay", f}, &out, &errb)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
 }

@@ -1,41 +1,17 @@
 package gputest_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/gpu/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
-
-// fakeT records what a check reports.
-type fakeT struct{ errs []string }
-
-func (f *fakeT) Error(args ...any) { f.errs = append(f.errs, fmt.Sprint(args...)) }
-func (f *fakeT) Helper()           {}
-
-func openHost(t *testing.T) *gpu.Device {
-	t.Helper()
-	dev, err := gpu.OpenHost()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = dev.Close() })
-	return dev
-}
-
-func fast() gputest.Option { return gputest.MaxSleep(1) }
 
 func TestAnOpenScopeAndItsBufferAreReported(t *testing.T) {
 	dev := openHost(t)
@@ -54,7 +30,7 @@ func TestAnOpenScopeAndItsBufferAreReported(t *testing.T) {
 	assert.Contains(t, msg, `[Scope "request" open on device host`)
 	assert.Contains(t, msg, `[Buffer of 4.00 KiB at 0x`)
 	assert.Contains(t, msg, "gputest_test.TestAnOpenScopeAndItsBufferAreReported", "the allocation site")
-	assert.Contains(t, msg, "gputest_test.go:", "with file and line")
+	assert.Contains(t, msg, "leaks_test.go:", "with file and line")
 
 	require.NoError(t, s.Close())
 	ft = &fakeT{}
@@ -87,16 +63,6 @@ func TestIgnoreCurrentHidesWhatExistedBefore(t *testing.T) {
 	assert.Error(t, gputest.Find(gputest.Devices("host"), fast()))
 }
 
-func TestOptionsThatMakeNoSenseAreErrors(t *testing.T) {
-	assert.Error(t, gputest.Find(gputest.Cleanup(func(int) {})))
-	assert.Error(t, gputest.Find(gputest.IgnoreScope("")))
-	assert.Error(t, gputest.Find(gputest.Devices()))
-	assert.Error(t, gputest.Find(gputest.MaxSleep(0)))
-	ft := &fakeT{}
-	gputest.VerifyNone(ft, nil)
-	assert.Len(t, ft.errs, 1)
-}
-
 func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {
 	dev := openHost(t)
 	s, err := dev.NewScope(gpu.Name("closing"))
@@ -116,88 +82,6 @@ func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {
 		}
 	}))
 	assert.NoError(t, err)
-}
-
-var inFlight = make(chan struct{})
-
-func TestSteady(t *testing.T) {
-	dev := openHost(t)
-	keep, err := dev.NewScope(gpu.Name("cache"))
-	require.NoError(t, err)
-	defer keep.Close()
-
-	t.Run("a loop that keeps one buffer per iteration fails", func(t *testing.T) {
-		ft := &fakeT{}
-		gputest.Steady(ft, 2, 5, func() error {
-			_, err := keep.Alloc(1000)
-			return err
-		})
-		require.Len(t, ft.errs, 1)
-		assert.Contains(t, ft.errs[0], "grew in 5 of 5 iterations")
-		assert.Contains(t, ft.errs[0], "+1000 B")
-		assert.Contains(t, ft.errs[0], `scope "host:cache" grew by 4.88 KiB`)
-	})
-	t.Run("a loop that frees passes", func(t *testing.T) {
-		ft := &fakeT{}
-		gputest.Steady(ft, 2, 5, func() error {
-			return gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-				_, err := s.Alloc(1000)
-				return err
-			})
-		})
-		assert.Empty(t, ft.errs)
-	})
-	t.Run("an error stops it", func(t *testing.T) {
-		ft := &fakeT{}
-		gputest.Steady(ft, 0, 3, func() error { return errors.New("boom") })
-		require.Len(t, ft.errs, 1)
-		assert.Contains(t, ft.errs[0], "boom")
-	})
-	t.Run("bad arguments", func(t *testing.T) {
-		ft := &fakeT{}
-		gputest.Steady(ft, 0, 1, func() error { return nil })
-		assert.Len(t, ft.errs, 1)
-	})
-}
-
-type fakeM struct {
-	code int
-	run  func()
-}
-
-func (m fakeM) Run() int {
-	if m.run != nil {
-		m.run()
-	}
-	return m.code
-}
-
-func TestVerifyTestMain(t *testing.T) {
-	dev := openHost(t)
-	var exit int
-	var out bytes.Buffer
-	restore := gputest.SetTestMainHooks(func(c int) { exit = c }, &out)
-	defer restore()
-
-	gputest.VerifyTestMain(fakeM{code: 0}, fast())
-	assert.Equal(t, 0, exit)
-
-	var leaked *gpu.Scope
-	gputest.VerifyTestMain(fakeM{code: 0, run: func() {
-		leaked, _ = dev.NewScope(gpu.Name("leaky"))
-		_, _ = leaked.Alloc(10)
-	}}, fast())
-	assert.Equal(t, 1, exit)
-	assert.Contains(t, out.String(), `[Scope "leaky"`)
-	assert.Contains(t, out.String(), "allocated at:", "VerifyTestMain records stacks")
-	require.NoError(t, leaked.Close())
-
-	gputest.VerifyTestMain(fakeM{code: 3}, fast())
-	assert.Equal(t, 3, exit, "a failed run keeps its code")
-
-	var cleaned int = -1
-	gputest.VerifyTestMain(fakeM{code: 0}, fast(), gputest.Cleanup(func(c int) { cleaned = c }))
-	assert.Equal(t, 0, cleaned)
 }
 
 func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
@@ -236,39 +120,6 @@ func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {
 	require.Len(t, ft.errs, 1, "the new buffer is a leak, whatever its address")
 	assert.Contains(t, ft.errs[0], "1 buffers (4.00 KiB) live")
 	require.NoError(t, s.Free(fresh))
-}
-
-func TestSteadySeesLeaksIntoReservationsAndKeeps(t *testing.T) {
-	dev := openHost(t)
-	t.Run("into a scope's own reservation", func(t *testing.T) {
-		reserved, err := dev.NewScope(gpu.Name("reserved"), gpu.Reserve(1<<20))
-		require.NoError(t, err)
-		defer reserved.Close()
-		ft := &fakeT{}
-		gputest.Steady(ft, 1, 4, func() error {
-			_, err := reserved.Alloc(1000) // from the reservation: the pool sees nothing new
-			return err
-		})
-		require.Len(t, ft.errs, 1)
-		assert.Contains(t, ft.errs[0], `scope "host:reserved" grew by`)
-	})
-	t.Run("kept into a reserving parent", func(t *testing.T) {
-		parent, err := dev.NewScope(gpu.Name("parent"), gpu.Reserve(1<<20))
-		require.NoError(t, err)
-		defer parent.Close()
-		ft := &fakeT{}
-		gputest.Steady(ft, 1, 4, func() error {
-			return gpu.WithScope(parent.Context(), dev, func(c *gpu.Scope) error {
-				b, err := c.Alloc(1000)
-				if err != nil {
-					return err
-				}
-				return c.Keep(b)
-			})
-		})
-		require.Len(t, ft.errs, 1)
-		assert.Contains(t, ft.errs[0], `scope "host:parent" grew by`)
-	})
 }
 
 func TestReleaseErrorsNoCallerHeardFailTheCheck(t *testing.T) {

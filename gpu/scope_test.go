@@ -114,20 +114,23 @@ func TestThreeDeepNestingWithKeep(t *testing.T) {
 				if err != nil {
 					return err
 				}
+				out = b
 				require.NoError(t, b.CopyFromHost([]byte("kept")))
 				require.NoError(t, in.Keep(b))
 				return mid.Keep(b)
 			}, gpu.Name("step"))
 		}, gpu.Name("decode"))
 		require.NoError(t, err)
-		out = nil
+		got := make([]byte, 4)
+		require.NoError(t, out.CopyToHost(got), "kept twice, it outlives both inner scopes")
+		assert.Equal(t, "kept", string(got))
 		bufs := outer.Stats()
 		assert.Equal(t, 1, bufs.Allocations, "the kept buffer now belongs to the outer scope")
 		assert.Equal(t, int64(512), bufs.Live, "64 bytes take 512, as the pool rounds them")
 		return nil
 	}, gpu.Name("request"))
 	require.NoError(t, err)
-	assert.Nil(t, out)
+	assert.ErrorIs(t, out.Memset(0), gpu.ErrScopeClosed, "and ends with the outer one")
 	assert.Zero(t, dev.Stats().Allocated)
 }
 
@@ -228,6 +231,6 @@ func TestLongLivedScope(t *testing.T) {
 	}
 	assert.Equal(t, int64(1<<20), dev.Stats().Allocated)
 	require.NoError(t, weights.Close())
-	require.NoError(t, weights.Close())
+	require.NoError(t, weights.Close(), "Close is idempotent")
 	assert.Zero(t, dev.Stats().Allocated)
 }

@@ -33,7 +33,9 @@ var modelConfigs = []modelConfig{
 
 // modelRun applies a sequence of operations drawn from next to a pool and
 // checks every invariant after each step. next returns values in [0, n).
-func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (final pool.Stats) {
+// It returns the pool's final statistics and whether it ran under a
+// MaxReserved limit.
+func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (final pool.Stats, limited bool) {
 	t.Helper()
 	src := sim.New(cfg.capacity, 0)
 	var s pool.Source = src
@@ -104,7 +106,7 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (f
 		}
 	}
 	src.SetBusy(0, false)
-	final = p.Stats()
+	final, limited = p.Stats(), p.MaxReserved() > 0
 	for _, b := range live {
 		require.NoError(t, p.Free(b))
 	}
@@ -117,7 +119,7 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (f
 		require.Zero(t, pages, "pages left at the source")
 		require.Zero(t, reserves, "reservations left at the source")
 	}
-	return final
+	return final, limited
 }
 
 func TestModelSeeded(t *testing.T) {
@@ -128,7 +130,7 @@ func TestModelSeeded(t *testing.T) {
 	for _, cfg := range modelConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(len(cfg.name))))
-			final := modelRun(t, cfg, steps, func(n int) int { return r.IntN(n) })
+			final, limited := modelRun(t, cfg, steps, func(n int) int { return r.IntN(n) })
 			// The seeded mix frees as it goes, so a run short of memory has
 			// cache to release and free pages to move. A fuzzed sequence
 			// need not (it may only allocate), so these hold for seeded runs.
@@ -136,7 +138,7 @@ func TestModelSeeded(t *testing.T) {
 				assert.Positive(t, final.OOMs, "a capacity run must run out of memory")
 				assert.Positive(t, final.Retries, "and retry after releasing the cache")
 			}
-			if !cfg.plain && (cfg.capacity > 0 || hasMaxReserved(cfg)) {
+			if !cfg.plain && (cfg.capacity > 0 || limited) {
 				assert.Positive(t, final.PagesMoved, "an expandable run short of memory must move memory")
 			}
 		})
@@ -147,6 +149,11 @@ func FuzzModel(f *testing.F) {
 	f.Add(uint8(0), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(3), []byte{1, 1, 1, 1, 9, 9, 9, 0, 5, 5, 5, 5})
 	f.Fuzz(func(t *testing.T, which uint8, ops []byte) {
+		// Every step checks every invariant, so a step costs time linear in
+		// the live blocks; a few hundred steps reach every state the model
+		// has, and longer inputs only slow the fuzzer down.
+		const maxSteps = 600
+		ops = ops[:min(len(ops), maxSteps)]
 		cfg := modelConfigs[int(which)%len(modelConfigs)]
 		i := 0
 		modelRun(t, cfg, len(ops), func(n int) int {
@@ -158,13 +165,4 @@ func FuzzModel(f *testing.F) {
 			return v % n
 		})
 	})
-}
-
-func hasMaxReserved(cfg modelConfig) bool {
-	p, err := pool.New(sim.New(0, 0), cfg.opts...)
-	if err != nil {
-		return false
-	}
-	defer p.Close()
-	return p.MaxReserved() > 0
 }

@@ -35,6 +35,7 @@ type Source struct {
 	used       int64 // bytes of live allocations and pages
 	nextAddr   uintptr
 	allocs     map[uintptr]int64     // live Alloc ranges
+	maxAlloc   int64                 // the largest Alloc so far, which bounds Accessible's search
 	reserves   map[uintptr]int64     // live address reservations
 	handles    map[uint64]*simHandle // live handles: mapped or not
 	nextHandle uint64
@@ -117,6 +118,7 @@ func (s *Source) Alloc(size int64) (uintptr, error) {
 	}
 	p := s.addr(size)
 	s.allocs[p] = size
+	s.maxAlloc = max(s.maxAlloc, size)
 	s.counts.Allocs++
 	return p, nil
 }
@@ -297,12 +299,20 @@ func (s *Source) Unmap(ptr uintptr, size int64) error {
 func (s *Source) Accessible(ptr uintptr, n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for base, size := range s.allocs {
-		if ptr >= base && ptr+uintptr(n) <= base+uintptr(size) {
-			return true
+	first := ptr &^ uintptr(s.pageSize-1)
+	// Allocations start on a page and do not overlap, so the only one that
+	// can hold ptr is the nearest that starts at or below it: search back
+	// page by page, no further than the largest allocation reaches. (A scan
+	// of every allocation made the pool's model checks cubic in the number
+	// of segments, and stalled the fuzzer.)
+	for back := uintptr(0); back <= uintptr(s.maxAlloc) && back <= first; back += uintptr(s.pageSize) {
+		if size, ok := s.allocs[first-back]; ok {
+			if ptr+uintptr(n) <= first-back+uintptr(size) {
+				return true
+			}
+			break
 		}
 	}
-	first := ptr &^ uintptr(s.pageSize-1)
 	for a := first; a < ptr+uintptr(n); a += uintptr(s.pageSize) {
 		if g, ok := s.granules[a]; !ok || !g.access {
 			return false

@@ -98,3 +98,43 @@ func TestBusyStreamsHoldTheirEvents(t *testing.T) {
 	require.NoError(t, s.DestroyEvent(ev))
 	assert.Error(t, s.DestroyEvent(ev))
 }
+
+func TestAccessibleFindsTheAllocationHoldingARange(t *testing.T) {
+	const G = sim.DefaultPageSize
+	s := sim.New(0, 0)
+	small, err := s.Alloc(100)
+	require.NoError(t, err)
+	big, err := s.Alloc(3 * G)
+	require.NoError(t, err)
+	after, err := s.Alloc(G)
+	require.NoError(t, err)
+	assert.True(t, s.Accessible(small, 100))
+	assert.False(t, s.Accessible(small, 101), "past the end of a small allocation")
+	assert.True(t, s.Accessible(big+2*G+5, G-5), "the last page of a large one, from inside it")
+	assert.False(t, s.Accessible(big+2*G, G+1), "straddling two allocations")
+	assert.True(t, s.Accessible(after, G))
+	require.NoError(t, s.Free(big, 3*G))
+	assert.False(t, s.Accessible(big+G, 64), "a freed allocation")
+	require.NoError(t, s.Free(small, 100))
+	require.NoError(t, s.Free(after, G))
+}
+
+// runFunc is a TestingM whose tests are a function.
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }
+
+func TestWrapFailsAPassingRunThatLeftMemoryHeld(t *testing.T) {
+	s := sim.New(0, 0)
+	var ptr uintptr
+	leaky := runFunc(func() int {
+		var err error
+		ptr, err = s.Alloc(4096)
+		require.NoError(t, err)
+		return 0
+	})
+	assert.Equal(t, 1, sim.Wrap(leaky).Run(), "memory left held fails the run")
+	require.NoError(t, s.Free(ptr, 4096))
+	assert.Equal(t, 0, sim.Wrap(runFunc(func() int { return 0 })).Run(), "nothing held: it passes")
+	assert.Equal(t, 7, sim.Wrap(runFunc(func() int { return 7 })).Run(), "a failed run keeps its code")
+}

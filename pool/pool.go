@@ -169,10 +169,11 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 			if peak {
 				p.notePeak(sh)
 			}
+			blk := Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}
 			if o := p.observer.Load(); o != nil {
-				(*o)(true, Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen})
+				(*o)(true, blk)
 			}
-			return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+			return blk, nil
 		}
 		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
@@ -194,10 +195,11 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if peak {
 		p.notePeak(sh)
 	}
+	blk := Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}
 	if o := p.observer.Load(); o != nil {
-		(*o)(true, Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen})
+		(*o)(true, blk)
 	}
-	return Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}, nil
+	return blk, nil
 }
 
 // Observe makes the pool call fn after every allocation (alloc true) and

@@ -181,7 +181,8 @@ func (a *arena) newBlock() *block {
 // and Free finds its pool through the segment.
 func (a *arena) drop(b *block) {
 	b.ptr, b.size, b.prev, b.next = 0, 0, nil, nil
-	b.state, b.key, b.requested, b.shard = stateFree, 0, 0, nil
+	b.state, b.key, b.requested = stateFree, 0, 0
+	b.shard.Store(nil)
 	b.events, b.uses = b.events[:0], b.uses[:0]
 	a.spare = append(a.spare, b)
 }

@@ -23,13 +23,13 @@ type block struct {
 	seg        *segment
 	prev, next *block
 	state      blockState
-	key        int64         // rounded size it was handed out for: the front-cache key
-	requested  int64         // bytes asked for while allocated
-	shard      *shard        // the shard that handed it out, which takes it back
-	gen        uint64        // handout count; a Block carries the gen it was given
-	live       atomic.Uint64 // gen while allocated, 0 otherwise: guards double frees
-	events     []uintptr     // while pending: events on other streams
-	uses       []uintptr     // streams besides its own that used it
+	key        int64                 // rounded size it was handed out for: the front-cache key
+	requested  int64                 // bytes asked for while allocated
+	shard      atomic.Pointer[shard] // the shard that handed it out or caches it; nil in an arena
+	gen        uint64                // handout count; a Block carries the gen it was given
+	live       uint64                // gen while allocated, 0 otherwise: guards double frees; under shard's mu
+	events     []uintptr             // while pending: events on other streams
+	uses       []uintptr             // streams besides its own that used it
 }
 
 func (b *block) end() uintptr { return b.ptr + uintptr(b.size) }

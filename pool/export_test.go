@@ -7,3 +7,15 @@ func (p *Pool) CheckInvariants(mapped func(ptr uintptr, n int64) bool) error {
 }
 
 func (p *Pool) CheckTrimmed() error { return p.checkTrimmed() }
+
+// ShardOf returns the index of the shard that b's block is cached in or
+// was handed out by; -1 for none.
+func (p *Pool) ShardOf(b Block) int {
+	sh := b.blk.shard.Load()
+	for i := range p.shards {
+		if &p.shards[i] == sh {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,6 +1,9 @@
 package pool
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // cacheKey names a front-cache bin: blocks freed on one stream for one
 // rounded size.
@@ -9,11 +12,16 @@ type cacheKey struct {
 	size   int64
 }
 
-// shard is one front cache. Each P tends to get the same shard back (see
-// Pool.getShard), so a hit takes an uncontended lock.
+// shard is one front cache. A goroutine finds its shard from where its
+// stack lies (see Pool.lockShard), so a hit takes an uncontended lock.
+//
+// The state of the blocks a shard holds, cached or handed out by it
+// (block.live, key, requested), is guarded by its mu: a block changes shard
+// only under the lock of the shard it leaves.
 type shard struct {
 	mu        sync.Mutex // protects the fields below
 	bins      binTable
+	lastBin   *bin  // the bin of the last pop or push: the hit path's usual key
 	bytes     int64 // bytes of the blocks in bins
 	allocs    int64 // allocations accounted here
 	hits      int64 // of which the bins served
@@ -27,38 +35,35 @@ type shard struct {
 	_         [64]byte
 }
 
-// account counts an allocation (n > 0) or a free (n < 0) of n bytes for req
-// requested. It reports whether this shard passed its threshold (highWater,
-// set by Pool.notePeak), when the caller should raise the pool's peak. The
-// peak so kept is exact while one goroutine allocates; under concurrent
-// allocation it may miss a peak that no shard saw pass its threshold, a
-// price paid so that a hit writes no shared cache line.
+// account counts an allocation of n bytes for req requested. It reports
+// whether this shard passed its threshold (highWater or liveHigh, set by
+// Pool.notePeak), when the caller must raise the pool's peaks. Called with
+// s.mu held.
 func (s *shard) account(n, req int64) bool {
 	s.allocated += n
-	a := s.allocated
 	s.requested += req
-	if n > 0 {
-		s.allocs++
-		s.bytesIn += n
-	} else {
-		s.frees++
-		s.bytesOut -= n
-	}
-	peak := false
-	if a > s.highWater {
-		s.highWater = a
-		peak = true
-	}
-	if c := s.allocs - s.frees; c > s.liveHigh {
-		s.liveHigh = c
-		peak = true
-	}
-	return peak
+	s.allocs++
+	s.bytesIn += n
+	return s.allocated > s.highWater || s.allocs-s.frees > s.liveHigh
+}
+
+// accountFree counts a free of n bytes for req requested.
+func (s *shard) accountFree(n, req int64) {
+	s.allocated -= n
+	s.requested -= req
+	s.frees++
+	s.bytesOut += n
 }
 
 func (s *shard) pop(k cacheKey) *block {
-	bin := s.bins.find(k)
-	if bin == nil || len(bin.blocks) == 0 {
+	bin := s.lastBin
+	if bin == nil || bin.key != k {
+		if bin = s.bins.find(k); bin == nil {
+			return nil
+		}
+		s.lastBin = bin
+	}
+	if len(bin.blocks) == 0 {
 		return nil
 	}
 	b := bin.blocks[len(bin.blocks)-1]
@@ -70,7 +75,11 @@ func (s *shard) pop(k cacheKey) *block {
 }
 
 func (s *shard) push(k cacheKey, b *block) {
-	bin := s.bins.findOrAdd(k)
+	bin := s.lastBin
+	if bin == nil || bin.key != k {
+		bin = s.bins.findOrAdd(k)
+		s.lastBin = bin
+	}
 	bin.blocks = append(bin.blocks, b)
 	s.bytes += b.size
 }
@@ -82,10 +91,17 @@ func (s *shard) handOut(b *block, r, size int64) bool {
 	b.gen++
 	b.key = r
 	b.requested = size
-	b.shard = s
-	b.live.Store(b.gen)
+	if b.shard.Load() != s {
+		b.shard.Store(s)
+	}
+	b.live = b.gen
 	return s.account(b.size, size)
 }
+
+// disown lets go of b, which leaves s for an arena or another shard: a stale
+// Free that finds b through s no longer finds it there. Called with s.mu
+// held.
+func disown(b *block) { b.shard.Store(nil) }
 
 // bin holds the cached blocks of one key.
 type bin struct {
@@ -156,26 +172,91 @@ func (t *binTable) each(fn func(*bin)) {
 }
 
 // reset forgets every bin.
+func (s *shard) resetBins() {
+	s.bins.reset()
+	s.lastBin = nil
+}
+
 func (t *binTable) reset() {
 	clear(t.slots)
 	t.n = 0
 }
 
-// getShard returns the shard of the calling P: sync.Pool keeps one per P,
-// and a shard it drops (at a GC) is only a pointer into p.shards, so nothing
-// is lost. A shard taken up anew is re-based (see notePeak), so that the
-// peak stays exact for a goroutine that a GC moved to another shard.
-func (p *Pool) getShard() *shard {
-	if s, ok := p.shardOfP.Get().(*shard); ok {
-		return s
+// lockShard locks and returns the calling goroutine's shard. The shard is
+// found from where the goroutine's stack lies, so that one goroutine keeps
+// coming back to the same shard and goroutines running at once use
+// different ones: p.stackKeys remembers the stack (key) that used each
+// shard last, apart from the shards so that reading it costs no cache miss,
+// and a goroutine looks, from its home shard on, for the shard with its
+// key (see findShard). Where that shard is held, the next free one serves. The runtime offers no P-local storage
+// without go:linkname; this costs no atomic write beyond the lock and no
+// sync.Pool round trip. The address taken is in lockShard's own frame, so
+// it moves only with the depth of the call.
+//
+// Which shard serves a goroutine does not matter to the peaks: see
+// Pool.notePeak.
+func (p *Pool) lockShard() *shard {
+	var here byte
+	key := uintptr(unsafe.Pointer(&here)) >> 13 // 8 KiB: the same for one goroutine at nearby depths
+	n := uint64(len(p.shards))
+	home := (uint64(key) * 0x9E3779B97F4A7C15 >> 32) * n >> 32
+	i := home
+	if p.stackKeys[i].Load() != key {
+		i = p.findShard(home, key)
 	}
-	i := p.nextShard.Add(1)
-	s := &p.shards[int(i)%len(p.shards)]
-	p.notePeak(s)
-	return s
+	sh := &p.shards[i]
+	if !sh.mu.TryLock() {
+		i, sh = p.lockNext(i)
+	}
+	if p.stackKeys[i].Load() != key {
+		p.stackKeys[i].Store(key)
+	}
+	return sh
 }
 
-func (p *Pool) putShard(s *shard) { p.shardOfP.Put(s) }
+// findShard returns the shard that stack key used last among the few
+// from home on, else one of them that no goroutine used yet, else one of
+// them in turn: key claims it. Claiming in turn rather than always home
+// keeps two goroutines whose homes collide from taking the same shard from
+// each other at every call.
+func (p *Pool) findShard(home uint64, key uintptr) uint64 {
+	n := uint64(len(p.shards))
+	w := min(n, shardWindow)
+	unused := n
+	for j := range w {
+		i := (home + j) % n
+		switch p.stackKeys[i].Load() {
+		case key:
+			return i
+		case 0:
+			if unused == n {
+				unused = i
+			}
+		}
+	}
+	if unused < n {
+		return unused
+	}
+	return (home + uint64(p.claims.Add(1))%w) % n
+}
+
+// shardWindow is how many shards from its home a goroutine may use.
+const shardWindow = 4
+
+// lockNext locks the first free shard after shard i, or else shard i, and
+// returns it with its index.
+func (p *Pool) lockNext(i uint64) (uint64, *shard) {
+	n := uint64(len(p.shards))
+	for j := uint64(1); j < n; j++ {
+		k := (i + j) % n
+		if sh := &p.shards[k]; sh.mu.TryLock() {
+			return k, sh
+		}
+	}
+	sh := &p.shards[i]
+	sh.mu.Lock()
+	return i, sh
+}
 
 // stealExact takes a cached block of key from a shard other than own.
 func (p *Pool) stealExact(k cacheKey, own *shard) *block {
@@ -186,6 +267,9 @@ func (p *Pool) stealExact(k cacheKey, own *shard) *block {
 		}
 		s.mu.Lock()
 		b := s.pop(k)
+		if b != nil {
+			disown(b)
+		}
 		s.mu.Unlock()
 		if b != nil {
 			return b
@@ -202,10 +286,11 @@ func (p *Pool) drainShards() {
 		s.mu.Lock()
 		s.bins.each(func(bn *bin) {
 			for _, b := range bn.blocks {
+				disown(b)
 				b.seg.arena.release(b)
 			}
 		})
-		s.bins.reset()
+		s.resetBins()
 		s.bytes = 0
 		s.mu.Unlock()
 	}

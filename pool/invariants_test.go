@@ -35,6 +35,9 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 				if b.key != k.size || b.seg.arena.key.stream != k.stream || b.size < k.size {
 					bad = fmt.Errorf("block %#x (%d bytes) in bin %+v", b.ptr, b.size, k)
 				}
+				if b.shard.Load() != s {
+					bad = fmt.Errorf("block %#x cached by a shard that does not own it", b.ptr)
+				}
 				cached[b] = true
 				bytes += b.size
 			}
@@ -81,8 +84,8 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 				switch b.state {
 				case stateFree:
 					nfree++
-					if !a.free.has(b) {
-						return fmt.Errorf("free block %#x missing from the free set", b.ptr)
+					if !a.free.has(b) || b.shard.Load() != nil {
+						return fmt.Errorf("free block %#x missing from the free set, or owned by a shard", b.ptr)
 					}
 				case stateHole:
 					nholes++
@@ -95,12 +98,12 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 					}
 				case stateInUse:
 					if cached[b] {
-						if b.live.Load() != 0 {
+						if b.live != 0 {
 							return fmt.Errorf("cached block %#x is marked live", b.ptr)
 						}
 						delete(cached, b)
 					} else {
-						if b.live.Load() != b.gen || b.gen == 0 {
+						if b.live != b.gen || b.gen == 0 || b.shard.Load() == nil {
 							return fmt.Errorf("block %#x in use but not live", b.ptr)
 						}
 						live++

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Pool is a caching allocator over a Source. Make one with [New]. All
@@ -37,8 +38,8 @@ type Pool struct {
 	_             [64]byte
 
 	shards    []shard
-	shardOfP  sync.Pool
-	nextShard atomic.Uint32
+	stackKeys []atomic.Uintptr // per shard, the stack of the goroutine that used it last (see lockShard); read-mostly
+	claims    atomic.Uint32    // shards claimed by goroutines new to them (see findShard)
 
 	// growMu serializes the work that calls the source to change what the
 	// pool holds: growth, moving pages, releasing memory. It is held across
@@ -116,6 +117,7 @@ func New(src Source, opts ...Option) (*Pool, error) {
 		n = 2 * runtime.GOMAXPROCS(0)
 	}
 	p.shards = make([]shard, n)
+	p.stackKeys = make([]atomic.Uintptr, n)
 	return p, nil
 }
 
@@ -156,42 +158,41 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 		return Block{}, ErrClosed
 	}
 	r := roundSize(size)
-	sh := p.getShard()
-	var b *block
-	if r <= smallMax {
-		key := cacheKey{stream, r}
-		sh.mu.Lock()
-		b = sh.pop(key)
-		if b != nil {
-			peak := sh.handOut(b, r, size)
-			sh.mu.Unlock()
-			p.putShard(sh)
-			if peak {
-				p.notePeak(sh)
-			}
-			blk := Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}
-			if o := p.observer.Load(); o != nil {
-				(*o)(true, blk)
-			}
-			return blk, nil
+	if r > smallMax {
+		b, err := p.allocSlow(ctx, r, size, stream)
+		if err != nil {
+			return Block{}, err
 		}
+		sh := p.lockShard()
+		peak := sh.handOut(b, r, size)
+		sh.mu.Unlock()
+		return p.handedOut(sh, b, size, stream, peak), nil
+	}
+	sh := p.lockShard()
+	key := cacheKey{stream, r}
+	b := sh.pop(key)
+	if b == nil {
 		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
 		// where blocks land independent of which shard this goroutine
 		// happens to use, so placement, and the memory it wastes, do not
 		// depend on scheduling.
-		b = p.stealExact(key, sh)
-	}
-	p.putShard(sh)
-	if b == nil {
-		var err error
-		if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
-			return Block{}, err
+		if b = p.stealExact(key, sh); b == nil {
+			var err error
+			if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
+				return Block{}, err
+			}
 		}
+		sh.mu.Lock()
 	}
-	sh.mu.Lock()
 	peak := sh.handOut(b, r, size)
 	sh.mu.Unlock()
+	return p.handedOut(sh, b, size, stream, peak), nil
+}
+
+// handedOut finishes an allocation of b from sh: the peak, the observer,
+// and the Block itself.
+func (p *Pool) handedOut(sh *shard, b *block, size int64, stream uintptr, peak bool) Block {
 	if peak {
 		p.notePeak(sh)
 	}
@@ -199,7 +200,7 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if o := p.observer.Load(); o != nil {
 		(*o)(true, blk)
 	}
-	return blk, nil
+	return blk
 }
 
 // Observe makes the pool call fn after every allocation (alloc true) and
@@ -216,22 +217,56 @@ func (p *Pool) Observe(fn func(alloc bool, b Block)) {
 	p.observer.Store(&fn)
 }
 
-// notePeak raises the peak to the bytes allocated now, summed over shards,
-// and sets sh's threshold (its highWater) to what the other shards leave of
-// the peak: sh passes it exactly when the total would pass the peak, as
-// long as sh is the only shard allocating. So the peak is exact for one
-// goroutine, which getShard re-bases when it changes shards; under
-// concurrent allocation the sum is not one instant and the peak is a lower
-// bound.
+// notePeak raises the peaks to what is live now, summed over the shards,
+// and hands out the thresholds again. The shards' thresholds (highWater,
+// liveHigh) always add up to the peak; a shard passes its own only by
+// allocating, and then calls notePeak. While the sum holds, the total
+// cannot pass the peak without some shard passing its threshold: so the
+// peaks are exact for one goroutine, whichever shards it uses. sh gets
+// what the other shards' thresholds leave of the peak; where that is less
+// than it holds, the others are cut to what they hold and sh gets the
+// rest. A shard that frees keeps its threshold, so goroutines that
+// allocate and free on their own shards settle with no calls here. Under
+// concurrent allocation the sum is taken a little after the allocation
+// that passed, so the peak can miss what frees in between gave back: a
+// lower bound there.
+//
+// It holds every shard's lock at once, in order, so that the sum is one
+// instant; callers hold none.
 func (p *Pool) notePeak(sh *shard) {
-	total, blocks := p.liveNow()
+	for i := range p.shards {
+		p.shards[i].mu.Lock()
+	}
+	var total, blocks, highs, lives int64
+	for i := range p.shards {
+		s := &p.shards[i]
+		total += s.allocated
+		blocks += s.allocs - s.frees
+		if s != sh {
+			highs += s.highWater
+			lives += s.liveHigh
+		}
+	}
 	raise(&p.peakAllocated, total)
 	raise(&p.peakBlocks, blocks)
 	peak, peakBlocks := p.peakAllocated.Load(), p.peakBlocks.Load()
-	sh.mu.Lock()
-	sh.highWater = sh.allocated + max(0, peak-total)
-	sh.liveHigh = sh.allocs - sh.frees + max(0, peakBlocks-blocks)
-	sh.mu.Unlock()
+	if sh.highWater = peak - highs; sh.highWater < sh.allocated {
+		for i := range p.shards {
+			s := &p.shards[i]
+			s.highWater = s.allocated
+		}
+		sh.highWater += peak - total
+	}
+	if sh.liveHigh = peakBlocks - lives; sh.liveHigh < sh.allocs-sh.frees {
+		for i := range p.shards {
+			s := &p.shards[i]
+			s.liveHigh = s.allocs - s.frees
+		}
+		sh.liveHigh += peakBlocks - blocks
+	}
+	for i := range p.shards {
+		p.shards[i].mu.Unlock()
+	}
 }
 
 // liveNow sums the shards' allocated bytes and live blocks, locking each in
@@ -279,26 +314,30 @@ func (p *Pool) Free(b Block) error {
 	if blk == nil {
 		return fmt.Errorf("%w: zero Block", ErrInvalidBlock)
 	}
-	if blk.seg.arena.pool != p {
-		return fmt.Errorf("%w: block at %#x belongs to another pool", ErrInvalidBlock, b.ptr)
-	}
-	if !blk.live.CompareAndSwap(b.gen, 0) {
+	sh := p.lockOwner(blk)
+	if sh == nil || !p.owns(sh) || blk.live != b.gen {
+		if sh != nil {
+			sh.mu.Unlock()
+		}
+		if blk.seg.arena.pool != p {
+			return fmt.Errorf("%w: block at %#x belongs to another pool", ErrInvalidBlock, b.ptr)
+		}
 		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
 	}
+	blk.live = 0
 	if o := p.observer.Load(); o != nil {
 		(*o)(false, b) // before the block can be handed out again
 	}
-	// Read before the block is pushed: once it is in a shard another
-	// goroutine may drain and reuse it. The block goes back to the shard
-	// that handed it out, which is the freeing goroutine's own in the
-	// common case and saves finding the P's shard again.
+	// The block goes back to the shard that handed it out, which is the
+	// freeing goroutine's own in the common case and saves finding the
+	// goroutine's shard again.
 	usedElsewhere := len(blk.uses) > 0
 	cache := !usedElsewhere && blk.key <= smallMax
-	sh := blk.shard
-	sh.mu.Lock()
-	sh.account(-blk.size, -blk.requested)
+	sh.accountFree(blk.size, blk.requested)
 	if cache {
 		sh.push(cacheKey{b.stream, blk.key}, blk)
+	} else {
+		disown(blk)
 	}
 	sh.mu.Unlock()
 	switch {
@@ -318,6 +357,28 @@ func (p *Pool) Free(b Block) error {
 		return p.EmptyCache()
 	}
 	return nil
+}
+
+// owns reports whether sh is one of p's shards.
+func (p *Pool) owns(sh *shard) bool {
+	i := (uintptr(unsafe.Pointer(sh)) - uintptr(unsafe.Pointer(&p.shards[0]))) / unsafe.Sizeof(*sh)
+	return i < uintptr(len(p.shards)) && &p.shards[i] == sh
+}
+
+// lockOwner locks and returns the shard that holds blk, which guards its
+// state; nil where no shard does (blk is in an arena: not allocated).
+func (p *Pool) lockOwner(blk *block) *shard {
+	for {
+		sh := blk.shard.Load()
+		if sh == nil {
+			return nil
+		}
+		sh.mu.Lock()
+		if blk.shard.Load() == sh {
+			return sh
+		}
+		sh.mu.Unlock() // it moved while we waited
+	}
 }
 
 // allocSlow takes a block from the arena, growing it if needed. Cached
@@ -714,14 +775,21 @@ func (p *Pool) ResetPeaks() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.peakReserved = p.reserved
+	// Every shard at once, so that the thresholds add up to the peak (see
+	// notePeak).
+	for i := range p.shards {
+		p.shards[i].mu.Lock()
+	}
+	var bytes, blocks int64
 	for i := range p.shards {
 		s := &p.shards[i]
-		s.mu.Lock()
-		s.highWater = s.allocated
-		s.liveHigh = s.allocs - s.frees
-		s.mu.Unlock()
+		s.highWater, s.liveHigh = s.allocated, s.allocs-s.frees
+		bytes += s.highWater
+		blocks += s.liveHigh
 	}
-	bytes, blocks := p.liveNow()
 	p.peakAllocated.Store(bytes)
 	p.peakBlocks.Store(blocks)
+	for i := range p.shards {
+		p.shards[i].mu.Unlock()
+	}
 }

@@ -52,6 +52,11 @@ func (p *Pool) Snapshot() Snapshot {
 	defer p.growMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// The shards guard whether a block in use is allocated or cached.
+	for i := range p.shards {
+		p.shards[i].mu.Lock()
+		defer p.shards[i].mu.Unlock()
+	}
 	snap := Snapshot{Stats: st}
 	for _, hd := range p.idle {
 		snap.IdleBytes += hd.size
@@ -91,11 +96,12 @@ func (p *Pool) Snapshot() Snapshot {
 	return snap
 }
 
-// stateName names a block's state for a Snapshot. Called with p.mu held.
+// stateName names a block's state for a Snapshot. Called with p.mu and
+// every shard's mu held.
 func stateName(b *block) string {
 	switch b.state {
 	case stateInUse:
-		if b.live.Load() != 0 {
+		if b.live != 0 {
 			return BlockAllocated
 		}
 		return BlockCached

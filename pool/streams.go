@@ -12,8 +12,18 @@ import (
 // each such stream and reuses b only after they have completed.
 func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	blk := b.blk
-	if blk == nil || blk.seg.arena.pool != p || blk.live.Load() != b.gen {
-		return fmt.Errorf("%w: RecordUse on a block that is not live", ErrInvalidBlock)
+	notLive := fmt.Errorf("%w: RecordUse on a block that is not live", ErrInvalidBlock)
+	if blk == nil || blk.seg.arena.pool != p {
+		return notLive
+	}
+	sh := p.lockOwner(blk)
+	if sh == nil {
+		return notLive
+	}
+	live := blk.live == b.gen
+	sh.mu.Unlock()
+	if !live {
+		return notLive
 	}
 	if stream == b.stream {
 		return nil

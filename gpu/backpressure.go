@@ -86,7 +86,7 @@ func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
 // allocWaiting is Alloc for a scope whose allocations wait for memory: on
 // running out of it (the device's, or a limit's), it waits for a release on
 // the device and tries again, until the scope's context is done.
-func (s *Scope) allocWaiting(size int64) (*Buffer, error) {
+func (s *Scope) allocWaiting(size int64) (Buffer, error) {
 	q := &s.dev.waiters
 	front := false
 	for {
@@ -97,10 +97,10 @@ func (s *Scope) allocWaiting(size int64) (*Buffer, error) {
 			return b, nil
 		}
 		if !isOutOfMemory(err) {
-			return nil, err
+			return Buffer{}, err
 		}
 		if werr := q.wait(s.s.Context(), seen, front); werr != nil {
-			return nil, werr
+			return Buffer{}, werr
 		}
 		front = true
 	}

@@ -19,7 +19,7 @@ func TestBadFrees(t *testing.T) {
 		require.NoError(t, s.Free(b))
 		assert.ErrorIs(t, s.Free(b), gpu.ErrFreed, "double free")
 		assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrFreed, "use after free")
-		assert.ErrorIs(t, s.Free(nil), gpu.ErrWrongScope)
+		assert.ErrorIs(t, s.Free(gpu.Buffer{}), gpu.ErrWrongScope)
 
 		c, err := s.Alloc(64)
 		require.NoError(t, err)
@@ -37,15 +37,18 @@ func TestBadFrees(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
-	var b *gpu.Buffer
+func TestZeroBuffersAreErrorsNotCrashes(t *testing.T) {
+	var b gpu.Buffer
+	assert.True(t, b.IsZero())
+	assert.Nil(t, b.Device())
 	assert.Zero(t, b.Size())
 	assert.Zero(t, b.Ptr())
 	assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrWrongScope)
 	assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrWrongScope)
 	assert.ErrorIs(t, b.Memset(0), gpu.ErrWrongScope)
 	assert.ErrorIs(t, b.Use(func(uintptr) error { return nil }), gpu.ErrWrongScope)
-	var x *gpu.Slice[float32]
+	var x gpu.Slice[float32]
+	assert.True(t, x.IsZero())
 	assert.Zero(t, x.Len())
 	assert.ErrorIs(t, x.CopyFromHost([]float32{1}), gpu.ErrWrongScope)
 	assert.ErrorIs(t, x.CopyToHost(make([]float32, 1)), gpu.ErrWrongScope)
@@ -53,8 +56,8 @@ func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		y, err := s.Alloc(8)
 		require.NoError(t, err)
-		assert.ErrorIs(t, y.CopyFrom(nil), gpu.ErrWrongScope)
-		assert.ErrorIs(t, s.Keep(nil), gpu.ErrWrongScope)
+		assert.ErrorIs(t, y.CopyFrom(gpu.Buffer{}), gpu.ErrWrongScope)
+		assert.ErrorIs(t, s.Keep(gpu.Buffer{}), gpu.ErrWrongScope)
 		return nil
 	}))
 	assert.ErrorIs(t, gpu.WithScope(context.Background(), nil, func(*gpu.Scope) error { return nil }), gpu.ErrNoDevice)
@@ -66,8 +69,8 @@ func TestNilBuffersAreErrorsNotCrashes(t *testing.T) {
 	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
 	_, err = gpu.Alloc[int32](nilScope, 8)
 	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
-	assert.ErrorIs(t, nilScope.Free(nil), gpu.ErrScopeClosed)
-	assert.ErrorIs(t, nilScope.Keep(nil), gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Free(gpu.Buffer{}), gpu.ErrScopeClosed)
+	assert.ErrorIs(t, nilScope.Keep(gpu.Buffer{}), gpu.ErrScopeClosed)
 	assert.ErrorIs(t, nilScope.Close(), gpu.ErrScopeClosed)
 	assert.Error(t, gpu.WithScope(context.Background(), dev, nil))
 }

@@ -58,7 +58,7 @@ func TestErrorsFromBelowMatchGPUSentinels(t *testing.T) {
 			})
 		}, gpu.ErrFreed, scope.ErrFreed},
 		{"use after the scope", func() error {
-			var kept *gpu.Buffer
+			var kept gpu.Buffer
 			require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) (err error) {
 				kept, err = s.Alloc(64)
 				return err

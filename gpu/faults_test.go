@@ -32,7 +32,7 @@ func faultWorkload(dev *gpu.Device) []error {
 	if err != nil {
 		return errs
 	}
-	var kept []*gpu.Buffer
+	var kept []gpu.Buffer
 	for i := range 6 {
 		note(gpu.WithScope(weights.Context(), dev, func(s *gpu.Scope) error {
 			small, err := s.Alloc(500) // from the reservation

@@ -25,10 +25,10 @@ func (d *Device) outOfMemory(path string, err error) error {
 	for _, s := range d.tree.Scopes() {
 		h := holder{path: s.Path()}
 		for _, a := range s.Allocations() {
-			h.bytes += a.Size()
+			h.bytes += a.Size
 			h.n++
-			if f := frames(a.Stack()); len(f) > 0 {
-				sites[f[0]] += a.Size()
+			if f := frames(a.Stack); len(f) > 0 {
+				sites[f[0]] += a.Size
 				if h.site == "" {
 					h.site = f[0]
 				}

@@ -53,7 +53,7 @@ func (d *Device) WriteProfile(w io.Writer) error {
 	for _, s := range d.tree.Scopes() {
 		for _, a := range s.Allocations() {
 			var stack []*profile.Location
-			if pcs := a.Stack(); len(pcs) > 0 {
+			if pcs := a.Stack; len(pcs) > 0 {
 				fs := runtime.CallersFrames(pcs)
 				for {
 					f, more := fs.Next()
@@ -70,7 +70,7 @@ func (d *Device) WriteProfile(w io.Writer) error {
 			}
 			p.Sample = append(p.Sample, &profile.Sample{
 				Location: stack,
-				Value:    []int64{1, a.Size()},
+				Value:    []int64{1, a.Size},
 				Label:    map[string][]string{"scope": {s.Path()}},
 			})
 		}

@@ -15,7 +15,7 @@ import (
 )
 
 //go:noinline
-func loadWeights(s *gpu.Scope) (*gpu.Buffer, error) { return s.Alloc(24 << 20) }
+func loadWeights(s *gpu.Scope) (gpu.Buffer, error) { return s.Alloc(24 << 20) }
 
 func TestProfileNamesTheFunctionsThatHoldMemory(t *testing.T) {
 	dev := openHost(t)

@@ -100,7 +100,7 @@ func TakeDroppedErrors() []error {
 	return out
 }
 
-// BufferKey identifies a buffer for as long as anyone holds the key: a map
-// of keys is how gputest remembers buffers to ignore. It is comparable, and
-// does not travel through JSON.
-type BufferKey struct{ a *scope.Allocation }
+// BufferKey identifies a buffer: a map of keys is how gputest remembers
+// buffers to ignore. It is comparable, and does not travel through JSON.
+// It is what [Buffer.Key] returns.
+type BufferKey struct{ ref scope.Ref }

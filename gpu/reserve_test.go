@@ -101,10 +101,12 @@ func TestReservationFallback(t *testing.T) {
 			b, err := in.Alloc(600 << 10)
 			require.NoError(t, err)
 			assert.Greater(t, dev.Stats().Allocated, reserved, "and falls back to the pool when it is full")
+			aPtr := a.Ptr()
 			require.NoError(t, in.Free(a))
+			assert.Zero(t, a.Ptr(), "a freed buffer has no address")
 			c, err := in.Alloc(500 << 10)
 			require.NoError(t, err)
-			assert.Equal(t, a.Ptr(), c.Ptr(), "freed reservation space is reused")
+			assert.Equal(t, aPtr, c.Ptr(), "freed reservation space is reused")
 			_ = b
 			return nil
 		})

@@ -124,9 +124,9 @@ var errNilScope = fmt.Errorf("%w: nil or zero Scope", ErrScopeClosed)
 
 // Alloc allocates size bytes owned by the scope. In a scope opened with
 // [WaitForMemory] (or inside one) it waits for memory rather than fail.
-func (s *Scope) Alloc(size int64) (*Buffer, error) {
+func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
-		return nil, errNilScope
+		return Buffer{}, errNilScope
 	}
 	if s.s.WaitsForMemory() {
 		return s.allocWaiting(size)
@@ -134,51 +134,52 @@ func (s *Scope) Alloc(size int64) (*Buffer, error) {
 	return s.allocOnce(size)
 }
 
-func (s *Scope) allocOnce(size int64) (*Buffer, error) {
-	b := new(Buffer)
-	b.dev = s.dev
-	b.a = &b.own
-	if err := s.s.AllocInto(size, b.a); err != nil {
+func (s *Scope) allocOnce(size int64) (Buffer, error) {
+	ref, err := s.s.Alloc(size)
+	if err != nil {
 		err = deviceError(err)
 		if isOutOfMemory(err) {
 			err = s.dev.outOfMemory(s.s.Path(), err)
 		}
-		return nil, err
+		return Buffer{}, err
 	}
 	if s.s.Zeroed() {
-		if err := s.dev.drv.Memset(b.a.Ptr(), 0, size, 0); err != nil {
-			return nil, errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(b.a))
+		if err := ref.Use(func(ptr uintptr) error { return s.dev.drv.Memset(ptr, 0, size, 0) }); err != nil {
+			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
 		}
 	}
-	return b, nil
+	return Buffer{dev: s.dev, ref: ref}, nil
 }
 
 // Free releases b before the scope ends, back to the pool.
-func (s *Scope) Free(b *Buffer) error {
-	if !s.valid() {
-		return errNilScope
+func (s *Scope) Free(b Buffer) error {
+	if err := s.owns(b, "freed"); err != nil {
+		return err
 	}
-	if b == nil {
-		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
-	}
-	if b.dev != s.dev {
-		return fmt.Errorf("%w: buffer of device %s freed through a scope of %s", ErrWrongScope, b.dev.name, s.dev.name)
-	}
-	return deviceError(s.s.Free(b.a))
+	return deviceError(s.s.Free(b.ref))
 }
 
-// Keep moves b to the parent scope, so that it outlives this one.
-func (s *Scope) Keep(b *Buffer) error {
+// Keep moves b to the parent scope, so that it outlives this one. The
+// handle stays valid: the parent owns the same Buffer.
+func (s *Scope) Keep(b Buffer) error {
+	if err := s.owns(b, "kept"); err != nil {
+		return err
+	}
+	return deviceError(s.s.Keep(b.ref))
+}
+
+// owns checks what Free and Keep can check before asking the scope.
+func (s *Scope) owns(b Buffer, verb string) error {
 	if !s.valid() {
 		return errNilScope
 	}
-	if b == nil {
-		return fmt.Errorf("%w: nil Buffer", ErrWrongScope)
+	if b.IsZero() {
+		return errZeroBuffer
 	}
 	if b.dev != s.dev {
-		return fmt.Errorf("%w: buffer of device %s kept through a scope of %s", ErrWrongScope, b.dev.name, s.dev.name)
+		return fmt.Errorf("%w: buffer of device %s %s through a scope of %s", ErrWrongScope, b.dev.name, verb, s.dev.name)
 	}
-	return deviceError(s.s.Keep(b.a))
+	return nil
 }
 
 // Close ends a scope from [Device.NewScope], freeing what it owns. It is

@@ -15,7 +15,7 @@ import (
 
 func TestScopeFreesEverythingOnNormalExit(t *testing.T) {
 	dev := testDevice(t, 0)
-	var b *gpu.Buffer
+	var b gpu.Buffer
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		var err error
 		b, err = s.Alloc(1 << 20)
@@ -82,7 +82,7 @@ func TestCancelledDuringFn(t *testing.T) {
 	dev := testDevice(t, 0)
 	cause := errors.New("deadline for request")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	var kept *gpu.Buffer
+	var kept gpu.Buffer
 	err := gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
 		var err error
 		kept, err = s.Alloc(4096)
@@ -101,7 +101,7 @@ func TestCancelledDuringFn(t *testing.T) {
 
 func TestThreeDeepNestingWithKeep(t *testing.T) {
 	dev := testDevice(t, 0)
-	var out *gpu.Buffer
+	var out gpu.Buffer
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
 		err := gpu.WithScope(outer.Context(), dev, func(mid *gpu.Scope) error {
 			return gpu.WithScope(mid.Context(), dev, func(in *gpu.Scope) error {
@@ -137,7 +137,7 @@ func TestThreeDeepNestingWithKeep(t *testing.T) {
 func TestKeepReadsBackAcrossScopes(t *testing.T) {
 	dev := testDevice(t, 0)
 	err := gpu.WithScope(context.Background(), dev, func(outer *gpu.Scope) error {
-		var b *gpu.Buffer
+		var b gpu.Buffer
 		err := gpu.WithScope(outer.Context(), dev, func(in *gpu.Scope) error {
 			var err error
 			b, err = in.Alloc(4)

@@ -13,37 +13,33 @@ type Elem interface {
 		~float32 | ~float64 | ~complex64 | ~complex128
 }
 
-// Slice is a typed buffer of n elements of T.
+// Slice is a typed buffer of n elements of T: a value handle, as [Buffer]
+// is, with the element count. The zero Slice names no memory.
 type Slice[T Elem] struct {
-	*Buffer
+	Buffer
 	n int
 }
 
 // Alloc allocates n elements of T owned by s.
-func Alloc[T Elem](s *Scope, n int) (*Slice[T], error) {
+func Alloc[T Elem](s *Scope, n int) (Slice[T], error) {
 	size := int64(unsafe.Sizeof(*new(T)))
 	if n <= 0 || int64(n) > math.MaxInt64/size {
-		return nil, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
+		return Slice[T]{}, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
 	}
 	b, err := s.Alloc(int64(n) * size)
 	if err != nil {
-		return nil, err
+		return Slice[T]{}, err
 	}
-	return &Slice[T]{Buffer: b, n: n}, nil
+	return Slice[T]{Buffer: b, n: n}, nil
 }
 
-// Len returns the number of elements; 0 for a nil Slice.
-func (x *Slice[T]) Len() int {
-	if x == nil {
-		return 0
-	}
-	return x.n
-}
+// Len returns the number of elements; 0 for the zero Slice.
+func (x Slice[T]) Len() int { return x.n }
 
 // CopyFromHost copies src, at most Len elements, to the start of x.
-func (x *Slice[T]) CopyFromHost(src []T) error {
-	if x == nil {
-		return fmt.Errorf("%w: nil Slice", ErrWrongScope)
+func (x Slice[T]) CopyFromHost(src []T) error {
+	if x.IsZero() {
+		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
 	}
 	if len(src) > x.n {
 		return fmt.Errorf("gpu: CopyFromHost: %d elements into a slice of %d", len(src), x.n)
@@ -52,9 +48,9 @@ func (x *Slice[T]) CopyFromHost(src []T) error {
 }
 
 // CopyToHost copies the first len(dst) elements of x into dst.
-func (x *Slice[T]) CopyToHost(dst []T) error {
-	if x == nil {
-		return fmt.Errorf("%w: nil Slice", ErrWrongScope)
+func (x Slice[T]) CopyToHost(dst []T) error {
+	if x.IsZero() {
+		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
 	}
 	if len(dst) > x.n {
 		return fmt.Errorf("gpu: CopyToHost: %d elements from a slice of %d", len(dst), x.n)

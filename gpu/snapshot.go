@@ -71,9 +71,9 @@ func (d *Device) scopeSnapshot(s *scope.Scope) ScopeSnapshot {
 	out := ScopeSnapshot{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: st.Live, Peak: st.Peak,
 		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack())}
 	for _, a := range s.Allocations() {
-		out.Own += a.Size()
-		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a}, Address: a.Ptr(), Size: a.Size(),
-			AllocatedAt: frames(a.Stack())})
+		out.Own += a.Size
+		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a.Ref}, Address: a.Ptr, Size: a.Size,
+			AllocatedAt: frames(a.Stack)})
 	}
 	return out
 }

@@ -9,21 +9,40 @@ import (
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-// Allocation states, kept in the top bits of Allocation.st; the bits below
-// count the Use calls running.
+// An allocation's word (Allocation.st) holds, from the top, the generation
+// of the slot's current use, its state, and the count of running Use
+// calls: one atomic word, so that a Use checks all three at once.
 const (
-	live     int64 = iota
-	freed          // by Scope.Free
-	released       // by the end of its scope
+	live     uint64 = iota
+	freed           // by Scope.Free
+	released        // by the end of its scope
 
-	stateShift = 48
-	usersMask  = 1<<stateShift - 1
+	genBits    = 48
+	stateBits  = 2
+	usersBits  = 64 - genBits - stateBits
+	usersMask  = 1<<usersBits - 1
+	stateShift = usersBits
+	genShift   = usersBits + stateBits
+	genMask    = 1<<genBits - 1
 )
 
-// Allocation is memory owned by a scope. The zero value is ready for
-// [Scope.AllocInto].
+func word(gen, state uint64) uint64 { return gen<<genShift | state<<stateShift }
+func genOf(w uint64) uint64         { return w >> genShift }
+func stateOf(w uint64) uint64       { return w >> stateShift & (1<<stateBits - 1) }
+
+// nextGen returns the generation after g: 48 bits, never 0, which no Ref
+// of a made allocation has.
+func nextGen(g uint64) uint64 {
+	if g = (g + 1) & genMask; g == 0 {
+		g = 1
+	}
+	return g
+}
+
+// Allocation is one slot of a Tree's slot table: the memory of one
+// allocation at a time. Slots are reused; a [Ref] names one use of one.
 type Allocation struct {
-	st    atomic.Int64 // state<<stateShift | running Use calls
+	st    atomic.Uint64 // gen, state and running Use calls; see word
 	owner atomic.Pointer[Scope]
 
 	ptr    uintptr
@@ -37,39 +56,99 @@ type Allocation struct {
 	prev, next *Allocation // in the owner's list, guarded by the owner's mu
 }
 
-// Ptr returns the device address.
-func (a *Allocation) Ptr() uintptr { return a.ptr }
-
-// Size returns the bytes asked for.
-func (a *Allocation) Size() int64 { return a.size }
-
-// Stack returns the program counters of where it was allocated, when
-// stacks were being recorded; nil otherwise.
-func (a *Allocation) Stack() []uintptr { return a.stack }
-
-// Owner returns the scope that owns it now.
-func (a *Allocation) Owner() *Scope { return a.owner.Load() }
-
-// Use calls fn with the device address while the allocation is live; the
-// allocation cannot be released until fn returns. It fails with ErrClosed or
-// ErrFreed once it is gone.
-func (a *Allocation) Use(fn func(ptr uintptr) error) error {
-	for {
-		v := a.st.Load()
-		if v>>stateShift != live {
-			return stateErr(v >> stateShift)
-		}
-		if a.st.CompareAndSwap(v, v+1) {
-			break
-		}
-	}
-	defer a.st.Add(-1)
-	return fn(a.ptr)
+// Ref returns the name of the allocation the slot holds now. Called with
+// the owner's mu held.
+func (a *Allocation) Ref() Ref {
+	return Ref{a: a, gen: genOf(a.st.Load()), size: a.size}
 }
 
-func (a *Allocation) err() error { return stateErr(a.st.Load() >> stateShift) }
+// Ref names one allocation: a slot and the generation of its use, with
+// the size asked for. It is a small comparable value; the zero Ref names
+// nothing. Once the allocation ends, every use of the Ref fails, also after
+// its slot serves another allocation: the generations differ.
+type Ref struct {
+	a    *Allocation
+	gen  uint64
+	size int64
+}
 
-func stateErr(state int64) error {
+// IsZero reports whether r is the zero Ref.
+func (r Ref) IsZero() bool { return r.a == nil }
+
+// Size returns the bytes asked for; 0 for the zero Ref.
+func (r Ref) Size() int64 { return r.size }
+
+// Gen returns the generation: which use of its slot r names.
+func (r Ref) Gen() uint64 { return r.gen }
+
+// Owner returns the scope that owns the allocation now; nil where it has
+// ended or r is zero.
+func (r Ref) Owner() *Scope {
+	if r.a == nil || genOf(r.a.st.Load()) != r.gen {
+		return nil
+	}
+	return r.a.owner.Load()
+}
+
+// Ptr returns the device address while the allocation is live; 0 once it
+// has ended.
+func (r Ref) Ptr() uintptr {
+	var ptr uintptr
+	if r.acquire() == nil {
+		ptr = r.a.ptr
+		r.a.st.Add(^uint64(0))
+	}
+	return ptr
+}
+
+// Use calls fn with the device address while the allocation is live; the
+// allocation cannot be released until fn returns. It fails with ErrClosed
+// once its scope has ended and ErrFreed once it was freed or its slot
+// serves another allocation.
+func (r Ref) Use(fn func(ptr uintptr) error) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.a.st.Add(^uint64(0))
+	return fn(r.a.ptr)
+}
+
+// acquire counts a running Use, if r is live.
+func (r Ref) acquire() error {
+	if r.a == nil {
+		return ErrFreed
+	}
+	for {
+		w := r.a.st.Load()
+		if err := r.check(w); err != nil {
+			return err
+		}
+		if w&usersMask == usersMask {
+			runtime.Gosched() // as many Use calls as the word counts: wait for one
+			continue
+		}
+		if r.a.st.CompareAndSwap(w, w+1) {
+			return nil
+		}
+	}
+}
+
+// check returns why r cannot be used, given its slot's word w.
+func (r Ref) check(w uint64) error {
+	if genOf(w) != r.gen {
+		return ErrFreed // the slot serves another allocation now
+	}
+	return stateErr(stateOf(w))
+}
+
+func (r Ref) err() error {
+	if r.a == nil {
+		return ErrFreed
+	}
+	return r.check(r.a.st.Load())
+}
+
+func stateErr(state uint64) error {
 	switch state {
 	case freed:
 		return ErrFreed
@@ -81,13 +160,13 @@ func stateErr(state int64) error {
 
 // mark moves the allocation from live to state to, keeping the count of
 // running Use calls, and reports whether it was live.
-func (a *Allocation) mark(to int64) bool {
+func (a *Allocation) mark(to uint64) bool {
 	for {
-		v := a.st.Load()
-		if v>>stateShift != live {
+		w := a.st.Load()
+		if stateOf(w) != live {
 			return false
 		}
-		if a.st.CompareAndSwap(v, to<<stateShift|v&usersMask) {
+		if a.st.CompareAndSwap(w, w&^(3<<stateShift)|to<<stateShift) {
 			return true
 		}
 	}

@@ -36,6 +36,7 @@ type Scope struct {
 	head, tail *Allocation
 	count      int
 	children   []*Scope
+	spare      []*Allocation // slots ready for allocations (see slotTable)
 }
 
 // Stats describes a scope.
@@ -99,13 +100,23 @@ func (s *Scope) Stats() Stats {
 	return st
 }
 
-// Allocations returns the live allocations the scope owns, oldest first.
-func (s *Scope) Allocations() []*Allocation {
+// AllocationInfo is an allocation as Allocations saw it.
+type AllocationInfo struct {
+	Ref   Ref
+	Ptr   uintptr
+	Size  int64
+	Stack []uintptr // where it was allocated, when stacks were recorded
+}
+
+// Allocations returns the live allocations the scope owns, oldest first,
+// copied while the scope's lock is held: slots are reused, so what they
+// hold can be read only then.
+func (s *Scope) Allocations() []AllocationInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*Allocation, 0, s.count)
+	out := make([]AllocationInfo, 0, s.count)
 	for a := s.head; a != nil; a = a.next {
-		out = append(out, a)
+		out = append(out, AllocationInfo{Ref: a.Ref(), Ptr: a.ptr, Size: a.size, Stack: a.stack})
 	}
 	return out
 }
@@ -119,69 +130,97 @@ func (s *Scope) Children() []*Scope {
 
 // Alloc allocates size bytes owned by the scope: from the nearest
 // reservation, its own or an ancestor's, with room, else from the device's
-// pool. It fails once the scope is closed or its context is done.
-func (s *Scope) Alloc(size int64) (*Allocation, error) {
-	a := new(Allocation)
-	if err := s.AllocInto(size, a); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// AllocInto is Alloc into a zero Allocation the caller provides, typically
-// inside an object of its own, so that one heap object serves both. a must
-// not be used for another allocation afterwards.
-func (s *Scope) AllocInto(size int64, a *Allocation) error {
+// pool. It fails once the scope is closed or its context is done. The
+// allocation takes a slot of the tree's slot table, not a heap object of
+// its own.
+func (s *Scope) Alloc(size int64) (Ref, error) {
 	if size <= 0 || size > pool.MaxSize {
-		return fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
+		return Ref{}, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
 	}
 	if err := s.usable(); err != nil {
-		return err
+		return Ref{}, err
 	}
-	taken := pool.Rounded(size)
-	a.size, a.taken = size, taken
+	m := memory{size: size, taken: pool.Rounded(size)}
 	for r := s; r != nil; r = r.parent {
 		if r.region == nil {
 			continue
 		}
 		if ptr, _, ok := r.region.Alloc(size); ok {
-			a.ptr, a.region, a.resOf = ptr, r.region, r
+			m.ptr, m.region, m.resOf = ptr, r.region, r
 			break
 		}
 	}
 	// The memory is new to the scopes below the reservation that served it,
 	// or, from the pool, to every scope up to the root: charge those.
-	if err := s.charge(taken, a.resOf); err != nil {
-		if a.region != nil {
-			err = errors.Join(err, a.region.Free(a.ptr), a.resOf.releaseReservationIfEmpty())
+	if err := s.charge(m.taken, m.resOf); err != nil {
+		if m.region != nil {
+			err = errors.Join(err, m.region.Free(m.ptr), m.resOf.releaseReservationIfEmpty())
 		}
-		return err
+		return Ref{}, err
 	}
-	if a.region == nil {
+	if m.region == nil {
 		// Short of memory, the pool may wait for other streams' work; it
 		// stops when the scope's context is done.
 		b, err := s.tree.pool.AllocContext(s.opened, size, 0)
 		if err != nil {
-			s.uncharge(taken, nil)
-			return fmt.Errorf("scope %q: %w", s.path, err)
+			s.uncharge(m.taken, nil)
+			return Ref{}, fmt.Errorf("scope %q: %w", s.path, err)
 		}
-		a.ptr, a.block = b.Ptr(), b
+		m.ptr, m.block = b.Ptr(), b
 	}
+	var stack []uintptr
 	if s.tree.record.Load() {
-		a.stack = callers(3)
+		stack = callers(3)
 	}
-	a.owner.Store(s)
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
-		a.mark(released)
+		a := &Allocation{ptr: m.ptr, size: m.size, block: m.block, region: m.region, resOf: m.resOf}
 		err := a.releaseMemory(s.tree)
-		s.uncharge(a.taken, a.resOf)
-		return errors.Join(fmt.Errorf("scope %q: %w", s.path, ErrClosed), err)
+		s.uncharge(m.taken, m.resOf)
+		return Ref{}, errors.Join(fmt.Errorf("scope %q: %w", s.path, ErrClosed), err)
+	}
+	a := s.slot()
+	a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = m.ptr, m.size, m.taken, m.block, m.region, m.resOf, stack
+	gen := nextGen(genOf(a.st.Load()))
+	a.st.Store(word(gen, live))
+	if a.owner.Load() != s {
+		a.owner.Store(s)
 	}
 	s.link(a)
 	s.mu.Unlock()
-	return nil
+	return Ref{a: a, gen: gen, size: size}, nil
+}
+
+// memory is what an allocation holds, before it has a slot.
+type memory struct {
+	ptr         uintptr
+	size, taken int64
+	block       pool.Block
+	region      *pool.Region
+	resOf       *Scope
+}
+
+// slot returns a slot for a new allocation. Called with s.mu held.
+func (s *Scope) slot() *Allocation {
+	if len(s.spare) == 0 {
+		s.spare = s.tree.slots.take(s.spare)
+	}
+	a := s.spare[len(s.spare)-1]
+	s.spare = s.spare[:len(s.spare)-1]
+	return a
+}
+
+// recycle makes the slot of an ended allocation ready for another, keeping
+// its word: a stale Ref keeps failing as it did until the slot serves
+// again. Called with s.mu held, after its memory went back.
+func (s *Scope) recycle(a *Allocation) {
+	a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+	if s.closed.Load() {
+		s.tree.slots.give([]*Allocation{a})
+		return
+	}
+	s.spare = append(s.spare, a)
 }
 
 // releaseReservationIfEmpty returns the scope's reservation to the pool once
@@ -269,18 +308,18 @@ func (s *Scope) unlink(a *Allocation) {
 	s.count--
 }
 
-// take checks that s owns a, live, and takes it off the list, marking it
-// with state to. The state of the allocations on s's list changes only
-// under s.mu, so that Close, Free and Keep agree on who ends each one.
-func (s *Scope) take(a *Allocation, to int64) error {
-	if a == nil {
-		return fmt.Errorf("%w: nil buffer", ErrWrongScope)
+// take checks that s owns the allocation r names, live, and takes it off
+// the list, marking it with state to. The state of the allocations on s's
+// list changes only under s.mu, so that Close, Free and Keep agree on who
+// ends each one. Called with s.mu held.
+func (s *Scope) take(r Ref, to uint64) error {
+	if r.IsZero() {
+		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := a.err(); err != nil {
+	if err := r.err(); err != nil {
 		return err
 	}
+	a := r.a
 	switch o := a.owner.Load(); {
 	case o == nil:
 		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
@@ -306,14 +345,31 @@ func (s *Scope) take(a *Allocation, to int64) error {
 // memory after: an error from giving memory back to the device (a driver
 // that fails to free) says so, and the allocation is not to be freed again
 // (a second Free is ErrFreed, as after any other).
-func (s *Scope) Free(a *Allocation) error {
-	if err := s.take(a, freed); err != nil {
+func (s *Scope) Free(r Ref) error {
+	s.mu.Lock()
+	if err := s.take(r, freed); err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	err := a.releaseMemory(s.tree)
-	s.uncharge(a.taken, a.resOf)
+	a := r.a
+	taken, resOf := a.taken, a.resOf
+	var err error
+	if a.region == nil && s.tree.scrub == nil && a.st.Load()&usersMask == 0 {
+		// The common case, done under the lock already held: nothing to
+		// wait for, nothing slow before the memory goes back.
+		err = a.releaseMemory(s.tree)
+		s.recycle(a)
+		s.mu.Unlock()
+	} else {
+		s.mu.Unlock()
+		err = a.releaseMemory(s.tree)
+		s.mu.Lock()
+		s.recycle(a)
+		s.mu.Unlock()
+	}
+	s.uncharge(taken, resOf)
 	if err != nil {
-		return fmt.Errorf("scope %q: the buffer of %d bytes is freed, but giving memory back failed: %w", s.path, a.size, err)
+		return fmt.Errorf("scope %q: the buffer of %d bytes is freed, but giving memory back failed: %w", s.path, r.size, err)
 	}
 	return nil
 }
@@ -321,17 +377,24 @@ func (s *Scope) Free(a *Allocation) error {
 // Keep moves a to the parent scope, so that it outlives this one. It fails
 // for a root scope, a closed parent, and memory in this scope's own
 // reservation, which ends with the scope.
-func (s *Scope) Keep(a *Allocation) error {
+func (s *Scope) Keep(r Ref) error {
 	p := s.parent
 	if p == nil {
 		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, s.path)
 	}
-	if a != nil && a.resOf == s {
-		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, s.path)
-	}
-	if err := s.take(a, live); err != nil {
+	s.mu.Lock()
+	if err := s.take(r, live); err != nil {
+		s.mu.Unlock()
 		return err
 	}
+	a := r.a
+	if a.resOf == s {
+		a.owner.Store(s)
+		s.link(a)
+		s.mu.Unlock()
+		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, s.path)
+	}
+	s.mu.Unlock()
 	p.mu.Lock()
 	if !p.closed.Load() {
 		a.owner.Store(p)
@@ -352,8 +415,10 @@ func (s *Scope) Keep(a *Allocation) error {
 	// Both ended while a was between them: it ends here.
 	a.mark(released)
 	s.mu.Unlock()
+	taken, resOf := a.taken, a.resOf
 	rerr := a.releaseMemory(s.tree)
-	s.uncharge(a.taken, a.resOf)
+	s.tree.slots.give([]*Allocation{a})
+	s.uncharge(taken, resOf)
 	return errors.Join(err, rerr)
 }
 
@@ -415,7 +480,13 @@ func (s *Scope) Close() error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))
 		}
+		a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
 	}
+	s.mu.Lock()
+	spare := append(s.spare, ending...)
+	s.spare = nil
+	s.mu.Unlock()
+	s.tree.slots.give(spare)
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.

@@ -85,7 +85,7 @@ func TestRacingFreesKeepsAndClose(t *testing.T) {
 		require.NoError(t, err)
 		child, err := tr.Open(parent.Context(), parent, scope.Options{})
 		require.NoError(t, err)
-		var allocs []*scope.Allocation
+		var allocs []scope.Ref
 		for range 16 {
 			a, err := child.Alloc(1000)
 			require.NoError(t, err)

@@ -44,7 +44,7 @@ func TestARecordedWorkloadReplaysWithTheSamePeak(t *testing.T) {
 	allocs := 0
 	for step := range 50 {
 		err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-			var held []*gpu.Buffer
+			var held []gpu.Buffer
 			for range 1 + r.IntN(8) {
 				n := int64(1 + r.IntN(8<<20))
 				b, err := s.Alloc(n)

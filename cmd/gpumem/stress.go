@@ -90,7 +90,7 @@ func stress(args []string, stdout, stderr io.Writer) error {
 			nest = func(ctx context.Context, depth int) error {
 				return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
 					scopes.Add(1)
-					var last *gpu.Buffer
+					var last gpu.Buffer
 					for range 1 + r.IntN(4) {
 						b, err := s.Alloc(int64(1 + r.IntN(3<<20)))
 						if err != nil {

@@ -32,7 +32,7 @@ func openDevice(w io.Writer) (*gpu.Device, error) {
 
 // saxpy loads the PTX and launches it on the buffers, which stay live until
 // the kernel has finished.
-func saxpy(dev *gpu.Device, y, x *gpu.Slice[float32], a float32, n int) error {
+func saxpy(dev *gpu.Device, y, x gpu.Slice[float32], a float32, n int) error {
 	drv, ok := dev.Driver().(*cuda.Driver)
 	if !ok {
 		return errors.New("saxpy needs a CUDA device")

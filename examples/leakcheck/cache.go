@@ -16,7 +16,7 @@ import (
 type Cache struct {
 	mu    sync.Mutex // protects bufs
 	scope *gpu.Scope
-	bufs  map[string]*gpu.Buffer
+	bufs  map[string]gpu.Buffer
 }
 
 // New returns a cache whose buffers live on dev until Close.
@@ -25,7 +25,7 @@ func New(dev *gpu.Device) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{scope: s, bufs: map[string]*gpu.Buffer{}}, nil
+	return &Cache{scope: s, bufs: map[string]gpu.Buffer{}}, nil
 }
 
 // Put stores data under key, freeing the buffer it replaces.

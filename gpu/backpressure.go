@@ -11,15 +11,21 @@ import (
 // opened with [WaitForMemory]), first come first served, as
 // golang.org/x/sync/semaphore serves its waiters.
 type waitQueue struct {
-	frees   atomic.Uint64 // releases so far: an attempt that saw n and fails may wait only while it is still n
+	frees   atomic.Uint64 // releases while active > 0: an attempt that saw n and fails may wait only while it is still n
+	active  atomic.Int32  // allocations in allocWaiting: releases count only while there are some
 	waiting atomic.Int32  // len(q), read without the lock on every release
 
 	mu sync.Mutex // protects q
 	q  []chan struct{}
 }
 
-// released tells the first waiter, if any, that memory went back.
+// released tells the first waiter, if any, that memory went back. With no
+// allocation waiting or about to, it is one load: an allocation that
+// becomes active after the load sees the memory this release gave back.
 func (w *waitQueue) released() {
+	if w.active.Load() == 0 {
+		return
+	}
 	w.frees.Add(1)
 	if w.waiting.Load() == 0 {
 		return
@@ -88,6 +94,8 @@ func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
 // the device and tries again, until the scope's context is done.
 func (s *Scope) allocWaiting(size int64) (Buffer, error) {
 	q := &s.dev.waiters
+	q.active.Add(1) // before the first attempt, so that no release goes uncounted after it
+	defer q.active.Add(-1)
 	front := false
 	for {
 		seen := q.frees.Load()

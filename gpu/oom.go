@@ -23,8 +23,12 @@ func (d *Device) outOfMemory(path string, err error) error {
 	var hs []holder
 	sites := map[string]int64{} // allocation site -> bytes live from it
 	for _, s := range d.tree.Scopes() {
-		h := holder{path: s.Path()}
-		for _, a := range s.Allocations() {
+		info, ok := s.Info()
+		if !ok {
+			continue // it ended since
+		}
+		h := holder{path: info.Path}
+		for _, a := range info.Allocations {
 			h.bytes += a.Size
 			h.n++
 			if f := frames(a.Stack); len(f) > 0 {

@@ -11,10 +11,15 @@ import (
 // Scope owns the buffers allocated in it and frees them when it ends. A
 // Scope is safe for use by many goroutines; they must finish with it before
 // it ends.
+//
+// The state of a scope is reused once it ends (see scope.Scope); a *Scope
+// is a small object of its own, and one that has ended fails with
+// ErrScopeClosed forever, whatever scope uses its state now.
 type Scope struct {
-	s   *scope.Scope // points to own, below
-	dev *Device
-	own scope.Scope
+	s      scope.Scope
+	dev    *Device
+	zeroed bool // its allocations start zeroed (ZeroedAllocations, here or above)
+	waits  bool // its allocations wait for memory (WaitForMemory, here or above)
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -47,10 +52,10 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		// A device closed while fn ran has torn the scope down: whatever fn
 		// returned, its memory is gone, and the caller must hear so.
 		torn := dev.closed.Load()
-		cerr := s.s.Close()
+		path, cerr := s.s.End()
 		if r := recover(); r != nil {
 			if cerr != nil {
-				dev.dropped(fmt.Errorf("gpu: scope %q ended by a panic: %w", s.Path(), cerr))
+				dev.dropped(fmt.Errorf("gpu: scope %q ended by a panic: %w", path, cerr))
 			}
 			panic(r) // released above; the panic goes on with its own value
 		}
@@ -58,7 +63,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 			err = errors.Join(err, cause)
 		}
 		if torn && !errors.Is(err, ErrDeviceClosed) {
-			err = errors.Join(err, fmt.Errorf("gpu: scope %q: %w while it was open", s.Path(), ErrDeviceClosed))
+			err = errors.Join(err, fmt.Errorf("gpu: WithScope: %w while the scope was open", ErrDeviceClosed))
 		}
 		err = deviceError(errors.Join(err, cerr))
 	}()
@@ -76,18 +81,17 @@ func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scope{dev: d}
-	s.s = &s.own
-	if err := d.tree.OpenInto(ctx, nil, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
-		Zeroed: o.zeroed, Wait: o.wait}, s.s); err != nil {
+	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
+		Zeroed: o.zeroed, Wait: o.wait})
+	if err != nil {
 		return nil, deviceError(err)
 	}
-	return s, nil
+	return &Scope{s: h, dev: d, zeroed: h.Zeroed(), waits: h.WaitsForMemory()}, nil
 }
 
 // valid reports whether s is a scope this package made: not nil, not a
 // zero Scope.
-func (s *Scope) valid() bool { return s != nil && s.s != nil }
+func (s *Scope) valid() bool { return s != nil && !s.s.IsZero() }
 
 // Device returns the scope's device; nil for a nil or zero Scope.
 func (s *Scope) Device() *Device {
@@ -128,7 +132,7 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
 		return Buffer{}, errNilScope
 	}
-	if s.s.WaitsForMemory() {
+	if s.waits {
 		return s.allocWaiting(size)
 	}
 	return s.allocOnce(size)
@@ -143,7 +147,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		}
 		return Buffer{}, err
 	}
-	if s.s.Zeroed() {
+	if s.zeroed {
 		if err := ref.Use(func(ptr uintptr) error { return s.dev.drv.Memset(ptr, 0, size, 0) }); err != nil {
 			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
 		}

@@ -61,16 +61,18 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 func (d *Device) scopeSnapshots() []ScopeSnapshot {
 	var out []ScopeSnapshot
 	for _, s := range d.tree.Scopes() {
-		out = append(out, d.scopeSnapshot(s))
+		if info, ok := s.Info(); ok { // else it ended since
+			out = append(out, d.scopeSnapshot(info))
+		}
 	}
 	return out
 }
 
-func (d *Device) scopeSnapshot(s *scope.Scope) ScopeSnapshot {
-	st := s.Stats()
-	out := ScopeSnapshot{ID: s.ID(), Name: s.Name(), Device: d.name, Path: s.Path(), Live: st.Live, Peak: st.Peak,
-		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack())}
-	for _, a := range s.Allocations() {
+func (d *Device) scopeSnapshot(s scope.Info) ScopeSnapshot {
+	st := s.Stats
+	out := ScopeSnapshot{ID: s.ID, Name: s.Name, Device: d.name, Path: s.Path, Live: st.Live, Peak: st.Peak,
+		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack)}
+	for _, a := range s.Allocations {
 		out.Own += a.Size
 		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a.Ref}, Address: a.Ptr, Size: a.Size,
 			AllocatedAt: frames(a.Stack)})

@@ -43,14 +43,14 @@ func nextGen(g uint64) uint64 {
 // allocation at a time. Slots are reused; a [Ref] names one use of one.
 type Allocation struct {
 	st    atomic.Uint64 // gen, state and running Use calls; see word
-	owner atomic.Pointer[Scope]
+	owner atomic.Pointer[node]
 
 	ptr    uintptr
 	size   int64
 	taken  int64        // size rounded as the pool rounds it: what the scopes were charged
 	block  pool.Block   // when from the pool
 	region *pool.Region // when from a reservation
-	resOf  *Scope       // the scope whose reservation holds it
+	resOf  *node        // the scope whose reservation holds it
 	stack  []uintptr
 
 	prev, next *Allocation // in the owner's list, guarded by the owner's mu
@@ -81,13 +81,16 @@ func (r Ref) Size() int64 { return r.size }
 // Gen returns the generation: which use of its slot r names.
 func (r Ref) Gen() uint64 { return r.gen }
 
-// Owner returns the scope that owns the allocation now; nil where it has
-// ended or r is zero.
-func (r Ref) Owner() *Scope {
-	if r.a == nil || genOf(r.a.st.Load()) != r.gen {
-		return nil
+// Owner returns the scope that owns the allocation now; the zero Scope
+// where it has ended or r is zero.
+func (r Ref) Owner() Scope {
+	if r.a == nil || r.err() != nil {
+		return Scope{}
 	}
-	return r.a.owner.Load()
+	if o := r.a.owner.Load(); o != nil {
+		return o.handle()
+	}
+	return Scope{}
 }
 
 // Ptr returns the device address while the allocation is live; 0 once it

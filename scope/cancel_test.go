@@ -14,7 +14,7 @@ import (
 func TestACancelledContextStopsAllocationsNotFrees(t *testing.T) {
 	tr := newTree(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s, err := tr.Open(ctx, nil, scope.Options{Name: "job"})
+	s, err := tr.Open(ctx, scope.Scope{}, scope.Options{Name: "job"})
 	require.NoError(t, err)
 	a, err := s.Alloc(4096)
 	require.NoError(t, err)
@@ -24,7 +24,7 @@ func TestACancelledContextStopsAllocationsNotFrees(t *testing.T) {
 	_, err = s.Alloc(4096)
 	assert.ErrorIs(t, err, cause, "the error carries the context's cause")
 	assert.ErrorContains(t, err, `scope "job"`)
-	_, err = tr.Open(s.Context(), nil, scope.Options{})
+	_, err = tr.Open(s.Context(), scope.Scope{}, scope.Options{})
 	assert.ErrorIs(t, err, cause, "no child opens under a cancelled context")
 
 	require.NoError(t, s.Free(a), "freeing still works, so cleanup can run")
@@ -35,7 +35,7 @@ func TestACancelledContextStopsAllocationsNotFrees(t *testing.T) {
 
 func TestAClosedScopeRefusesEverything(t *testing.T) {
 	tr := newTree(t)
-	s, err := tr.Open(context.Background(), nil, scope.Options{Name: "done"})
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "done"})
 	require.NoError(t, err)
 	a, err := s.Alloc(512)
 	require.NoError(t, err)

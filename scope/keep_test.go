@@ -12,16 +12,16 @@ import (
 
 func TestKeepHandsTheAllocationToTheParent(t *testing.T) {
 	tr := newTree(t)
-	parent, err := tr.Open(context.Background(), nil, scope.Options{Name: "p"})
+	parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "p"})
 	require.NoError(t, err)
 	defer parent.Close()
-	child, err := tr.Open(parent.Context(), nil, scope.Options{Name: "c"})
+	child, err := tr.Open(parent.Context(), scope.Scope{}, scope.Options{Name: "c"})
 	require.NoError(t, err)
 	a, err := child.Alloc(4096)
 	require.NoError(t, err)
 
 	require.NoError(t, child.Keep(a))
-	assert.Same(t, parent, a.Owner())
+	assert.Equal(t, parent, a.Owner())
 	assert.Zero(t, child.Stats().Live)
 	assert.Equal(t, int64(4096), parent.Stats().Live, "the parent counted it all along")
 	require.NoError(t, child.Close())
@@ -34,14 +34,14 @@ func TestKeepHandsTheAllocationToTheParent(t *testing.T) {
 
 func TestKeepOutOfTheScopesOwnReservationIsRefused(t *testing.T) {
 	tr := newTree(t)
-	parent, err := tr.Open(context.Background(), nil, scope.Options{})
+	parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
 	require.NoError(t, err)
 	defer parent.Close()
-	child, err := tr.Open(parent.Context(), nil, scope.Options{Reserve: 64 << 10})
+	child, err := tr.Open(parent.Context(), scope.Scope{}, scope.Options{Reserve: 64 << 10})
 	require.NoError(t, err)
 	a, err := child.Alloc(4096)
 	require.NoError(t, err)
 	assert.ErrorIs(t, child.Keep(a), scope.ErrNotKept)
-	assert.Same(t, child, a.Owner(), "a refused Keep changes nothing")
+	assert.Equal(t, child, a.Owner(), "a refused Keep changes nothing")
 	require.NoError(t, child.Close())
 }

@@ -13,10 +13,10 @@ import (
 
 func TestALimitCountsChildrenAndRefusesWithoutCharging(t *testing.T) {
 	tr := newTree(t)
-	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "root", Limit: 64 << 10})
+	root, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "root", Limit: 64 << 10})
 	require.NoError(t, err)
 	defer root.Close()
-	child, err := tr.Open(root.Context(), nil, scope.Options{Name: "child"})
+	child, err := tr.Open(root.Context(), scope.Scope{}, scope.Options{Name: "child"})
 	require.NoError(t, err)
 	held, err := child.Alloc(48 << 10)
 	require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestALimitCountsChildrenAndRefusesWithoutCharging(t *testing.T) {
 
 func TestALimitCountsRoundedBytes(t *testing.T) {
 	tr := newTree(t)
-	s, err := tr.Open(context.Background(), nil, scope.Options{Limit: 1024})
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Limit: 1024})
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Alloc(1)

@@ -14,13 +14,13 @@ import (
 func TestAllocationsComeFromTheNearestReservationThenThePool(t *testing.T) {
 	tr := newTree(t)
 	p := tr.Pool()
-	root, err := tr.Open(context.Background(), nil, scope.Options{Name: "root", Reserve: 1 << 20})
+	root, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "root", Reserve: 1 << 20})
 	require.NoError(t, err)
 	defer root.Close()
 	assert.Equal(t, int64(1<<20), root.Stats().Reserved)
 	fromPool := p.Stats().Allocated // the reservation is one pool block
 
-	child, err := tr.Open(root.Context(), nil, scope.Options{Name: "child"})
+	child, err := tr.Open(root.Context(), scope.Scope{}, scope.Options{Name: "child"})
 	require.NoError(t, err)
 	a, err := child.Alloc(64 << 10)
 	require.NoError(t, err)
@@ -45,9 +45,9 @@ func TestAllocationsComeFromTheNearestReservationThenThePool(t *testing.T) {
 
 func TestAReservationBeyondTheDeviceIsRefusedWithNothingHeld(t *testing.T) {
 	tr := newTree(t)
-	_, err := tr.Open(context.Background(), nil, scope.Options{Reserve: pool.MaxSize + 1})
+	_, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Reserve: pool.MaxSize + 1})
 	assert.ErrorIs(t, err, pool.ErrInvalidSize)
-	_, err = tr.Open(context.Background(), nil, scope.Options{Reserve: 1 << 20, Limit: 1 << 10})
+	_, err = tr.Open(context.Background(), scope.Scope{}, scope.Options{Reserve: 1 << 20, Limit: 1 << 10})
 	assert.ErrorContains(t, err, "exceeds the scope's limit")
 	assert.Empty(t, tr.Scopes())
 	assert.Zero(t, tr.Pool().Stats().Allocated)

@@ -6,37 +6,114 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpuscope/gpuscope/pool"
 )
 
 // Scope owns allocations; closing it releases them, last allocated first.
 // A Scope is safe for use by many goroutines.
+//
+// A Scope is a small value, a handle to a node of the tree and the epoch
+// of the node's use it names: nodes are reused once their scope ends, and
+// every method of a Scope whose node has moved on acts as on a closed
+// scope (ErrClosed, zero stats), never on the scope that uses the node now.
+// The zero Scope is closed.
 type Scope struct {
+	n      *node
+	epoch  uint64
+	zeroed bool // copies of the node's flags, which do not change during a use
+	waits  bool
+}
+
+// node is the state of one open scope at a time. Its identity (tree,
+// parent, name, limit, flags, context) changes only when it is reused,
+// under mu; everything that reads it through a Scope takes mu and checks
+// the epoch first. Pointers between nodes (parent, owners, reservations)
+// are used only while the node they point to is open.
+type node struct {
+	epoch    atomic.Uint64 // its use: incremented when its scope ends
 	tree     *Tree
 	id       uint64
-	parent   *Scope
+	parent   *node
 	name     string
 	path     string
 	limit    int64
 	zeroed   bool                            // allocations start zeroed (Options.Zeroed, here or above)
 	waits    bool                            // allocations wait for memory (Options.Wait, here or above)
 	opened   context.Context                 // the context it was opened with
-	ctx      atomic.Pointer[context.Context] // opened with the scope in it, made on first use
+	ctx      context.Context // opened with the scope in it, made on first use
 	done     <-chan struct{}
 	stack    []uintptr
 	region   *pool.Region // the reservation, if any
-	resBlock pool.Block   // the memory behind region
+	resBlock *pool.Block  // the memory behind region
+	reserves bool         // it or an ancestor has a reservation
 
 	closed atomic.Bool
 	live   atomic.Int64 // bytes live here and in descendants
 	peak   atomic.Int64
 
+	prevSib, nextSib *node // in the parent's children or the tree's roots, under that one's mu
+
 	mu         sync.Mutex // protects the fields below
 	head, tail *Allocation
 	count      int
-	children   []*Scope
+	children   scopeList
 	spare      []*Allocation // slots ready for allocations (see slotTable)
+}
+
+// scopeList is a list of scopes, linked through their prevSib and nextSib,
+// so that a scope leaves it at no cost however many there are.
+type scopeList struct {
+	head, tail *node
+	n          int
+}
+
+func (l *scopeList) push(s *node) {
+	s.prevSib, s.nextSib = l.tail, nil
+	if l.tail != nil {
+		l.tail.nextSib = s
+	} else {
+		l.head = s
+	}
+	l.tail = s
+	l.n++
+}
+
+func (l *scopeList) remove(s *node) {
+	if s.prevSib != nil {
+		s.prevSib.nextSib = s.nextSib
+	} else if l.head == s {
+		l.head = s.nextSib
+	} else {
+		return // not on the list
+	}
+	if s.nextSib != nil {
+		s.nextSib.prevSib = s.prevSib
+	} else {
+		l.tail = s.prevSib
+	}
+	s.prevSib, s.nextSib = nil, nil
+	l.n--
+}
+
+// all returns the scopes on the list, oldest first.
+func (l *scopeList) all() []*node {
+	out := make([]*node, 0, l.n)
+	for s := l.head; s != nil; s = s.nextSib {
+		out = append(out, s)
+	}
+	return out
+}
+
+// handles returns handles to the scopes on the list, oldest first. Called
+// with the list owner's mu held.
+func (l *scopeList) handles() []Scope {
+	out := make([]Scope, 0, l.n)
+	for s := l.head; s != nil; s = s.nextSib {
+		out = append(out, s.handle())
+	}
+	return out
 }
 
 // Stats describes a scope.
@@ -49,53 +126,124 @@ type Stats struct {
 	Limit       int64 // its limit (0: none)
 }
 
-// ID returns a number no other scope of the process has.
-func (s *Scope) ID() uint64 { return s.id }
+// handle returns a Scope naming n's current use.
+func (n *node) handle() Scope {
+	return Scope{n: n, epoch: n.epoch.Load(), zeroed: n.zeroed, waits: n.waits}
+}
 
-// Name returns the scope's name; Path its ancestors' names and its own.
-func (s *Scope) Name() string { return s.name }
+// lock locks the node and reports whether s still names its use; on false
+// the node is unlocked.
+func (s Scope) lock() bool {
+	if s.n == nil {
+		return false
+	}
+	s.n.mu.Lock()
+	if s.n.epoch.Load() != s.epoch {
+		s.n.mu.Unlock()
+		return false
+	}
+	return true
+}
 
-// Path returns the names from the root to this scope, joined by "/".
-func (s *Scope) Path() string { return s.path }
+// IsZero reports whether s is the zero Scope.
+func (s Scope) IsZero() bool { return s.n == nil }
+
+// ID returns a number no other scope of the process has; 0 once it ended.
+func (s Scope) ID() uint64 {
+	if !s.lock() {
+		return 0
+	}
+	defer s.n.mu.Unlock()
+	return s.n.id
+}
+
+// Name returns the scope's name; "" once it ended.
+func (s Scope) Name() string {
+	if !s.lock() {
+		return ""
+	}
+	defer s.n.mu.Unlock()
+	return s.n.name
+}
+
+// Path returns the names from the root to this scope, joined by "/"; ""
+// once it ended.
+func (s Scope) Path() string {
+	if !s.lock() {
+		return ""
+	}
+	defer s.n.mu.Unlock()
+	return s.n.path
+}
 
 // Context returns a context that carries the scope, so that a scope opened
 // with it is a child of this one. It is done when the context the scope was
-// opened with is done.
-func (s *Scope) Context() context.Context {
-	if c := s.ctx.Load(); c != nil {
-		return *c
+// opened with is done. Once the scope has ended it is a context already
+// done with ErrClosed as its cause: a scope opened from it fails.
+func (s Scope) Context() context.Context {
+	if !s.lock() {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrClosed)
+		return ctx
 	}
-	c := context.WithValue(s.opened, scopeKey{}, s)
-	if s.ctx.CompareAndSwap(nil, &c) {
-		return c
+	defer s.n.mu.Unlock()
+	if s.n.ctx == nil {
+		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, s)
 	}
-	return *s.ctx.Load()
+	return s.n.ctx
 }
 
-// Stack returns where the scope was opened, when stacks were recorded.
-func (s *Scope) Stack() []uintptr { return s.stack }
+// Info is a scope as one look saw it.
+type Info struct {
+	Scope       Scope
+	ID          uint64
+	Name        string
+	Path        string
+	Stack       []uintptr // where it was opened, when stacks were recorded
+	Stats       Stats
+	Allocations []AllocationInfo // the live allocations it owns, oldest first
+}
+
+// Info returns what the scope is now, read in one look; false once it
+// ended.
+func (s Scope) Info() (Info, bool) {
+	if !s.lock() {
+		return Info{}, false
+	}
+	defer s.n.mu.Unlock()
+	n := s.n
+	return Info{Scope: s, ID: n.id, Name: n.name, Path: n.path, Stack: n.stack, Stats: n.statsLocked(),
+		Allocations: n.allocationsLocked()}, true
+}
 
 // Zeroed reports whether the scope's allocations are to start zeroed: it or
 // an ancestor was opened with Options.Zeroed. Package scope only carries
 // the flag; the device layer writes the zeros.
-func (s *Scope) Zeroed() bool { return s.zeroed }
+func (s Scope) Zeroed() bool { return s.zeroed }
 
 // WaitsForMemory reports whether the scope's allocations are to wait for
 // memory rather than fail: it or an ancestor was opened with Options.Wait.
 // Package scope only carries the flag; the device layer waits.
-func (s *Scope) WaitsForMemory() bool { return s.waits }
+func (s Scope) WaitsForMemory() bool { return s.waits }
 
 // Closed reports whether the scope has ended.
-func (s *Scope) Closed() bool { return s.closed.Load() }
+func (s Scope) Closed() bool {
+	return s.n == nil || s.n.epoch.Load() != s.epoch || s.n.closed.Load()
+}
 
-// Stats returns the scope's counters.
-func (s *Scope) Stats() Stats {
-	s.mu.Lock()
-	n, kids := s.count, len(s.children)
-	s.mu.Unlock()
-	st := Stats{Live: s.live.Load(), Peak: s.peak.Load(), Allocations: n, Children: kids, Limit: s.limit}
-	if s.region != nil {
-		st.Reserved = s.region.Size()
+// Stats returns the scope's counters; zero once it ended.
+func (s Scope) Stats() Stats {
+	if !s.lock() {
+		return Stats{}
+	}
+	defer s.n.mu.Unlock()
+	return s.n.statsLocked()
+}
+
+func (n *node) statsLocked() Stats {
+	st := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.count, Children: n.children.n, Limit: n.limit}
+	if n.region != nil {
+		st.Reserved = n.region.Size()
 	}
 	return st
 }
@@ -111,21 +259,29 @@ type AllocationInfo struct {
 // Allocations returns the live allocations the scope owns, oldest first,
 // copied while the scope's lock is held: slots are reused, so what they
 // hold can be read only then.
-func (s *Scope) Allocations() []AllocationInfo {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]AllocationInfo, 0, s.count)
-	for a := s.head; a != nil; a = a.next {
+func (s Scope) Allocations() []AllocationInfo {
+	if !s.lock() {
+		return nil
+	}
+	defer s.n.mu.Unlock()
+	return s.n.allocationsLocked()
+}
+
+func (n *node) allocationsLocked() []AllocationInfo {
+	out := make([]AllocationInfo, 0, n.count)
+	for a := n.head; a != nil; a = a.next {
 		out = append(out, AllocationInfo{Ref: a.Ref(), Ptr: a.ptr, Size: a.size, Stack: a.stack})
 	}
 	return out
 }
 
 // Children returns the open child scopes, oldest first.
-func (s *Scope) Children() []*Scope {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*Scope(nil), s.children...)
+func (s Scope) Children() []Scope {
+	if !s.lock() {
+		return nil
+	}
+	defer s.n.mu.Unlock()
+	return s.n.children.handles()
 }
 
 // Alloc allocates size bytes owned by the scope: from the nearest
@@ -133,15 +289,27 @@ func (s *Scope) Children() []*Scope {
 // pool. It fails once the scope is closed or its context is done. The
 // allocation takes a slot of the tree's slot table, not a heap object of
 // its own.
-func (s *Scope) Alloc(size int64) (Ref, error) {
+//
+// The scope's lock is held throughout, so that the scope cannot end, nor
+// its node serve another scope, while it allocates: the lock is the one
+// that recording the allocation takes anyway.
+func (s Scope) Alloc(size int64) (Ref, error) {
 	if size <= 0 || size > pool.MaxSize {
 		return Ref{}, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
 	}
-	if err := s.usable(); err != nil {
+	if !s.lock() {
+		return Ref{}, fmt.Errorf("scope: %w", ErrClosed)
+	}
+	defer s.n.mu.Unlock()
+	return s.n.allocLocked(size)
+}
+
+func (n *node) allocLocked(size int64) (Ref, error) {
+	if err := n.usable(); err != nil {
 		return Ref{}, err
 	}
 	m := memory{size: size, taken: pool.Rounded(size)}
-	for r := s; r != nil; r = r.parent {
+	for r := n; r != nil && n.reserves; r = r.parent {
 		if r.region == nil {
 			continue
 		}
@@ -152,7 +320,7 @@ func (s *Scope) Alloc(size int64) (Ref, error) {
 	}
 	// The memory is new to the scopes below the reservation that served it,
 	// or, from the pool, to every scope up to the root: charge those.
-	if err := s.charge(m.taken, m.resOf); err != nil {
+	if err := n.charge(m.taken, m.resOf); err != nil {
 		if m.region != nil {
 			err = errors.Join(err, m.region.Free(m.ptr), m.resOf.releaseReservationIfEmpty())
 		}
@@ -161,34 +329,24 @@ func (s *Scope) Alloc(size int64) (Ref, error) {
 	if m.region == nil {
 		// Short of memory, the pool may wait for other streams' work; it
 		// stops when the scope's context is done.
-		b, err := s.tree.pool.AllocContext(s.opened, size, 0)
+		b, err := n.tree.pool.AllocContext(n.opened, size, 0)
 		if err != nil {
-			s.uncharge(m.taken, nil)
-			return Ref{}, fmt.Errorf("scope %q: %w", s.path, err)
+			n.uncharge(m.taken, nil)
+			return Ref{}, fmt.Errorf("scope %q: %w", n.path, err)
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
-	var stack []uintptr
-	if s.tree.record.Load() {
-		stack = callers(3)
+	a := n.slot()
+	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
+	if n.tree.record.Load() {
+		a.stack = callers(4)
 	}
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		a := &Allocation{ptr: m.ptr, size: m.size, block: m.block, region: m.region, resOf: m.resOf}
-		err := a.releaseMemory(s.tree)
-		s.uncharge(m.taken, m.resOf)
-		return Ref{}, errors.Join(fmt.Errorf("scope %q: %w", s.path, ErrClosed), err)
-	}
-	a := s.slot()
-	a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = m.ptr, m.size, m.taken, m.block, m.region, m.resOf, stack
 	gen := nextGen(genOf(a.st.Load()))
 	a.st.Store(word(gen, live))
-	if a.owner.Load() != s {
-		a.owner.Store(s)
+	if a.owner.Load() != n {
+		a.owner.Store(n)
 	}
-	s.link(a)
-	s.mu.Unlock()
+	n.link(a)
 	return Ref{a: a, gen: gen, size: size}, nil
 }
 
@@ -198,56 +356,53 @@ type memory struct {
 	size, taken int64
 	block       pool.Block
 	region      *pool.Region
-	resOf       *Scope
+	resOf       *node
 }
 
-// slot returns a slot for a new allocation. Called with s.mu held.
-func (s *Scope) slot() *Allocation {
-	if len(s.spare) == 0 {
-		s.spare = s.tree.slots.take(s.spare)
+// slot returns a slot for a new allocation. Called with n.mu held.
+func (n *node) slot() *Allocation {
+	if len(n.spare) == 0 {
+		n.spare = n.tree.slots.take(n.spare)
 	}
-	a := s.spare[len(s.spare)-1]
-	s.spare = s.spare[:len(s.spare)-1]
+	a := n.spare[len(n.spare)-1]
+	n.spare = n.spare[:len(n.spare)-1]
 	return a
 }
 
 // recycle makes the slot of an ended allocation ready for another, keeping
 // its word: a stale Ref keeps failing as it did until the slot serves
-// again. Called with s.mu held, after its memory went back.
-func (s *Scope) recycle(a *Allocation) {
+// again. Called with n.mu held, after its memory went back.
+func (n *node) recycle(a *Allocation) {
 	a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
-	if s.closed.Load() {
-		s.tree.slots.give([]*Allocation{a})
-		return
-	}
-	s.spare = append(s.spare, a)
+	n.spare = append(n.spare, a)
 }
 
 // releaseReservationIfEmpty returns the scope's reservation to the pool once
 // the scope has closed and nothing is allocated from it; exactly one caller
-// does it.
-func (s *Scope) releaseReservationIfEmpty() error {
-	if s.region == nil || !s.closed.Load() || !s.region.CloseIfEmpty() {
+// does it. Nodes with a reservation are not reused (see Tree.free), so n
+// is still this scope's.
+func (n *node) releaseReservationIfEmpty() error {
+	if n.region == nil || !n.closed.Load() || !n.region.CloseIfEmpty() {
 		return nil
 	}
-	s.uncharge(pool.Rounded(s.region.Size()), nil)
-	if err := s.tree.pool.Free(s.resBlock); err != nil {
-		return fmt.Errorf("scope %q: releasing its reservation: %w", s.path, err)
+	n.uncharge(pool.Rounded(n.region.Size()), nil)
+	if err := n.tree.pool.Free(*n.resBlock); err != nil {
+		return fmt.Errorf("scope %q: releasing its reservation: %w", n.path, err)
 	}
-	if s.tree.onFree != nil {
-		s.tree.onFree()
+	if n.tree.onFree != nil {
+		n.tree.onFree()
 	}
 	return nil
 }
 
 // usable reports why the scope cannot allocate, if it cannot.
-func (s *Scope) usable() error {
-	if s.closed.Load() {
-		return fmt.Errorf("scope %q: %w", s.path, ErrClosed)
+func (n *node) usable() error {
+	if n.closed.Load() {
+		return fmt.Errorf("scope %q: %w", n.path, ErrClosed)
 	}
 	select {
-	case <-s.done:
-		return fmt.Errorf("scope %q: %w", s.path, context.Cause(s.opened))
+	case <-n.done:
+		return fmt.Errorf("scope %q: %w", n.path, context.Cause(n.opened))
 	default:
 		return nil
 	}
@@ -255,17 +410,17 @@ func (s *Scope) usable() error {
 
 // charge counts size bytes against the scope and every ancestor, failing
 // where a limit would be passed.
-func (s *Scope) charge(size int64, stop *Scope) error {
-	for a := s; a != stop; a = a.parent {
-		n := a.live.Add(size)
-		if a.limit > 0 && n > a.limit {
-			for b := s; b != a.parent; b = b.parent {
+func (n *node) charge(size int64, stop *node) error {
+	for a := n; a != stop; a = a.parent {
+		v := a.live.Add(size)
+		if a.limit > 0 && v > a.limit {
+			for b := n; b != a.parent; b = b.parent {
 				b.live.Add(-size)
 			}
-			return &LimitError{Path: a.path, Limit: a.limit, Live: n - size, Requested: size}
+			return &LimitError{Path: a.path, Limit: a.limit, Live: v - size, Requested: size}
 		}
-		for n > a.peak.Load() {
-			if p := a.peak.Load(); a.peak.CompareAndSwap(p, n) {
+		for v > a.peak.Load() {
+			if p := a.peak.Load(); a.peak.CompareAndSwap(p, v) {
 				break
 			}
 		}
@@ -274,45 +429,45 @@ func (s *Scope) charge(size int64, stop *Scope) error {
 }
 
 // uncharge undoes charge(size, stop).
-func (s *Scope) uncharge(size int64, stop *Scope) {
-	for a := s; a != stop; a = a.parent {
+func (n *node) uncharge(size int64, stop *node) {
+	for a := n; a != stop; a = a.parent {
 		a.live.Add(-size)
 	}
 }
 
-// link appends a to the list. Called with s.mu held.
-func (s *Scope) link(a *Allocation) {
-	a.prev, a.next = s.tail, nil
-	if s.tail != nil {
-		s.tail.next = a
+// link appends a to the list. Called with n.mu held.
+func (n *node) link(a *Allocation) {
+	a.prev, a.next = n.tail, nil
+	if n.tail != nil {
+		n.tail.next = a
 	} else {
-		s.head = a
+		n.head = a
 	}
-	s.tail = a
-	s.count++
+	n.tail = a
+	n.count++
 }
 
-// unlink removes a from the list. Called with s.mu held.
-func (s *Scope) unlink(a *Allocation) {
+// unlink removes a from the list. Called with n.mu held.
+func (n *node) unlink(a *Allocation) {
 	if a.prev != nil {
 		a.prev.next = a.next
 	} else {
-		s.head = a.next
+		n.head = a.next
 	}
 	if a.next != nil {
 		a.next.prev = a.prev
 	} else {
-		s.tail = a.prev
+		n.tail = a.prev
 	}
 	a.prev, a.next = nil, nil
-	s.count--
+	n.count--
 }
 
-// take checks that s owns the allocation r names, live, and takes it off
-// the list, marking it with state to. The state of the allocations on s's
-// list changes only under s.mu, so that Close, Free and Keep agree on who
-// ends each one. Called with s.mu held.
-func (s *Scope) take(r Ref, to uint64) error {
+// take checks that n owns the allocation r names, live, and takes it off
+// the list, marking it with state to. The state of the allocations on n's
+// list changes only under n.mu, so that Close, Free and Keep agree on who
+// ends each one. Called with n.mu held.
+func (n *node) take(r Ref, to uint64) error {
 	if r.IsZero() {
 		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
 	}
@@ -323,147 +478,166 @@ func (s *Scope) take(r Ref, to uint64) error {
 	switch o := a.owner.Load(); {
 	case o == nil:
 		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
-	case o.tree != s.tree:
+	case o.tree != n.tree:
 		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
-	case o != s:
-		return fmt.Errorf("%w: owned by %q, freed through %q", ErrWrongScope, o.path, s.path)
+	case o != n:
+		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.path)
 	}
 	if to != live && !a.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")
 	}
-	s.unlink(a)
+	n.unlink(a)
 	if to == live {
 		a.owner.Store(nil) // in transit: on no list
 	}
 	return nil
 }
 
-// Free releases a before the scope ends. Freeing twice, or through a scope
-// that does not own it, is an error that changes nothing.
+// Free releases the allocation r names before the scope ends. Freeing
+// twice, or through a scope that does not own it, is an error that changes
+// nothing.
 //
 // Once Free has taken the allocation it is freed, whatever happens to its
 // memory after: an error from giving memory back to the device (a driver
 // that fails to free) says so, and the allocation is not to be freed again
 // (a second Free is ErrFreed, as after any other).
-func (s *Scope) Free(r Ref) error {
-	s.mu.Lock()
-	if err := s.take(r, freed); err != nil {
-		s.mu.Unlock()
+func (s Scope) Free(r Ref) error {
+	if !s.lock() {
+		if err := r.err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: freed through a scope that has ended", ErrWrongScope)
+	}
+	n := s.n
+	if err := n.take(r, freed); err != nil {
+		n.mu.Unlock()
 		return err
 	}
 	a := r.a
-	taken, resOf := a.taken, a.resOf
+	n.uncharge(a.taken, a.resOf)
 	var err error
-	if a.region == nil && s.tree.scrub == nil && a.st.Load()&usersMask == 0 {
+	if a.region == nil && n.tree.scrub == nil && a.st.Load()&usersMask == 0 {
 		// The common case, done under the lock already held: nothing to
 		// wait for, nothing slow before the memory goes back.
-		err = a.releaseMemory(s.tree)
-		s.recycle(a)
-		s.mu.Unlock()
+		err = a.releaseMemory(n.tree)
+		n.recycle(a)
+		n.mu.Unlock()
 	} else {
-		s.mu.Unlock()
-		err = a.releaseMemory(s.tree)
-		s.mu.Lock()
-		s.recycle(a)
-		s.mu.Unlock()
+		// Use calls to wait for, or slow work: outside the lock. The scope
+		// may end meanwhile, so the slot goes back to the table.
+		n.mu.Unlock()
+		err = a.releaseMemory(n.tree)
+		a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+		n.tree.slots.give([]*Allocation{a})
 	}
-	s.uncharge(taken, resOf)
 	if err != nil {
-		return fmt.Errorf("scope %q: the buffer of %d bytes is freed, but giving memory back failed: %w", s.path, r.size, err)
+		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", r.size, err)
 	}
 	return nil
 }
 
-// Keep moves a to the parent scope, so that it outlives this one. It fails
-// for a root scope, a closed parent, and memory in this scope's own
-// reservation, which ends with the scope.
-func (s *Scope) Keep(r Ref) error {
-	p := s.parent
-	if p == nil {
-		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, s.path)
+// Keep moves the allocation r names to the parent scope, so that it
+// outlives this one; r stays valid. It fails for a root scope, a closed
+// parent, and memory in this scope's own reservation, which ends with the
+// scope.
+func (s Scope) Keep(r Ref) error {
+	if !s.lock() {
+		if err := r.err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: kept through a scope that has ended", ErrWrongScope)
 	}
-	s.mu.Lock()
-	if err := s.take(r, live); err != nil {
-		s.mu.Unlock()
+	n := s.n
+	defer n.mu.Unlock()
+	p := n.parent
+	if p == nil {
+		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.path)
+	}
+	if err := n.take(r, live); err != nil {
 		return err
 	}
 	a := r.a
-	if a.resOf == s {
-		a.owner.Store(s)
-		s.link(a)
-		s.mu.Unlock()
-		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, s.path)
+	if a.resOf == n {
+		a.owner.Store(n)
+		n.link(a)
+		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.path)
 	}
-	s.mu.Unlock()
+	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
-	if !p.closed.Load() {
-		a.owner.Store(p)
-		p.link(a)
-		p.mu.Unlock()
-		s.live.Add(-a.taken) // the parent held it already, as s's ancestor
-		return nil
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		a.owner.Store(n)
+		n.link(a)
+		return fmt.Errorf("scope: Keep in %q: parent %w", n.path, ErrClosed)
 	}
-	p.mu.Unlock()
-	err := fmt.Errorf("scope: Keep in %q: parent %w", s.path, ErrClosed)
-	s.mu.Lock()
-	if !s.closed.Load() {
-		a.owner.Store(s)
-		s.link(a)
-		s.mu.Unlock()
-		return err
-	}
-	// Both ended while a was between them: it ends here.
-	a.mark(released)
-	s.mu.Unlock()
-	taken, resOf := a.taken, a.resOf
-	rerr := a.releaseMemory(s.tree)
-	s.tree.slots.give([]*Allocation{a})
-	s.uncharge(taken, resOf)
-	return errors.Join(err, rerr)
-}
-
-// adopt registers child c. It fails if s is closed.
-func (s *Scope) adopt(c *Scope) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return fmt.Errorf("scope: opening a scope in %q: %w", s.path, ErrClosed)
-	}
-	s.children = append(s.children, c)
+	a.owner.Store(p)
+	p.link(a)
+	n.live.Add(-a.taken) // the parent held it already, as n's ancestor
 	return nil
 }
 
-func (s *Scope) removeChild(c *Scope) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, k := range s.children {
-		if k == c {
-			s.children = append(s.children[:i], s.children[i+1:]...)
-			return
-		}
+// adopt registers child c. It fails if s has ended.
+func (s Scope) adopt(c *node) error {
+	if !s.lock() {
+		return fmt.Errorf("scope: opening a scope in one that has ended: %w", ErrClosed)
 	}
+	defer s.n.mu.Unlock()
+	if s.n.closed.Load() {
+		return fmt.Errorf("scope: opening a scope in %q: %w", s.n.path, ErrClosed)
+	}
+	s.n.children.push(c)
+	return nil
+}
+
+func (n *node) removeChild(c *node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.children.remove(c)
 }
 
 // Close ends the scope: open children are closed first, then every
 // allocation the scope still owns is released, last allocated first, and
 // then its reservation. Release errors are joined; one never stops the
-// rest. Close is idempotent.
-func (s *Scope) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
-		return nil
+// rest. Close is idempotent, and a Close of a scope that has ended does
+// nothing.
+func (s Scope) Close() error {
+	_, err := s.End()
+	return err
+}
+
+// End is Close that also returns the scope's path, which a Scope that has
+// ended no longer tells; "" where it had ended already.
+func (s Scope) End() (path string, err error) {
+	if !s.lock() {
+		return "", nil
 	}
+	n := s.n
+	if n.closed.Load() {
+		n.mu.Unlock()
+		return "", nil
+	}
+	path = n.path
+	n.closed.Store(true)
 	var errs []error
-	s.mu.Lock()
-	kids := append([]*Scope(nil), s.children...)
-	s.mu.Unlock()
-	for i := len(kids) - 1; i >= 0; i-- {
-		if err := kids[i].Close(); err != nil {
-			errs = append(errs, err)
+	if n.children.n > 0 {
+		kids := n.children.handles()
+		n.mu.Unlock()
+		for i := len(kids) - 1; i >= 0; i-- {
+			if err := kids[i].Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		// A child whose Close another goroutine began is still releasing
+		// into this scope's counters: wait until it has left.
+		n.mu.Lock()
+		for wait := time.Microsecond; n.children.n > 0; wait = min(2*wait, time.Millisecond) {
+			n.mu.Unlock()
+			time.Sleep(wait)
+			n.mu.Lock()
 		}
 	}
-	s.mu.Lock()
-	ending := make([]*Allocation, 0, s.count) // last allocated first
-	for a := s.tail; a != nil; a = a.prev {
+	ending := make([]*Allocation, 0, n.count) // last allocated first
+	for a := n.tail; a != nil; a = a.prev {
 		if !a.mark(released) {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
@@ -472,31 +646,30 @@ func (s *Scope) Close() error {
 	for _, a := range ending {
 		a.prev, a.next = nil, nil
 	}
-	s.head, s.tail, s.count = nil, nil, 0
-	s.mu.Unlock()
+	n.head, n.tail, n.count = nil, nil, 0
+	n.mu.Unlock()
 	for _, a := range ending {
-		err := a.releaseMemory(s.tree)
-		s.uncharge(a.taken, a.resOf)
+		err := a.releaseMemory(n.tree)
+		n.uncharge(a.taken, a.resOf)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", s.path, a.size, a.ptr, err))
+			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, a.size, a.ptr, err))
 		}
 		a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
 	}
-	s.mu.Lock()
-	spare := append(s.spare, ending...)
-	s.spare = nil
-	s.mu.Unlock()
-	s.tree.slots.give(spare)
+	if len(ending) > 0 {
+		n.mu.Lock()
+		n.spare = append(n.spare, ending...) // the node keeps its slots when it is reused
+		n.mu.Unlock()
+	}
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.
-	if err := s.releaseReservationIfEmpty(); err != nil {
+	if err := n.releaseReservationIfEmpty(); err != nil {
 		errs = append(errs, err) // only errors: an empty Close allocates nothing
 	}
-	if s.parent != nil {
-		s.parent.removeChild(s)
-	} else {
-		s.tree.removeRoot(s)
+	if n.parent != nil {
+		n.parent.removeChild(n)
 	}
-	return errors.Join(errs...)
+	n.tree.retire(n)
+	return path, errors.Join(errs...)
 }

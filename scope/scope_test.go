@@ -14,7 +14,7 @@ import (
 
 func TestReleaseIsLastAllocatedFirst(t *testing.T) {
 	tr := newTree(t, pool.Shards(1))
-	s, err := tr.Open(context.Background(), nil, scope.Options{Name: "lifo"})
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "lifo"})
 	require.NoError(t, err)
 	var ptrs []uintptr
 	for range 4 {
@@ -26,7 +26,7 @@ func TestReleaseIsLastAllocatedFirst(t *testing.T) {
 	// With one shard the pool's front cache is a stack per size: the block
 	// released last comes back first. Released last-allocated-first, the
 	// first allocation is on top.
-	s2, err := tr.Open(context.Background(), nil, scope.Options{})
+	s2, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
 	require.NoError(t, err)
 	defer s2.Close()
 	a, err := s2.Alloc(512)
@@ -39,7 +39,7 @@ func BenchmarkEmptyScope(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := tr.Open(ctx, nil, scope.Options{})
+		s, err := tr.Open(ctx, scope.Scope{}, scope.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func BenchmarkAllocFreeRecordingStacks(b *testing.B) { benchAllocFree(b, true) }
 func benchAllocFree(b *testing.B, stacks bool) {
 	tr := newTree(b)
 	tr.RecordStacks(stacks)
-	s, err := tr.Open(context.Background(), nil, scope.Options{})
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
 	require.NoError(b, err)
 	defer s.Close()
 	b.ReportAllocs()
@@ -81,7 +81,7 @@ func benchAllocFree(b *testing.B, stacks bool) {
 func TestRacingFreesKeepsAndClose(t *testing.T) {
 	tr := newTree(t)
 	for range 50 {
-		parent, err := tr.Open(context.Background(), nil, scope.Options{})
+		parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
 		require.NoError(t, err)
 		child, err := tr.Open(parent.Context(), parent, scope.Options{})
 		require.NoError(t, err)

@@ -21,8 +21,9 @@ type Tree struct {
 
 	slots slotTable
 
-	mu     sync.Mutex // protects roots and closed
-	roots  []*Scope
+	mu     sync.Mutex // protects roots, free and closed
+	roots  scopeList
+	free   []*node // nodes of ended scopes, to reuse
 	closed bool
 }
 
@@ -110,99 +111,164 @@ type Options struct {
 	Wait    bool   // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
 }
 
-// Open opens a scope: a child of parent, or a root where parent is nil. A
-// ctx that is already done fails the open with its cause.
-func (t *Tree) Open(ctx context.Context, parent *Scope, o Options) (*Scope, error) {
-	s := new(Scope)
-	if err := t.OpenInto(ctx, parent, o, s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// OpenInto is Open into a zero Scope the caller provides, typically inside
-// an object of its own. s must not be opened again. With a nil parent, a
-// scope of this tree that ctx carries (Scope.Context) is the parent.
-func (t *Tree) OpenInto(ctx context.Context, parent *Scope, o Options, s *Scope) error {
+// Open opens a scope: a child of parent, or a root where parent is the
+// zero Scope. With a zero parent, a scope of this tree that ctx carries
+// (Scope.Context) is the parent. A ctx that is already done fails the open
+// with its cause, and so does a parent that has ended.
+func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error) {
 	if ctx == nil {
-		return errors.New("scope: nil Context")
+		return Scope{}, errors.New("scope: nil Context")
 	}
 	if err := context.Cause(ctx); err != nil {
-		return err
+		return Scope{}, err
 	}
 	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
+		return Scope{}, fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
 	}
-	if parent == nil {
+	if o.Limit > 0 && o.Reserve > o.Limit {
+		return Scope{}, fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+	}
+	if parent.IsZero() {
 		// A context from a scope of this tree makes the new one its child.
-		if ps, ok := FromContext(ctx); ok && ps.tree == t {
+		if ps, ok := FromContext(ctx); ok && ps.n.tree == t {
 			parent = ps
 		}
 	}
-	if o.Limit > 0 && o.Reserve > o.Limit {
-		return fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+	var pn *node
+	if !parent.IsZero() {
+		if parent.n.tree != t {
+			return Scope{}, errors.New("scope: the parent belongs to another tree")
+		}
+		if !parent.lock() {
+			return Scope{}, fmt.Errorf("scope: opening a scope in one that has ended: %w", ErrClosed)
+		}
+		// Read the parent under its lock; adopt below checks it is open.
+		pn = parent.n
 	}
-	s.tree, s.parent, s.name, s.limit, s.id = t, parent, o.Name, o.Limit, nextID.Add(1)
-	s.zeroed = o.Zeroed || parent != nil && parent.zeroed
-	s.waits = o.Wait || parent != nil && parent.waits
-	s.opened, s.done = ctx, ctx.Done()
-	s.path = o.Name
-	if s.path == "" {
-		s.path = "scope"
+	n := t.node()
+	n.mu.Lock()
+	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
+	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
+	n.waits = o.Wait || pn != nil && pn.waits
+	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
+	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
+	n.path = o.Name
+	if n.path == "" {
+		n.path = "scope"
 	}
-	if parent != nil {
-		s.path = parent.path + "/" + s.path
+	if pn != nil {
+		n.path = pn.path + "/" + n.path
+		pn.mu.Unlock()
 	}
+	path := n.path
+	n.stack = nil
 	if t.record.Load() {
-		s.stack = callers(3)
+		n.stack = callers(3)
 	}
+	n.live.Store(0)
+	n.peak.Store(0)
+	n.region, n.resBlock = nil, nil
+	n.closed.Store(false)
+	s := n.handle()
+	n.mu.Unlock()
 	if o.Reserve > 0 {
 		// A reservation is memory taken: it counts against the limits of
 		// the scope and every ancestor, as its allocations then do not.
 		// Rounded as any allocation is, so that every size works.
 		taken := pool.Rounded(o.Reserve)
-		if err := s.charge(taken, nil); err != nil {
-			return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+		if err := n.charge(taken, nil); err != nil {
+			t.discard(n)
+			return Scope{}, fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), path, err)
 		}
 		a, err := t.pool.Alloc(taken)
 		if err != nil {
-			s.uncharge(taken, nil)
-			return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), s.path, err)
+			n.uncharge(taken, nil)
+			t.discard(n)
+			return Scope{}, fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), path, err)
 		}
 		r, err := pool.NewRegion(a.Ptr(), taken)
 		if err != nil {
-			s.uncharge(taken, nil)
-			return errors.Join(err, t.pool.Free(a))
+			n.uncharge(taken, nil)
+			t.discard(n)
+			return Scope{}, errors.Join(err, t.pool.Free(a))
 		}
-		s.resBlock, s.region = a, r
+		n.resBlock, n.region = &a, r
 	}
 	var err error
-	if parent != nil {
-		err = parent.adopt(s)
+	if pn != nil {
+		err = parent.adopt(n)
 	} else {
 		t.mu.Lock()
 		if t.closed {
 			err = ErrClosed
 		} else {
-			t.roots = append(t.roots, s)
+			t.roots.push(n)
 		}
 		t.mu.Unlock()
 	}
-	if err != nil && s.region != nil {
-		s.uncharge(pool.Rounded(o.Reserve), nil)
-		err = errors.Join(err, t.pool.Free(s.resBlock))
+	if err != nil {
+		if n.region != nil {
+			n.uncharge(pool.Rounded(o.Reserve), nil)
+			err = errors.Join(err, t.pool.Free(*n.resBlock))
+		}
+		t.discard(n)
+		return Scope{}, err
 	}
-	return err
+	return s, nil
 }
 
-// Scopes returns every open scope, parents before children.
-func (t *Tree) Scopes() []*Scope {
+// node returns a node to open a scope in: one of an ended scope, or new.
+func (t *Tree) node() *node {
 	t.mu.Lock()
-	roots := append([]*Scope(nil), t.roots...)
+	if k := len(t.free); k > 0 {
+		n := t.free[k-1]
+		t.free[k-1] = nil
+		t.free = t.free[:k-1]
+		t.mu.Unlock()
+		return n
+	}
 	t.mu.Unlock()
-	var out []*Scope
-	var walk func(s *Scope)
-	walk = func(s *Scope) {
+	return &node{}
+}
+
+// discard ends a node that never opened.
+func (t *Tree) discard(n *node) {
+	n.mu.Lock()
+	n.closed.Store(true)
+	n.mu.Unlock()
+	n.epoch.Add(1)
+	if n.region == nil {
+		t.mu.Lock()
+		t.free = append(t.free, n)
+		t.mu.Unlock()
+	}
+}
+
+// retire takes an ended scope's node off the roots and makes it ready for
+// another scope: every Scope naming its use so far acts on an ended scope
+// from now on. A node with a reservation is not reused: an allocation still
+// in flight may hold it (see releaseReservationIfEmpty).
+func (t *Tree) retire(n *node) {
+	n.epoch.Add(1)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n.parent == nil {
+		t.roots.remove(n)
+	}
+	if n.region == nil {
+		t.free = append(t.free, n)
+	}
+}
+
+// Scopes returns every open scope, parents before children. A scope may
+// end right after: read it with Scope.Info.
+func (t *Tree) Scopes() []Scope {
+	t.mu.Lock()
+	roots := t.roots.handles()
+	t.mu.Unlock()
+	var out []Scope
+	var walk func(s Scope)
+	walk = func(s Scope) {
 		out = append(out, s)
 		for _, c := range s.Children() {
 			walk(c)
@@ -219,25 +285,16 @@ func (t *Tree) Scopes() []*Scope {
 func (t *Tree) Close() (leftOpen []string, err error) {
 	t.mu.Lock()
 	t.closed = true
-	roots := append([]*Scope(nil), t.roots...)
+	roots := t.roots.handles()
 	t.mu.Unlock()
 	var errs []error
 	for i := len(roots) - 1; i >= 0; i-- {
-		leftOpen = append(leftOpen, roots[i].path)
+		if path := roots[i].Path(); path != "" {
+			leftOpen = append(leftOpen, path)
+		}
 		errs = append(errs, roots[i].Close())
 	}
 	return leftOpen, errors.Join(errs...)
-}
-
-func (t *Tree) removeRoot(s *Scope) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i, r := range t.roots {
-		if r == s {
-			t.roots = append(t.roots[:i], t.roots[i+1:]...)
-			return
-		}
-	}
 }
 
 type scopeKey struct{}
@@ -246,9 +303,10 @@ type scopeKey struct{}
 // at the same path.
 var nextID atomic.Uint64
 
-// FromContext returns the scope that ctx was made by ([Scope.Context]).
-func FromContext(ctx context.Context) (*Scope, bool) {
-	s, ok := ctx.Value(scopeKey{}).(*Scope)
+// FromContext returns the scope that ctx was made by ([Scope.Context]). It
+// may have ended since.
+func FromContext(ctx context.Context) (Scope, bool) {
+	s, ok := ctx.Value(scopeKey{}).(Scope)
 	return s, ok
 }
 

@@ -32,7 +32,7 @@ type Scope struct {
 // the epoch first. Pointers between nodes (parent, owners, reservations)
 // are used only while the node they point to is open.
 type node struct {
-	epoch    atomic.Uint64 // its use: incremented when its scope ends
+	epoch    atomic.Uint64 // its use: odd while a scope is open in it, even from the moment it ends
 	tree     *Tree
 	id       uint64
 	parent   *node
@@ -49,7 +49,6 @@ type node struct {
 	resBlock *pool.Block  // the memory behind region
 	reserves bool         // it or an ancestor has a reservation
 
-	closed atomic.Bool
 	live   atomic.Int64 // bytes live here and in descendants
 	peak   atomic.Int64
 
@@ -126,6 +125,9 @@ type Stats struct {
 	Limit       int64 // its limit (0: none)
 }
 
+// closed reports whether the scope open in n has ended.
+func (n *node) closed() bool { return n.epoch.Load()&1 == 0 }
+
 // handle returns a Scope naming n's current use.
 func (n *node) handle() Scope {
 	return Scope{n: n, epoch: n.epoch.Load(), zeroed: n.zeroed, waits: n.waits}
@@ -138,7 +140,9 @@ func (s Scope) lock() bool {
 		return false
 	}
 	s.n.mu.Lock()
-	if s.n.epoch.Load() != s.epoch {
+	if e := s.n.epoch.Load(); e != s.epoch || e&1 == 0 {
+		// Moved on, or ended: a list may still name a node whose scope
+		// is ending, by a handle made after it began to.
 		s.n.mu.Unlock()
 		return false
 	}
@@ -228,7 +232,11 @@ func (s Scope) WaitsForMemory() bool { return s.waits }
 
 // Closed reports whether the scope has ended.
 func (s Scope) Closed() bool {
-	return s.n == nil || s.n.epoch.Load() != s.epoch || s.n.closed.Load()
+	if s.n == nil {
+		return true
+	}
+	e := s.n.epoch.Load()
+	return e != s.epoch || e&1 == 0
 }
 
 // Stats returns the scope's counters; zero once it ended.
@@ -382,7 +390,7 @@ func (n *node) recycle(a *Allocation) {
 // does it. Nodes with a reservation are not reused (see Tree.free), so n
 // is still this scope's.
 func (n *node) releaseReservationIfEmpty() error {
-	if n.region == nil || !n.closed.Load() || !n.region.CloseIfEmpty() {
+	if n.region == nil || !n.closed() || !n.region.CloseIfEmpty() {
 		return nil
 	}
 	n.uncharge(pool.Rounded(n.region.Size()), nil)
@@ -397,7 +405,7 @@ func (n *node) releaseReservationIfEmpty() error {
 
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
-	if n.closed.Load() {
+	if n.closed() {
 		return fmt.Errorf("scope %q: %w", n.path, ErrClosed)
 	}
 	select {
@@ -565,7 +573,7 @@ func (s Scope) Keep(r Ref) error {
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed.Load() {
+	if p.closed() {
 		a.owner.Store(n)
 		n.link(a)
 		return fmt.Errorf("scope: Keep in %q: parent %w", n.path, ErrClosed)
@@ -582,9 +590,6 @@ func (s Scope) adopt(c *node) error {
 		return fmt.Errorf("scope: opening a scope in one that has ended: %w", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	if s.n.closed.Load() {
-		return fmt.Errorf("scope: opening a scope in %q: %w", s.n.path, ErrClosed)
-	}
 	s.n.children.push(c)
 	return nil
 }
@@ -612,12 +617,8 @@ func (s Scope) End() (path string, err error) {
 		return "", nil
 	}
 	n := s.n
-	if n.closed.Load() {
-		n.mu.Unlock()
-		return "", nil
-	}
 	path = n.path
-	n.closed.Store(true)
+	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
 	var errs []error
 	if n.children.n > 0 {
 		kids := n.children.handles()

@@ -145,32 +145,28 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		// Read the parent under its lock; adopt below checks it is open.
 		pn = parent.n
 	}
-	n := t.node()
-	n.mu.Lock()
-	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
-	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
-	n.waits = o.Wait || pn != nil && pn.waits
-	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
-	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
-	n.path = o.Name
-	if n.path == "" {
-		n.path = "scope"
+	if pn == nil && o.Reserve == 0 {
+		// The common case, a root with no reservation: one critical
+		// section takes the node and lists it.
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			return Scope{}, ErrClosed
+		}
+		n := t.freeNode()
+		t.setUp(n, ctx, nil, o)
+		t.roots.push(n)
+		return n.handle(), nil
 	}
+	t.mu.Lock()
+	n := t.freeNode()
+	t.mu.Unlock()
+	t.setUp(n, ctx, pn, o)
 	if pn != nil {
-		n.path = pn.path + "/" + n.path
 		pn.mu.Unlock()
 	}
 	path := n.path
-	n.stack = nil
-	if t.record.Load() {
-		n.stack = callers(3)
-	}
-	n.live.Store(0)
-	n.peak.Store(0)
-	n.region, n.resBlock = nil, nil
-	n.closed.Store(false)
 	s := n.handle()
-	n.mu.Unlock()
 	if o.Reserve > 0 {
 		// A reservation is memory taken: it counts against the limits of
 		// the scope and every ancestor, as its allocations then do not.
@@ -217,25 +213,48 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	return s, nil
 }
 
-// node returns a node to open a scope in: one of an ended scope, or new.
-func (t *Tree) node() *node {
-	t.mu.Lock()
+// freeNode returns a node to open a scope in: one of an ended scope, or
+// new. Called with t.mu held.
+func (t *Tree) freeNode() *node {
 	if k := len(t.free); k > 0 {
 		n := t.free[k-1]
 		t.free[k-1] = nil
 		t.free = t.free[:k-1]
-		t.mu.Unlock()
 		return n
 	}
-	t.mu.Unlock()
 	return &node{}
+}
+
+// setUp makes n the node of a new scope, child of pn (nil: a root), and
+// opens it. The node is on no list and no handle names its new use yet:
+// handles to its old uses fail their epoch check and read nothing else, so
+// it is set up without its lock. pn's lock is held, where pn is not nil.
+func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
+	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
+	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
+	n.waits = o.Wait || pn != nil && pn.waits
+	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
+	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
+	n.path = o.Name
+	if n.path == "" {
+		n.path = "scope"
+	}
+	if pn != nil {
+		n.path = pn.path + "/" + n.path
+	}
+	n.stack = nil
+	if t.record.Load() {
+		n.stack = callers(4)
+	}
+	if n.peak.Load() != 0 { // live is 0: everything was released
+		n.peak.Store(0)
+	}
+	n.region, n.resBlock = nil, nil
+	n.epoch.Add(1) // odd: open
 }
 
 // discard ends a node that never opened.
 func (t *Tree) discard(n *node) {
-	n.mu.Lock()
-	n.closed.Store(true)
-	n.mu.Unlock()
 	n.epoch.Add(1)
 	if n.region == nil {
 		t.mu.Lock()
@@ -249,7 +268,6 @@ func (t *Tree) discard(n *node) {
 // from now on. A node with a reservation is not reused: an allocation still
 // in flight may hold it (see releaseReservationIfEmpty).
 func (t *Tree) retire(n *node) {
-	n.epoch.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n.parent == nil {

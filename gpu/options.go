@@ -171,6 +171,9 @@ func WaitForMemory() ScopeOption {
 
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {
 	var o scopeOptions
+	if len(opts) == 0 {
+		return o, nil
+	}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, fmt.Errorf("gpu: nil ScopeOption")

@@ -16,10 +16,8 @@ import (
 // is a small object of its own, and one that has ended fails with
 // ErrScopeClosed forever, whatever scope uses its state now.
 type Scope struct {
-	s      scope.Scope
-	dev    *Device
-	zeroed bool // its allocations start zeroed (ZeroedAllocations, here or above)
-	waits  bool // its allocations wait for memory (WaitForMemory, here or above)
+	s   scope.Scope
+	dev *Device
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -86,7 +84,7 @@ func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
 	if err != nil {
 		return nil, deviceError(err)
 	}
-	return &Scope{s: h, dev: d, zeroed: h.Zeroed(), waits: h.WaitsForMemory()}, nil
+	return &Scope{s: h, dev: d}, nil
 }
 
 // valid reports whether s is a scope this package made: not nil, not a
@@ -132,7 +130,7 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
 		return Buffer{}, errNilScope
 	}
-	if s.waits {
+	if s.s.WaitsForMemory() {
 		return s.allocWaiting(size)
 	}
 	return s.allocOnce(size)
@@ -147,7 +145,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		}
 		return Buffer{}, err
 	}
-	if s.zeroed {
+	if s.s.Zeroed() {
 		if err := ref.Use(func(ptr uintptr) error { return s.dev.drv.Memset(ptr, 0, size, 0) }); err != nil {
 			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
 		}

@@ -109,13 +109,18 @@ func (s *Scope) Path() string {
 }
 
 // Context returns a context carrying the scope: WithScope(s.Context(), ...)
-// opens a child. It is done when the scope's own context is done. For a nil
-// or zero Scope it is a context already done, with ErrScopeClosed as its
-// cause, so that a scope opened from it fails instead of becoming a root.
+// opens a child. It is done when the scope's own context is done. For a
+// nil or zero Scope, or one that has ended, it is a context already done,
+// with ErrScopeClosed as its cause, so that a scope opened from it fails
+// instead of becoming a root.
 func (s *Scope) Context() context.Context {
-	if !s.valid() {
+	if !s.valid() || s.s.Closed() {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(errNilScope)
+		if s.valid() {
+			cancel(errEnded)
+		} else {
+			cancel(errNilScope)
+		}
 		return ctx
 	}
 	return s.s.Context()
@@ -123,6 +128,9 @@ func (s *Scope) Context() context.Context {
 
 // errNilScope is what the methods of a nil or zero *Scope return.
 var errNilScope = fmt.Errorf("%w: nil or zero Scope", ErrScopeClosed)
+
+// errEnded is the cause of the Context of a Scope that has ended.
+var errEnded = fmt.Errorf("%w: the scope has ended", ErrScopeClosed)
 
 // Alloc allocates size bytes owned by the scope. In a scope opened with
 // [WaitForMemory] (or inside one) it waits for memory rather than fail.

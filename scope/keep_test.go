@@ -26,7 +26,7 @@ func TestKeepHandsTheAllocationToTheParent(t *testing.T) {
 	assert.Equal(t, int64(4096), parent.Stats().Live, "the parent counted it all along")
 	require.NoError(t, child.Close())
 	assert.NoError(t, a.Use(func(uintptr) error { return nil }), "it outlives the child")
-	assert.ErrorIs(t, child.Keep(a), scope.ErrWrongScope, "the child no longer owns it")
+	assert.ErrorIs(t, child.Keep(a), scope.ErrClosed, "the child has ended")
 	assert.ErrorIs(t, parent.Keep(a), scope.ErrNotKept, "a root has no parent")
 	require.NoError(t, parent.Free(a))
 	assert.ErrorIs(t, parent.Free(a), scope.ErrFreed)

@@ -511,10 +511,7 @@ func (n *node) take(r Ref, to uint64) error {
 // (a second Free is ErrFreed, as after any other).
 func (s Scope) Free(r Ref) error {
 	if !s.lock() {
-		if err := r.err(); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: freed through a scope that has ended", ErrWrongScope)
+		return fmt.Errorf("scope: Free through a scope that has ended: %w", ErrClosed)
 	}
 	n := s.n
 	if err := n.take(r, freed); err != nil {
@@ -550,13 +547,13 @@ func (s Scope) Free(r Ref) error {
 // scope.
 func (s Scope) Keep(r Ref) error {
 	if !s.lock() {
-		if err := r.err(); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: kept through a scope that has ended", ErrWrongScope)
+		return fmt.Errorf("scope: Keep through a scope that has ended: %w", ErrClosed)
 	}
 	n := s.n
 	defer n.mu.Unlock()
+	if err := r.err(); err != nil {
+		return err
+	}
 	p := n.parent
 	if p == nil {
 		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.path)

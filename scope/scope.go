@@ -39,9 +39,9 @@ type node struct {
 	name     string
 	path     string
 	limit    int64
-	zeroed   bool                            // allocations start zeroed (Options.Zeroed, here or above)
-	waits    bool                            // allocations wait for memory (Options.Wait, here or above)
-	opened   context.Context                 // the context it was opened with
+	zeroed   bool            // allocations start zeroed (Options.Zeroed, here or above)
+	waits    bool            // allocations wait for memory (Options.Wait, here or above)
+	opened   context.Context // the context it was opened with
 	ctx      context.Context // opened with the scope in it, made on first use
 	done     <-chan struct{}
 	stack    []uintptr
@@ -49,8 +49,8 @@ type node struct {
 	resBlock *pool.Block  // the memory behind region
 	reserves bool         // it or an ancestor has a reservation
 
-	live   atomic.Int64 // bytes live here and in descendants
-	peak   atomic.Int64
+	live atomic.Int64 // bytes live here and in descendants
+	peak atomic.Int64
 
 	prevSib, nextSib *node // in the parent's children or the tree's roots, under that one's mu
 

@@ -634,29 +634,39 @@ func (s Scope) End() (path string, err error) {
 			n.mu.Lock()
 		}
 	}
-	ending := make([]*Allocation, 0, n.count) // last allocated first
+	// Every allocation is marked released under the lock, then the list,
+	// taken whole, is released outside it, last allocated first: no Free
+	// or Keep can take a released allocation off it meanwhile.
 	for a := n.tail; a != nil; a = a.prev {
 		if !a.mark(released) {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
-		ending = append(ending, a)
 	}
-	for _, a := range ending {
-		a.prev, a.next = nil, nil
-	}
+	last := n.tail
 	n.head, n.tail, n.count = nil, nil, 0
 	n.mu.Unlock()
-	for _, a := range ending {
+	var ended []*Allocation
+	for a := last; a != nil; {
+		prev := a.prev
+		a.prev, a.next = nil, nil
 		err := a.releaseMemory(n.tree)
 		n.uncharge(a.taken, a.resOf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, a.size, a.ptr, err))
 		}
 		a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+		if ended == nil {
+			n.mu.Lock()
+			ended = n.spare
+			n.spare = nil
+			n.mu.Unlock()
+		}
+		ended = append(ended, a) // the node keeps its slots when it is reused
+		a = prev
 	}
-	if len(ending) > 0 {
+	if ended != nil {
 		n.mu.Lock()
-		n.spare = append(n.spare, ending...) // the node keeps its slots when it is reused
+		n.spare = ended
 		n.mu.Unlock()
 	}
 	// An allocation still in flight from the reservation (another goroutine

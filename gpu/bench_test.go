@@ -24,7 +24,7 @@ func BenchmarkWithScope(b *testing.B) {
 	}
 }
 
-// BenchmarkScopeAllocFree is a cached allocation and free of a *Buffer
+// BenchmarkScopeAllocFree is a cached allocation and free of a Buffer
 // through a scope; BenchmarkBarePoolAllocFree is the same pair on the pool
 // alone, so the difference is the scope's own cost.
 func BenchmarkScopeAllocFree(b *testing.B) {

@@ -269,19 +269,6 @@ func (p *Pool) notePeak(sh *shard) {
 	}
 }
 
-// liveNow sums the shards' allocated bytes and live blocks, locking each in
-// turn; see allocatedNow.
-func (p *Pool) liveNow() (bytes, blocks int64) {
-	for i := range p.shards {
-		s := &p.shards[i]
-		s.mu.Lock()
-		bytes += s.allocated
-		blocks += s.allocs - s.frees
-		s.mu.Unlock()
-	}
-	return bytes, blocks
-}
-
 // allocatedNow sums the shards' allocated bytes. It locks each shard in
 // turn, so it is for the rare paths: a new peak, a release threshold, an
 // out-of-memory report.

@@ -96,15 +96,6 @@ func (l *scopeList) remove(s *node) {
 	l.n--
 }
 
-// all returns the scopes on the list, oldest first.
-func (l *scopeList) all() []*node {
-	out := make([]*node, 0, l.n)
-	for s := l.head; s != nil; s = s.nextSib {
-		out = append(out, s)
-	}
-	return out
-}
-
 // handles returns handles to the scopes on the list, oldest first. Called
 // with the list owner's mu held.
 func (l *scopeList) handles() []Scope {

@@ -1,0 +1,36 @@
+package pool_test
+
+import (
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+// A pool over the simulated device: the second allocation of a size is
+// served from the cache, with no call to the source.
+func ExampleNew() {
+	src := sim.New(1<<30, 0) // 1 GiB, 2 MiB pages
+	p, err := pool.New(src)
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	for range 2 {
+		b, err := p.Alloc(1000)
+		if err != nil {
+			panic(err)
+		}
+		if err := p.Free(b); err != nil {
+			panic(err)
+		}
+	}
+	st := p.Stats()
+	fmt.Println(st.Allocs, "allocations,", st.CacheHits, "from the cache")
+	fmt.Println("reserved", pool.FormatBytes(st.Reserved), "for a peak of", pool.FormatBytes(st.PeakAllocated))
+	fmt.Println("source calls to allocate:", src.Counts().Allocs+src.Counts().Creates)
+	// Output:
+	// 2 allocations, 1 from the cache
+	// reserved 2.00 MiB for a peak of 1.00 KiB
+	// source calls to allocate: 1
+}

@@ -1,0 +1,38 @@
+// Package demo holds what the examples share: the device they run on and
+// the memory report they print, in the manner of the GPUMemoryManager
+// context manager PyTorch users write (memory before, inside, after).
+package demo
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// Open opens GPU 0 in a build with CUDA support on a machine that has one,
+// and otherwise the host-memory device of capacity bytes, saying so on w.
+func Open(w io.Writer, capacity int64) (*gpu.Device, error) {
+	dev, err := gpu.Open(0)
+	if err == nil {
+		fmt.Fprintf(w, "device: %s\n", dev)
+		return dev, nil
+	}
+	if !errors.Is(err, gpu.ErrNoDevice) {
+		return nil, err
+	}
+	dev, herr := gpu.OpenHost(gpu.HostMemory(capacity))
+	if herr != nil {
+		return nil, herr
+	}
+	fmt.Fprintf(w, "device: %s (no GPU here: %v)\n", dev, errors.Unwrap(err))
+	return dev, nil
+}
+
+// Report prints the device's memory on one line, labelled when.
+func Report(w io.Writer, when string, dev *gpu.Device) {
+	st := dev.Stats()
+	fmt.Fprintf(w, "%-28s allocated %-11s peak %-11s reserved %s\n", when+":",
+		gpu.Bytes(st.Allocated), gpu.Bytes(st.PeakAllocated), gpu.Bytes(st.Reserved))
+}

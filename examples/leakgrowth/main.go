@@ -130,4 +130,3 @@ func (c *cache) put(b gpu.Buffer) error {
 	c.slots = c.slots[1:]
 	return c.scope.Free(oldest)
 }
-

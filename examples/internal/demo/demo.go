@@ -9,12 +9,14 @@ import (
 	"io"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // Open opens GPU 0 in a build with CUDA support on a machine that has one,
-// and otherwise the host-memory device of capacity bytes, saying so on w.
+// its pool capped at capacity bytes, and otherwise the host-memory device
+// of capacity bytes, saying so on w.
 func Open(w io.Writer, capacity int64) (*gpu.Device, error) {
-	dev, err := gpu.Open(0)
+	dev, err := gpu.Open(0, gpu.PoolOptions(pool.MaxReserved(capacity)))
 	if err == nil {
 		fmt.Fprintf(w, "device: %s\n", dev)
 		return dev, nil

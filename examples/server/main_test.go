@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -74,7 +73,7 @@ func TestMemoryReturnsToBaselineAfterConcurrentAndCancelledRequests(t *testing.T
 	assert.Positive(t, cancelled.Load(), "some clients gave up")
 	assert.Positive(t, ok.Load())
 	assert.Positive(t, tooLarge.Load())
-	t.Log(fmt.Sprintf("%d served, %d over the limit, %d cancelled", ok.Load(), tooLarge.Load(), cancelled.Load()))
+	t.Logf("%d served, %d over the limit, %d cancelled", ok.Load(), tooLarge.Load(), cancelled.Load())
 	// Handlers of cancelled requests end at their next allocation.
 	require.Eventually(t, func() bool { return dev.Stats().OpenScopes == 0 }, 10*time.Second, 5*time.Millisecond)
 	assert.Zero(t, dev.Stats().Allocated, "memory is back to the baseline")

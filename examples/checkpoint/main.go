@@ -50,6 +50,7 @@ func run(w io.Writer, dir string) error {
 	}
 	defer dev.Close()
 	path := filepath.Join(dir, chkptName)
+	demo.Report(w, "before", dev)
 
 	// First run: trains from scratch until the crash.
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -129,6 +130,7 @@ func train(ctx context.Context, dev *gpu.Device, w io.Writer, path string, start
 				if err := save(p, path, step); err != nil {
 					return err
 				}
+				demo.Report(w, fmt.Sprintf("inside, at step %d", step), s.Device())
 				fmt.Fprintf(w, "step %d: checkpoint saved\n", step)
 			}
 		}

@@ -37,10 +37,11 @@ func run(w io.Writer) error {
 		return err
 	}
 	defer dev.Close()
+	demo.Report(w, "before", dev)
 	var grads [][]float32
 	for _, micro := range []int{1, 8} {
 		dev.ResetPeaks()
-		g, err := step(dev, micro)
+		g, err := step(dev, micro, w)
 		if err != nil {
 			return err
 		}
@@ -54,7 +55,7 @@ func run(w io.Writer) error {
 
 // step runs one training step over the batch in micro micro-batches and
 // returns the accumulated gradient.
-func step(dev *gpu.Device, micro int) ([]float32, error) {
+func step(dev *gpu.Device, micro int, w io.Writer) ([]float32, error) {
 	grad := make([]float32, features)
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		accum, err := gpu.Alloc[float32](s, features)
@@ -73,6 +74,7 @@ func step(dev *gpu.Device, micro int) ([]float32, error) {
 				return err
 			}
 		}
+		demo.Report(w, fmt.Sprintf("inside, %d micro-batch(es) done", micro), dev)
 		return accum.CopyToHost(grad)
 	}, gpu.Name("step"))
 	return grad, err

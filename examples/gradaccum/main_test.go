@@ -21,6 +21,7 @@ func TestMoreMicroBatchesLowerThePeakAndKeepTheGradient(t *testing.T) {
 	// 3 activations of 64 x 4 KiB, and the accumulator.
 	assert.Contains(t, s, "8 micro-batch(es) of 64 rows: peak 772.00 KiB\n")
 	assert.Contains(t, s, "the same gradient both ways: true")
+	assert.Regexp(t, `inside, 8 micro-batch\(es\) done:\s+allocated 4.00 KiB`, s, "only the accumulator outlives the micro-batches")
 	assert.Regexp(t, `after:\s+allocated 0 B`, s)
 }
 

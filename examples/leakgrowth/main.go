@@ -40,6 +40,7 @@ func run(w io.Writer) error {
 		return err
 	}
 	defer dev.Close()
+	demo.Report(w, "before", dev)
 
 	cache, err := newCache(dev, "cache", cacheSlots)
 	if err != nil {
@@ -94,6 +95,7 @@ func run(w io.Writer) error {
 			fmt.Fprintf(w, "%s: grows at every step (a leak): %s\n", loop.name, v.grew)
 		}
 	}
+	demo.Report(w, "after both loops", dev)
 	fmt.Fprint(w, dev.Summary())
 	return nil
 }

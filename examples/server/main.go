@@ -50,6 +50,7 @@ func run(w io.Writer) error {
 	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown below
 	defer srv.Shutdown(context.Background())
 	base := "http://" + ln.Addr().String()
+	demo.Report(w, "before the requests", dev)
 
 	for _, mib := range []int{4, 8, 32} {
 		status, body, err := get(context.Background(), base, mib)

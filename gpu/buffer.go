@@ -7,34 +7,64 @@ import (
 )
 
 // Buffer is device memory owned by a scope: a small value, a handle like
-// netip.Addr, that names one allocation. Copies of it name the same
-// allocation; it is comparable, and the zero Buffer names none. Its methods
-// fail with ErrScopeClosed once its scope has ended and ErrFreed once it
-// was freed; they never touch released memory, also when the memory (and
-// the slot that named it) serve another allocation since. Copies use the
-// default stream and return when done.
+// netip.Addr, that names one allocation, or a view of part of one. Copies
+// of it name the same memory; it is comparable, and the zero Buffer names
+// none. Its methods fail with ErrScopeClosed once its scope has ended and
+// ErrFreed once it was freed; they never touch released memory, also when
+// the memory (and the slot that named it) serve another allocation since.
+// Copies use the default stream and return when done.
 type Buffer struct {
-	dev *Device
-	ref scope.Ref
+	dev  *Device
+	ref  scope.Ref
+	off  int64 // where a view begins in the allocation; 0 otherwise
+	size int64
 }
 
 // IsZero reports whether b is the zero Buffer.
 func (b Buffer) IsZero() bool { return b.dev == nil }
 
-// Size returns the bytes allocated; 0 for the zero Buffer. It stays what
-// it was after the buffer ends.
-func (b Buffer) Size() int64 { return b.ref.Size() }
+// Size returns the bytes of the buffer (of the view, for a view); 0 for
+// the zero Buffer. It stays what it was after the buffer ends.
+func (b Buffer) Size() int64 { return b.size }
 
 // Ptr returns the device address, for kernels and drivers, while the
 // buffer is live; 0 for the zero Buffer or one that ended. An address
 // outlives the check: launch kernels inside [Buffer.Use].
-func (b Buffer) Ptr() uintptr { return b.ref.Ptr() }
+func (b Buffer) Ptr() uintptr {
+	if p := b.ref.Ptr(); p != 0 {
+		return p + uintptr(b.off)
+	}
+	return 0
+}
 
 // Device returns the buffer's device; nil for the zero Buffer.
 func (b Buffer) Device() *Device { return b.dev }
 
-// Key returns the key by which snapshots name the buffer.
+// Key returns the key by which snapshots name the buffer: a view's is its
+// allocation's.
 func (b Buffer) Key() BufferKey { return BufferKey{b.ref} }
+
+// IsView reports whether b is a view of part of an allocation, from
+// [Buffer.View]. A view covering all of it is the buffer itself.
+func (b Buffer) IsView() bool { return b.off != 0 || b.size != b.ref.Size() }
+
+// View returns the size bytes of b that begin off bytes in. A view shares
+// its allocation's lifetime: it fails as the buffer does once that ends,
+// and cannot be freed or kept itself.
+func (b Buffer) View(off, size int64) (Buffer, error) {
+	if b.IsZero() {
+		return Buffer{}, errZeroBuffer
+	}
+	if off < 0 || size <= 0 || off > b.size || size > b.size-off {
+		return Buffer{}, fmt.Errorf("%w: view of %d bytes at %d in a %d-byte buffer", ErrInvalidSize, size, off, b.size)
+	}
+	if err := b.Use(func(uintptr) error { return nil }); err != nil {
+		return Buffer{}, err
+	}
+	v := b
+	v.off, v.size = b.off+off, size
+	return v, nil
+}
 
 // errZeroBuffer is what the methods of the zero Buffer return.
 var errZeroBuffer = fmt.Errorf("%w: zero Buffer", ErrWrongScope)
@@ -45,7 +75,10 @@ func (b Buffer) Use(fn func(ptr uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
 	}
-	return deviceError(b.ref.Use(fn))
+	if b.off == 0 {
+		return deviceError(b.ref.Use(fn))
+	}
+	return deviceError(b.ref.UseAt(uintptr(b.off), fn))
 }
 
 // CopyFromHost copies src to the start of the buffer.

@@ -158,7 +158,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
 		}
 	}
-	return Buffer{dev: s.dev, ref: ref}, nil
+	return Buffer{dev: s.dev, ref: ref, size: size}, nil
 }
 
 // Free releases b before the scope ends, back to the pool.
@@ -188,6 +188,9 @@ func (s *Scope) owns(b Buffer, verb string) error {
 	}
 	if b.dev != s.dev {
 		return fmt.Errorf("%w: buffer of device %s %s through a scope of %s", ErrWrongScope, b.dev.name, verb, s.dev.name)
+	}
+	if b.IsView() {
+		return fmt.Errorf("%w: a view cannot be %s; its buffer can", ErrWrongScope, verb)
 	}
 	return nil
 }

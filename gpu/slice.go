@@ -36,6 +36,23 @@ func Alloc[T Elem](s *Scope, n int) (Slice[T], error) {
 // Len returns the number of elements; 0 for the zero Slice.
 func (x Slice[T]) Len() int { return x.n }
 
+// View returns elements i to j-1 of x, as slicing x[i:j] would: a view
+// that shares x's lifetime (see [Buffer.View]).
+func (x Slice[T]) View(i, j int) (Slice[T], error) {
+	if x.IsZero() {
+		return Slice[T]{}, fmt.Errorf("%w: zero Slice", ErrWrongScope)
+	}
+	if i < 0 || j <= i || j > x.n {
+		return Slice[T]{}, fmt.Errorf("%w: view [%d:%d] of a slice of %d", ErrInvalidSize, i, j, x.n)
+	}
+	size := int64(unsafe.Sizeof(*new(T)))
+	b, err := x.Buffer.View(int64(i)*size, int64(j-i)*size)
+	if err != nil {
+		return Slice[T]{}, err
+	}
+	return Slice[T]{Buffer: b, n: j - i}, nil
+}
+
 // CopyFromHost copies src, at most Len elements, to the start of x.
 func (x Slice[T]) CopyFromHost(src []T) error {
 	if x.IsZero() {

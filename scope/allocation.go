@@ -116,6 +116,16 @@ func (r Ref) Use(fn func(ptr uintptr) error) error {
 	return fn(r.a.ptr)
 }
 
+// UseAt is Use with the address off bytes into the allocation: for views.
+// The caller keeps off within the allocation.
+func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.a.st.Add(^uint64(0))
+	return fn(r.a.ptr + off)
+}
+
 // acquire counts a running Use, if r is live.
 func (r Ref) acquire() error {
 	if r.a == nil {

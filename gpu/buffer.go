@@ -16,9 +16,12 @@ import (
 type Buffer struct {
 	dev  *Device
 	ref  scope.Ref
-	off  int64 // where a view begins in the allocation; 0 otherwise
+	view int64 // for a view, 1 + where it begins in the allocation; 0 otherwise
 	size int64
 }
+
+// off returns where b begins in its allocation.
+func (b Buffer) off() int64 { return max(b.view-1, 0) }
 
 // IsZero reports whether b is the zero Buffer.
 func (b Buffer) IsZero() bool { return b.dev == nil }
@@ -32,7 +35,7 @@ func (b Buffer) Size() int64 { return b.size }
 // outlives the check: launch kernels inside [Buffer.Use].
 func (b Buffer) Ptr() uintptr {
 	if p := b.ref.Ptr(); p != 0 {
-		return p + uintptr(b.off)
+		return p + uintptr(b.off())
 	}
 	return 0
 }
@@ -45,8 +48,8 @@ func (b Buffer) Device() *Device { return b.dev }
 func (b Buffer) Key() BufferKey { return BufferKey{b.ref} }
 
 // IsView reports whether b is a view of part of an allocation, from
-// [Buffer.View]. A view covering all of it is the buffer itself.
-func (b Buffer) IsView() bool { return b.off != 0 || b.size != b.ref.Size() }
+// [Buffer.View]. A view covering all of a buffer is the buffer itself.
+func (b Buffer) IsView() bool { return b.view != 0 }
 
 // View returns the size bytes of b that begin off bytes in. A view shares
 // its allocation's lifetime: it fails as the buffer does once that ends,
@@ -61,8 +64,11 @@ func (b Buffer) View(off, size int64) (Buffer, error) {
 	if err := b.Use(func(uintptr) error { return nil }); err != nil {
 		return Buffer{}, err
 	}
+	if b.view == 0 && off == 0 && size == b.size {
+		return b, nil
+	}
 	v := b
-	v.off, v.size = b.off+off, size
+	v.view, v.size = b.off()+off+1, size
 	return v, nil
 }
 
@@ -75,10 +81,10 @@ func (b Buffer) Use(fn func(ptr uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
 	}
-	if b.off == 0 {
+	if b.view == 0 {
 		return deviceError(b.ref.Use(fn))
 	}
-	return deviceError(b.ref.UseAt(uintptr(b.off), fn))
+	return deviceError(b.ref.UseAt(uintptr(b.off()), fn))
 }
 
 // CopyFromHost copies src to the start of the buffer.

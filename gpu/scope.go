@@ -163,7 +163,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 
 // Free releases b before the scope ends, back to the pool.
 func (s *Scope) Free(b Buffer) error {
-	if err := s.owns(b, "freed"); err != nil {
+	if err := s.owns(&b, "freed"); err != nil {
 		return err
 	}
 	return deviceError(s.s.Free(b.ref))
@@ -172,14 +172,14 @@ func (s *Scope) Free(b Buffer) error {
 // Keep moves b to the parent scope, so that it outlives this one. The
 // handle stays valid: the parent owns the same Buffer.
 func (s *Scope) Keep(b Buffer) error {
-	if err := s.owns(b, "kept"); err != nil {
+	if err := s.owns(&b, "kept"); err != nil {
 		return err
 	}
 	return deviceError(s.s.Keep(b.ref))
 }
 
 // owns checks what Free and Keep can check before asking the scope.
-func (s *Scope) owns(b Buffer, verb string) error {
+func (s *Scope) owns(b *Buffer, verb string) error {
 	if !s.valid() {
 		return errNilScope
 	}

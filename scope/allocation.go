@@ -59,24 +59,20 @@ type Allocation struct {
 // Ref returns the name of the allocation the slot holds now. Called with
 // the owner's mu held.
 func (a *Allocation) Ref() Ref {
-	return Ref{a: a, gen: genOf(a.st.Load()), size: a.size}
+	return Ref{a: a, gen: genOf(a.st.Load())}
 }
 
-// Ref names one allocation: a slot and the generation of its use, with
-// the size asked for. It is a small comparable value; the zero Ref names
-// nothing. Once the allocation ends, every use of the Ref fails, also after
-// its slot serves another allocation: the generations differ.
+// Ref names one allocation: a slot and the generation of its use. It is a
+// small comparable value; the zero Ref names nothing. Once the allocation
+// ends, every use of the Ref fails, also after its slot serves another
+// allocation: the generations differ.
 type Ref struct {
-	a    *Allocation
-	gen  uint64
-	size int64
+	a   *Allocation
+	gen uint64
 }
 
 // IsZero reports whether r is the zero Ref.
 func (r Ref) IsZero() bool { return r.a == nil }
-
-// Size returns the bytes asked for; 0 for the zero Ref.
-func (r Ref) Size() int64 { return r.size }
 
 // Gen returns the generation: which use of its slot r names.
 func (r Ref) Gen() uint64 { return r.gen }

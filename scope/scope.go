@@ -346,7 +346,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		a.owner.Store(n)
 	}
 	n.link(a)
-	return Ref{a: a, gen: gen, size: size}, nil
+	return Ref{a: a, gen: gen}, nil
 }
 
 // memory is what an allocation holds, before it has a slot.
@@ -510,6 +510,7 @@ func (s Scope) Free(r Ref) error {
 		return err
 	}
 	a := r.a
+	size := a.size
 	n.uncharge(a.taken, a.resOf)
 	var err error
 	if a.region == nil && n.tree.scrub == nil && a.st.Load()&usersMask == 0 {
@@ -527,7 +528,7 @@ func (s Scope) Free(r Ref) error {
 		n.tree.slots.give([]*Allocation{a})
 	}
 	if err != nil {
-		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", r.size, err)
+		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", size, err)
 	}
 	return nil
 }

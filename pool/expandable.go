@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -243,7 +244,7 @@ func (p *Pool) carryOut(a *arena, g *growth) error {
 		return err
 	}
 	if len(g.moving) > 0 {
-		if _, err := p.waitStreams([]uintptr{a.key.stream}); err != nil {
+		if _, err := p.waitStreams(context.Background(), []uintptr{a.key.stream}); err != nil {
 			p.mu.Lock()
 			for _, mv := range g.moving {
 				mv.seg.arena.release(mv)

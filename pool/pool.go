@@ -465,7 +465,16 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 		if werr := p.waitPending(ctx); werr != nil {
 			return nil, errors.Join(p.oomError(size, a.key.stream, err), werr)
 		}
-		if rerr := p.releaseCachedLocked(); rerr != nil {
+		// The blocks other streams held may serve it where they are:
+		// releasing the cache first would return them to the source only
+		// to take new memory back.
+		p.mu.Lock()
+		b = a.take(r)
+		p.mu.Unlock()
+		if b != nil {
+			return b, nil
+		}
+		if rerr := p.releaseCachedLocked(ctx); rerr != nil {
 			return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
 		}
 	}
@@ -573,11 +582,12 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 func (p *Pool) EmptyCache() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked())
+	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked(context.Background()))
 }
 
-// releaseCachedLocked is EmptyCache with growMu held.
-func (p *Pool) releaseCachedLocked() error {
+// releaseCachedLocked is EmptyCache with growMu held. Memory of a stream
+// whose work has not completed when ctx is done is kept.
+func (p *Pool) releaseCachedLocked(ctx context.Context) error {
 	errs := []error{p.collectPending()}
 	p.mu.Lock()
 	p.drainShards()
@@ -604,7 +614,7 @@ func (p *Pool) releaseCachedLocked() error {
 	p.mu.Unlock()
 	// Work on a stream that cannot be waited for may still use its memory:
 	// keep that stream's, release the rest.
-	failed, werr := p.waitStreams(streamsOf(segs, moving))
+	failed, werr := p.waitStreams(ctx, streamsOf(segs, moving))
 	if len(failed) > 0 {
 		errs = append(errs, werr)
 		p.mu.Lock()

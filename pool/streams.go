@@ -120,8 +120,9 @@ func (p *Pool) collectPending() error {
 // waitStreams waits, where the source has events, until the work queued on
 // each stream so far has completed, so that memory freed on it can be
 // unmapped or returned. It returns the streams it could not wait for, and
-// why. Called only off the hot path.
-func (p *Pool) waitStreams(streams []uintptr) (failed map[uintptr]bool, err error) {
+// why: among them those still busy when ctx is done. Called only off the
+// hot path.
+func (p *Pool) waitStreams(ctx context.Context, streams []uintptr) (failed map[uintptr]bool, err error) {
 	if p.events == nil {
 		return nil, nil
 	}
@@ -129,7 +130,7 @@ func (p *Pool) waitStreams(streams []uintptr) (failed map[uintptr]bool, err erro
 	for _, s := range streams {
 		ev, err := p.events.RecordEvent(s)
 		if err == nil {
-			err = p.events.WaitEvent(ev)
+			err = p.waitEvent(ctx, ev)
 			if derr := p.events.DestroyEvent(ev); err == nil {
 				err = derr
 			}

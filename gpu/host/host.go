@@ -10,8 +10,13 @@
 // [Driver.Map], [Driver.SetAccess]) with mmap over a memfd, so the pool grows
 // in place as it does on a GPU.
 //
-// Streams exist and are ordered; since every operation completes before it
-// returns, events are complete as soon as they are recorded.
+// Streams are real: each stream but the default one is a queue of work run
+// in order by a goroutine of its own, not in step with the default stream
+// (as CUDA's non-blocking streams). Copies to and from the host return when
+// done; Memset and device-to-device copies on a stream return at once. An
+// event is done when the work queued before it has run. [Driver.Enqueue]
+// and [Driver.Hold] let a test put work of its own on a stream and keep a
+// stream busy, so that the pool's stream rules can be tested without a GPU.
 package host
 
 import (
@@ -84,9 +89,9 @@ type Driver struct {
 	used     int64
 	segs     []hostSeg // sorted by ptr
 	closed   bool
-	streams  map[uintptr]bool
+	streams  map[uintptr]*stream // 0, the default stream, maps to nil
 	nextID   uintptr
-	events   map[uintptr]bool
+	events   map[uintptr]event
 	counts   [numOps]int // operations of each Op so far
 	injected int         // failures injected so far
 	failNth  [numOps]int // fail the Nth (1-based) operation of each Op; 0: never
@@ -112,7 +117,7 @@ func New(capacity int64) (*Driver, error) {
 		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
 	openDrivers.Add(1)
-	return &Driver{capacity: capacity, streams: map[uintptr]bool{0: true}, events: map[uintptr]bool{}, nextID: 1, vm: newVM()}, nil
+	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, nextID: 1, vm: newVM()}, nil
 }
 
 // openDrivers counts the drivers not yet closed, whose memory and memfd an
@@ -237,19 +242,16 @@ func (d *Driver) resolve(ptr uintptr, n int64) ([]byte, error) {
 }
 
 func (d *Driver) checkStream(stream uintptr) error {
-	if !d.streams[stream] {
+	if _, ok := d.streams[stream]; !ok {
 		return fmt.Errorf("host: stream %#x does not exist", stream)
 	}
 	return nil
 }
 
-// access checks an operation on n bytes at ptr, ordered on stream, and
-// returns the memory. Called with d.mu held.
-func (d *Driver) access(ptr uintptr, n int64, stream uintptr) ([]byte, error) {
+// access checks an operation on n bytes at ptr and returns the memory.
+// Called with d.mu held.
+func (d *Driver) access(ptr uintptr, n int64) ([]byte, error) {
 	if err := d.inject(OpCopy, n); err != nil {
-		return nil, err
-	}
-	if err := d.checkStream(stream); err != nil {
 		return nil, err
 	}
 	return d.resolve(ptr, n)
@@ -257,52 +259,54 @@ func (d *Driver) access(ptr uintptr, n int64, stream uintptr) ([]byte, error) {
 
 // CopyHtoD implements driver.Driver.
 func (d *Driver) CopyHtoD(dst uintptr, src []byte, stream uintptr) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	mem, err := d.access(dst, int64(len(src)), stream)
-	if err == nil {
-		copy(mem, src)
-	}
-	return err
+	return d.onStream(stream, true, func() error {
+		mem, err := d.access(dst, int64(len(src)))
+		if err == nil {
+			copy(mem, src)
+		}
+		return err
+	})
 }
 
 // CopyDtoH implements driver.Driver.
 func (d *Driver) CopyDtoH(dst []byte, src uintptr, stream uintptr) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	mem, err := d.access(src, int64(len(dst)), stream)
-	if err == nil {
-		copy(dst, mem)
-	}
-	return err
-}
-
-// CopyDtoD implements driver.Driver.
-func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	to, err := d.access(dst, n, stream)
-	if err != nil {
-		return err
-	}
-	from, err := d.resolve(src, n)
-	if err == nil {
-		copy(to, from)
-	}
-	return err
-}
-
-// Memset implements driver.Driver.
-func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	mem, err := d.access(dst, n, stream)
-	if err == nil {
-		for i := range mem {
-			mem[i] = v
+	return d.onStream(stream, true, func() error {
+		mem, err := d.access(src, int64(len(dst)))
+		if err == nil {
+			copy(dst, mem)
 		}
-	}
-	return err
+		return err
+	})
+}
+
+// CopyDtoD implements driver.Driver. On a stream other than the default
+// one it returns at once; an error is reported by the stream's Synchronize.
+func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
+	return d.onStream(stream, false, func() error {
+		to, err := d.access(dst, n)
+		if err != nil {
+			return err
+		}
+		from, err := d.resolve(src, n)
+		if err == nil {
+			copy(to, from)
+		}
+		return err
+	})
+}
+
+// Memset implements driver.Driver. On a stream other than the default one
+// it returns at once; an error is reported by the stream's Synchronize.
+func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
+	return d.onStream(stream, false, func() error {
+		mem, err := d.access(dst, n)
+		if err == nil {
+			for i := range mem {
+				mem[i] = v
+			}
+		}
+		return err
+	})
 }
 
 // NewStream implements driver.Driver.
@@ -313,32 +317,45 @@ func (d *Driver) NewStream() (uintptr, error) {
 		return 0, ErrClosed
 	}
 	d.nextID++
-	d.streams[d.nextID] = true
+	d.streams[d.nextID] = newStream()
 	return d.nextID, nil
 }
 
-// DestroyStream implements driver.Driver.
+// DestroyStream implements driver.Driver: it waits for the stream's work,
+// stops its goroutine, and reports the first error of its asynchronous
+// work.
 func (d *Driver) DestroyStream(stream uintptr) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if stream == 0 || !d.streams[stream] {
+	s, ok := d.streams[stream]
+	if stream == 0 || !ok {
+		d.mu.Unlock()
 		return fmt.Errorf("host: DestroyStream(%#x): no such stream", stream)
 	}
 	delete(d.streams, stream)
-	return nil
+	d.mu.Unlock()
+	return s.end()
 }
 
-// Synchronize implements driver.Driver: host work is already done.
+// Synchronize implements driver.Driver: it waits for the work queued on
+// stream and reports the first error of its asynchronous work.
 func (d *Driver) Synchronize(stream uintptr) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	s, ok := d.streams[stream]
+	closed := d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
 		return ErrClosed
+	case !ok:
+		return fmt.Errorf("host: stream %#x does not exist", stream)
+	case s == nil:
+		return nil
 	}
-	return d.checkStream(stream)
+	return s.drain()
 }
 
-// RecordEvent implements driver.Driver.
+// RecordEvent implements driver.Driver: the event is done when the work
+// queued on stream so far has run.
 func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -348,40 +365,53 @@ func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
 	if err := d.checkStream(stream); err != nil {
 		return 0, err
 	}
+	e := event{s: d.streams[stream]}
+	if e.s != nil {
+		e.s.mu.Lock()
+		e.pos = e.s.queued
+		e.s.mu.Unlock()
+	}
 	d.nextID++
-	d.events[d.nextID] = true
+	d.events[d.nextID] = e
 	return d.nextID, nil
 }
 
-func (d *Driver) event(ev uintptr) error {
-	if !d.events[ev] {
-		return fmt.Errorf("host: event %#x does not exist", ev)
+func (d *Driver) event(ev uintptr) (event, error) {
+	e, ok := d.events[ev]
+	if !ok {
+		return event{}, fmt.Errorf("host: event %#x does not exist", ev)
 	}
-	return nil
+	return e, nil
 }
 
 // EventDone implements driver.Driver.
 func (d *Driver) EventDone(ev uintptr) (bool, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return true, d.event(ev)
+	e, err := d.event(ev)
+	d.mu.Unlock()
+	return err == nil && e.isDone(), err
 }
 
 // WaitEvent implements driver.Driver.
 func (d *Driver) WaitEvent(ev uintptr) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err := d.inject(OpEvent, 0); err != nil {
+		d.mu.Unlock()
 		return err
 	}
-	return d.event(ev)
+	e, err := d.event(ev)
+	d.mu.Unlock()
+	if err == nil && e.s != nil {
+		e.s.waitFor(e.pos)
+	}
+	return err
 }
 
 // DestroyEvent implements driver.Driver.
 func (d *Driver) DestroyEvent(ev uintptr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.event(ev); err != nil {
+	if _, err := d.event(ev); err != nil {
 		return err
 	}
 	delete(d.events, ev)
@@ -392,11 +422,26 @@ func (d *Driver) DestroyEvent(ev uintptr) error {
 // everything the device holds; memory still allocated is reported as a leak.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return nil
 	}
 	d.closed = true
+	var streams []*stream
+	for id, s := range d.streams {
+		if s != nil {
+			streams = append(streams, s)
+			delete(d.streams, id)
+		}
+	}
+	d.mu.Unlock()
+	// Work still queued finds the device closed and does nothing; a stream
+	// a test holds keeps Close waiting until it is released.
+	for _, s := range streams {
+		_ = s.end() // its errors are ErrClosed
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	openDrivers.Add(-1)
 	var err error
 	if len(d.segs) > 0 {

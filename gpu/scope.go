@@ -163,7 +163,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 
 // Free releases b before the scope ends, back to the pool.
 func (s *Scope) Free(b Buffer) error {
-	if err := s.owns(&b, "freed"); err != nil {
+	if err := s.owns(b.dev, b.view, "freed"); err != nil {
 		return err
 	}
 	return deviceError(s.s.Free(b.ref))
@@ -172,24 +172,24 @@ func (s *Scope) Free(b Buffer) error {
 // Keep moves b to the parent scope, so that it outlives this one. The
 // handle stays valid: the parent owns the same Buffer.
 func (s *Scope) Keep(b Buffer) error {
-	if err := s.owns(&b, "kept"); err != nil {
+	if err := s.owns(b.dev, b.view, "kept"); err != nil {
 		return err
 	}
 	return deviceError(s.s.Keep(b.ref))
 }
 
 // owns checks what Free and Keep can check before asking the scope.
-func (s *Scope) owns(b *Buffer, verb string) error {
+func (s *Scope) owns(dev *Device, view int64, verb string) error {
 	if !s.valid() {
 		return errNilScope
 	}
-	if b.IsZero() {
+	if dev == nil {
 		return errZeroBuffer
 	}
-	if b.dev != s.dev {
-		return fmt.Errorf("%w: buffer of device %s %s through a scope of %s", ErrWrongScope, b.dev.name, verb, s.dev.name)
+	if dev != s.dev {
+		return fmt.Errorf("%w: buffer of device %s %s through a scope of %s", ErrWrongScope, dev.name, verb, s.dev.name)
 	}
-	if b.IsView() {
+	if view != 0 {
 		return fmt.Errorf("%w: a view cannot be %s; its buffer can", ErrWrongScope, verb)
 	}
 	return nil

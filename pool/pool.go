@@ -48,9 +48,10 @@ type Pool struct {
 
 	mu            sync.Mutex // protects the fields below and every arena
 	arenas        map[arenaKey]*arena
-	defaultArenas [2]*arena // the default stream's large and small arenas, found without the map
-	idle          []*handle // handles held but mapped nowhere
-	pending       []*block  // freed blocks waiting for events on other streams
+	defaultArenas [2]*arena        // the default stream's large and small arenas, found without the map
+	idle          []*handle        // handles held but mapped nowhere
+	pending       []*block         // freed blocks waiting for events on other streams
+	retired       map[uintptr]bool // streams RetireStream took out of use
 	reserved      int64
 	peakReserved  int64
 	segments      int64
@@ -374,6 +375,10 @@ func (p *Pool) lockOwner(blk *block) *shard {
 func (p *Pool) allocSlow(ctx context.Context, r, size int64, stream uintptr) (*block, error) {
 	key := arenaKey{stream: stream, small: r <= smallMax}
 	p.mu.Lock()
+	if p.retired[stream] {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool: allocating on stream %#x, which was retired", stream)
+	}
 	if len(p.pending) > 0 {
 		p.mu.Unlock()
 		if err := p.collectPending(); err != nil {

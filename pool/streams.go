@@ -28,6 +28,9 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	if stream == b.stream {
 		return nil
 	}
+	if p.isRetired(stream) {
+		return fmt.Errorf("pool: RecordUse on stream %#x, which was retired", stream)
+	}
 	if p.events == nil {
 		return errors.New("pool: RecordUse: the source has no streams or events")
 	}
@@ -42,6 +45,40 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	return nil
 }
 
+// RetireStream tells the pool that stream is about to be destroyed: it
+// waits until the work queued on it so far has completed, and from then on
+// treats the stream as idle, recording and waiting for no event on it, so
+// that EmptyCache and Close keep working once the source no longer knows
+// the stream. The memory the pool caches for it is released (what is still
+// allocated on it goes back to its arena when freed, and is released by
+// the next EmptyCache). Call it after the last work on the stream is
+// queued and before the stream is destroyed.
+func (p *Pool) RetireStream(stream uintptr) error {
+	if stream == 0 {
+		return errors.New("pool: RetireStream: the default stream is never retired")
+	}
+	if p.events == nil {
+		return nil
+	}
+	if _, err := p.waitStreams(context.Background(), []uintptr{stream}); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.retired == nil {
+		p.retired = map[uintptr]bool{}
+	}
+	p.retired[stream] = true
+	p.mu.Unlock()
+	return p.EmptyCache()
+}
+
+// isRetired reports whether stream was retired (see RetireStream).
+func (p *Pool) isRetired(stream uintptr) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retired[stream]
+}
+
 // freeAfterEvents records an event on every other stream that used blk and
 // parks it until they complete.
 func (p *Pool) freeAfterEvents(blk *block) error {
@@ -50,6 +87,9 @@ func (p *Pool) freeAfterEvents(blk *block) error {
 	p.mu.Unlock()
 	var events []uintptr
 	for _, s := range uses {
+		if p.isRetired(s) {
+			continue // its work has completed, and it records no more
+		}
 		ev, err := p.events.RecordEvent(s)
 		if err != nil {
 			// Without the event the block cannot be proven idle: wait for
@@ -128,6 +168,9 @@ func (p *Pool) waitStreams(ctx context.Context, streams []uintptr) (failed map[u
 	}
 	var errs []error
 	for _, s := range streams {
+		if p.isRetired(s) {
+			continue
+		}
 		ev, err := p.events.RecordEvent(s)
 		if err == nil {
 			err = p.waitEvent(ctx, ev)

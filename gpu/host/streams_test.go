@@ -176,3 +176,41 @@ func TestPoolDoesNotHandAHeldStreamsBlockToAnother(t *testing.T) {
 		require.NoError(t, d.DestroyStream(b))
 	})
 }
+
+func TestARetiredStreamLeavesThePoolWorking(t *testing.T) {
+	d := newDriver(t, 64<<20)
+	p, err := pool.New(d, pool.Expand(pool.ExpandNever))
+	require.NoError(t, err)
+	s, err := d.NewStream()
+	require.NoError(t, err)
+	cached, err := p.AllocOn(1<<20, s)
+	require.NoError(t, err)
+	kept, err := p.AllocOn(4<<20, s) // outlives the stream, as a buffer a parent kept
+	require.NoError(t, err)
+	used, err := p.Alloc(1 << 20)
+	require.NoError(t, err)
+	require.NoError(t, p.RecordUse(used, s))
+	release, err := d.Hold(s)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(cached))
+	require.NoError(t, p.Free(used)) // parked until s passes its event
+
+	retired := make(chan error)
+	go func() { retired <- p.RetireStream(s) }()
+	release()
+	require.NoError(t, <-retired, "RetireStream waits for s's work")
+	require.NoError(t, d.DestroyStream(s))
+
+	_, err = p.AllocOn(64, s)
+	assert.Error(t, err, "no new memory on a retired stream")
+	other, err := p.Alloc(64)
+	require.NoError(t, err)
+	assert.Error(t, p.RecordUse(other, s), "no use on a retired stream")
+	require.NoError(t, p.Free(other))
+	require.NoError(t, p.Free(kept), "a block of the stream is freed after it is gone")
+	require.NoError(t, p.EmptyCache(), "no event is recorded on the destroyed stream")
+	assert.Zero(t, p.Stats().Reserved)
+	require.NoError(t, p.Close())
+	assert.Zero(t, d.Used())
+	assert.Error(t, p.RetireStream(0))
+}

@@ -58,7 +58,8 @@ type node struct {
 	head, tail *Allocation
 	count      int
 	children   scopeList
-	spare      []*Allocation // slots ready for allocations (see slotTable)
+	spare      []*Allocation  // slots ready for allocations (see slotTable)
+	resources  []func() error // what else the scope owns (Scope.Own), ended first
 }
 
 // scopeList is a list of scopes, linked through their prevSib and nextSib,
@@ -573,6 +574,23 @@ func (s Scope) Keep(r Ref) error {
 	return nil
 }
 
+// Own makes the scope own a resource other than memory (a stream, a loaded
+// module): end is called when the scope ends, last owned first, after its
+// children have ended and before its memory is released, so that work
+// queued on a stream completes before the memory it uses goes back. It
+// fails with ErrClosed, calling nothing, once the scope has ended.
+func (s Scope) Own(end func() error) error {
+	if end == nil {
+		return errors.New("scope: Own: nil function")
+	}
+	if !s.lock() {
+		return fmt.Errorf("scope: Own: %w", ErrClosed)
+	}
+	defer s.n.mu.Unlock()
+	s.n.resources = append(s.n.resources, end)
+	return nil
+}
+
 // adopt registers child c. It fails if s has ended.
 func (s Scope) adopt(c *node) error {
 	if !s.lock() {
@@ -625,6 +643,19 @@ func (s Scope) End() (path string, err error) {
 			time.Sleep(wait)
 			n.mu.Lock()
 		}
+	}
+	if len(n.resources) > 0 {
+		// Streams and the like end first: their queued work may still use
+		// the memory released below.
+		ends := n.resources
+		n.resources = nil
+		n.mu.Unlock()
+		for i := len(ends) - 1; i >= 0; i-- {
+			if err := ends[i](); err != nil {
+				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+			}
+		}
+		n.mu.Lock()
 	}
 	// Every allocation is marked released under the lock, then the list,
 	// taken whole, is released outside it, last allocated first: no Free

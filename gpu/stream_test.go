@@ -1,0 +1,85 @@
+package gpu_test
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/host"
+)
+
+func TestAScopesStreamEndsAfterItsWorkAndBeforeItsMemory(t *testing.T) {
+	dev := openHost(t, gpu.ScrubFreed()) // released memory reads as zeros
+	drv := dev.Driver().(*host.Driver)
+	var st *gpu.Stream
+	var ran atomic.Bool
+	seen := make([]byte, 4096)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		var err error
+		if st, err = s.NewStream(); err != nil {
+			return err
+		}
+		b, err := s.Alloc(4096)
+		require.NoError(t, err)
+		require.NoError(t, b.Memset(7))
+		ptr := b.Ptr()
+		release, err := drv.Hold(st.ID())
+		require.NoError(t, err)
+		// Work queued on the stream that reads the buffer once the stream
+		// runs again: the scope must not release the memory under it.
+		require.NoError(t, drv.Enqueue(st.ID(), func() error {
+			ran.Store(true)
+			return drv.CopyDtoH(seen, ptr, 0)
+		}))
+		go release() // while, or after, the scope ends
+		return nil
+	})
+	require.NoError(t, err)
+	assert.True(t, ran.Load(), "the scope ended after the stream's work")
+	assert.Equal(t, bytes.Repeat([]byte{7}, 4096), seen, "the work read the buffer, not freed memory")
+	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed)
+	assert.Zero(t, dev.Stats().Allocated)
+	require.NoError(t, dev.EmptyCache(), "the pool no longer waits on the destroyed stream")
+}
+
+func TestStreamsOfChildrenAndClosedDevicesEnd(t *testing.T) {
+	dev := openHost(t)
+	parent, err := dev.NewScope()
+	require.NoError(t, err)
+	var child *gpu.Stream
+	require.NoError(t, gpu.WithScope(parent.Context(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		if err != nil {
+			return err
+		}
+		require.NoError(t, st.Synchronize())
+		child = st
+		return nil
+	}))
+	assert.ErrorIs(t, child.Synchronize(), gpu.ErrScopeClosed, "the child's stream ended with it")
+	kept, err := parent.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, parent.Close())
+	assert.ErrorIs(t, kept.Synchronize(), gpu.ErrScopeClosed)
+	_, err = parent.NewStream()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	var nilScope *gpu.Scope
+	_, err = nilScope.NewStream()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	var nilStream *gpu.Stream
+	assert.ErrorIs(t, nilStream.Synchronize(), gpu.ErrScopeClosed)
+
+	other := openHost(t)
+	s, err := other.NewScope()
+	require.NoError(t, err)
+	st, err := s.NewStream()
+	require.NoError(t, err)
+	assert.ErrorContains(t, other.Close(), "1 scopes open", "closing the device ends the scope, and says so")
+	assert.Len(t, gpu.TakeForcedCloses(), 1)
+	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed, "and its stream")
+}

@@ -87,52 +87,90 @@ func (b Buffer) Use(fn func(ptr uintptr) error) error {
 	return deviceError(b.ref.UseAt(uintptr(b.off()), fn))
 }
 
-// CopyFromHost copies src to the start of the buffer.
+// useOn is Use that also passes the stream the buffer's scope orders its
+// work on (see [OnStream]).
+func (b Buffer) useOn(fn func(ptr, stream uintptr) error) error {
+	if b.IsZero() {
+		return errZeroBuffer
+	}
+	return deviceError(b.ref.UseOn(uintptr(b.off()), fn))
+}
+
+// CopyFromHost copies src to the start of the buffer, ordered on its
+// scope's stream, and returns when src may be reused.
 func (b Buffer) CopyFromHost(src []byte) error {
-	return b.Use(func(ptr uintptr) error {
+	return b.useOn(func(ptr, stream uintptr) error {
 		if int64(len(src)) > b.Size() {
 			return fmt.Errorf("gpu: CopyFromHost: %d bytes into a %d-byte buffer", len(src), b.Size())
 		}
-		return b.dev.drv.CopyHtoD(ptr, src, 0)
+		return b.dev.drv.CopyHtoD(ptr, src, stream)
 	})
 }
 
-// CopyToHost copies the start of the buffer into dst.
+// CopyToHost copies the start of the buffer into dst, ordered on its
+// scope's stream, and returns when dst holds it.
 func (b Buffer) CopyToHost(dst []byte) error {
-	return b.Use(func(ptr uintptr) error {
+	return b.useOn(func(ptr, stream uintptr) error {
 		if int64(len(dst)) > b.Size() {
 			return fmt.Errorf("gpu: CopyToHost: %d bytes from a %d-byte buffer", len(dst), b.Size())
 		}
-		return b.dev.drv.CopyDtoH(dst, ptr, 0)
+		return b.dev.drv.CopyDtoH(dst, ptr, stream)
 	})
 }
 
 // CopyFrom copies all of src, which may be on another device, to the start
-// of b.
+// of b, ordered on b's scope's stream (src's use there is recorded, so that
+// its memory is not reused before the copy has run). On b's stream it may
+// return before the copy has run; Synchronize that stream to wait.
 func (b Buffer) CopyFrom(src Buffer) error {
 	if src.IsZero() {
 		return fmt.Errorf("%w: zero source Buffer", ErrWrongScope)
 	}
-	return b.Use(func(dst uintptr) error {
+	return b.useOn(func(dst, stream uintptr) error {
 		n := src.Size()
 		if n > b.Size() {
 			return fmt.Errorf("gpu: CopyFrom: %d bytes into a %d-byte buffer", n, b.Size())
 		}
-		return src.Use(func(from uintptr) error {
+		return src.useOn(func(from, srcStream uintptr) error {
 			if src.dev == b.dev {
-				return b.dev.drv.CopyDtoD(dst, from, n, 0)
+				if srcStream != stream {
+					if err := src.ref.RecordUse(stream); err != nil {
+						return err
+					}
+				}
+				return b.dev.drv.CopyDtoD(dst, from, n, stream)
 			}
 			// Between devices, through host memory.
 			tmp := make([]byte, n)
-			if err := src.dev.drv.CopyDtoH(tmp, from, 0); err != nil {
+			if err := src.dev.drv.CopyDtoH(tmp, from, srcStream); err != nil {
 				return err
 			}
-			return b.dev.drv.CopyHtoD(dst, tmp, 0)
+			return b.dev.drv.CopyHtoD(dst, tmp, stream)
 		})
 	})
 }
 
-// Memset sets every byte of the buffer to v.
+// Memset sets every byte of the buffer to v, ordered on its scope's
+// stream: on a stream of its own it may return before it has run.
 func (b Buffer) Memset(v byte) error {
-	return b.Use(func(ptr uintptr) error { return b.dev.drv.Memset(ptr, v, b.Size(), 0) })
+	return b.useOn(func(ptr, stream uintptr) error { return b.dev.drv.Memset(ptr, v, b.Size(), stream) })
+}
+
+// RecordUse tells the device that work on st uses b, besides b's scope's
+// own stream: when b is freed, its memory is not reused on another stream
+// before the work queued on st at that moment has completed (PyTorch's
+// record_stream).
+func (b Buffer) RecordUse(st *Stream) error {
+	if b.IsZero() {
+		return errZeroBuffer
+	}
+	if st == nil || st.dev != b.dev {
+		return fmt.Errorf("%w: RecordUse needs a stream of the buffer's device", ErrWrongScope)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return errStreamEnded
+	}
+	return deviceError(b.ref.RecordUse(st.id))
 }

@@ -105,6 +105,7 @@ type ScopeOption interface {
 }
 
 type scopeOptions struct {
+	stream  *Stream
 	name    string
 	reserve int64
 	limit   int64
@@ -167,6 +168,22 @@ func Zeroed() ScopeOption {
 // A request larger than the device or a limit waits until its context ends.
 func WaitForMemory() ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.wait = true; return o })
+}
+
+// OnStream orders the scope's allocations, copies and frees on st, and its
+// children's unless they name a stream of their own: memory a scope frees
+// is reused at once for work on st, and on other streams only after st's
+// work at the free has completed. Such a scope cannot Reserve (a
+// reservation is memory of one stream its children share), and it draws
+// only on reservations of scopes on the same stream.
+func OnStream(st *Stream) ScopeOption {
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
+		if st == nil {
+			o.errs = append(o.errs, fmt.Errorf("gpu: OnStream(nil)"))
+		}
+		o.stream = st
+		return o
+	})
 }
 
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {

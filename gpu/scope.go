@@ -79,8 +79,21 @@ func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
 	if err != nil {
 		return nil, err
 	}
+	var stream uintptr
+	if o.stream != nil {
+		if o.stream.dev != d {
+			return nil, fmt.Errorf("%w: OnStream: a stream of device %s for a scope of %s", ErrWrongScope, o.stream.dev.name, d.name)
+		}
+		o.stream.mu.Lock()
+		ended := o.stream.done
+		o.stream.mu.Unlock()
+		if ended {
+			return nil, fmt.Errorf("gpu: OnStream: %w", errStreamEnded)
+		}
+		stream = o.stream.id
+	}
 	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
-		Zeroed: o.zeroed, Wait: o.wait})
+		Zeroed: o.zeroed, Wait: o.wait, Stream: stream})
 	if err != nil {
 		return nil, deviceError(err)
 	}

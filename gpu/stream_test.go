@@ -83,3 +83,96 @@ func TestStreamsOfChildrenAndClosedDevicesEnd(t *testing.T) {
 	assert.Len(t, gpu.TakeForcedCloses(), 1)
 	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed, "and its stream")
 }
+
+func TestAScopeOnAStreamOrdersItsWorkThere(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(parent *gpu.Scope) error {
+		st, err := parent.NewStream()
+		require.NoError(t, err)
+		release, err := drv.Hold(st.ID())
+		require.NoError(t, err)
+		var b gpu.Buffer
+		err = gpu.WithScope(parent.Context(), dev, func(s *gpu.Scope) error {
+			var err error
+			if b, err = s.Alloc(4096); err != nil {
+				return err
+			}
+			require.NoError(t, b.Memset(5), "queued on st, which is held")
+			now := make([]byte, 1)
+			require.NoError(t, drv.CopyDtoH(now, b.Ptr(), 0))
+			assert.NotEqual(t, byte(5), now[0], "the memset waits behind st's held work")
+			release()
+			require.NoError(t, st.Synchronize())
+			require.NoError(t, drv.CopyDtoH(now, b.Ptr(), 0))
+			assert.Equal(t, byte(5), now[0], "and ran on st")
+			return s.Keep(b)
+		}, gpu.OnStream(st), gpu.Name("on st"))
+		require.NoError(t, err)
+		// The parent works on the default stream: a kept buffer's copies
+		// go there now, and do not wait for st.
+		release, err = drv.Hold(st.ID())
+		require.NoError(t, err)
+		defer release()
+		require.NoError(t, b.Memset(6))
+		now := make([]byte, 1)
+		require.NoError(t, drv.CopyDtoH(now, b.Ptr(), 0))
+		assert.Equal(t, byte(6), now[0], "the kept buffer's memset ran at once, on the parent's stream")
+		release()
+		return nil
+	}))
+	assert.Zero(t, dev.Stats().Allocated)
+}
+
+func TestRecordUseKeepsAFreedBufferFromReuseUntilTheStreamPasses(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		b, err := s.Alloc(4096)
+		require.NoError(t, err)
+		require.NoError(t, b.RecordUse(st))
+		release, err := drv.Hold(st.ID())
+		require.NoError(t, err)
+		require.NoError(t, s.Free(b))
+		pending := func() int {
+			snap, err := dev.Snapshot()
+			require.NoError(t, err)
+			n := 0
+			for _, seg := range snap.Pool.Segments {
+				for _, blk := range seg.Blocks {
+					if blk.State == "pending" {
+						n++
+					}
+				}
+			}
+			return n
+		}
+		assert.Equal(t, 1, pending(), "b waits for st's event, not in the cache")
+		release()
+		require.NoError(t, st.Synchronize())
+		require.NoError(t, dev.EmptyCache())
+		assert.Zero(t, pending())
+		assert.ErrorIs(t, b.RecordUse(st), gpu.ErrFreed)
+		return nil
+	}))
+}
+
+func TestOnStreamRefusesWhatItCannotMean(t *testing.T) {
+	dev, other := openHost(t), openHost(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		err = gpu.WithScope(s.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.OnStream(st), gpu.Reserve(1<<20))
+		assert.ErrorContains(t, err, "cannot reserve")
+		err = gpu.WithScope(context.Background(), other, func(*gpu.Scope) error { return nil }, gpu.OnStream(st))
+		assert.ErrorIs(t, err, gpu.ErrWrongScope)
+		err = gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }, gpu.OnStream(nil))
+		assert.Error(t, err)
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		assert.ErrorIs(t, b.RecordUse(nil), gpu.ErrWrongScope)
+		return nil
+	}))
+}

@@ -47,10 +47,11 @@ type Allocation struct {
 
 	ptr    uintptr
 	size   int64
-	taken  int64        // size rounded as the pool rounds it: what the scopes were charged
-	block  pool.Block   // when from the pool
-	region *pool.Region // when from a reservation
-	resOf  *node        // the scope whose reservation holds it
+	taken  int64          // size rounded as the pool rounds it: what the scopes were charged
+	block  pool.Block     // when from the pool
+	region *pool.Region   // when from a reservation
+	resOf  *node          // the scope whose reservation holds it
+	stream atomic.Uintptr // the stream its owner orders work on: Keep changes it while Use may read it
 	stack  []uintptr
 
 	prev, next *Allocation // in the owner's list, guarded by the owner's mu
@@ -120,6 +121,33 @@ func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
 	}
 	defer r.a.st.Add(^uint64(0))
 	return fn(r.a.ptr + off)
+}
+
+// UseOn is UseAt that also passes the stream the allocation's owner orders
+// its work on.
+func (r Ref) UseOn(off uintptr, fn func(ptr, stream uintptr) error) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.a.st.Add(^uint64(0))
+	return fn(r.a.ptr+off, r.a.stream.Load())
+}
+
+// RecordUse tells the pool that work on stream uses the allocation, so
+// that its memory is not reused before that work has completed.
+func (r Ref) RecordUse(stream uintptr) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.a.st.Add(^uint64(0))
+	o := r.a.owner.Load()
+	if o == nil || r.a.block == (pool.Block{}) {
+		return nil // in a reservation: it ends with its scope, after the scope's streams
+	}
+	if stream == r.a.stream.Load() {
+		return nil
+	}
+	return o.tree.pool.RecordUse(r.a.block, stream)
 }
 
 // acquire counts a running Use, if r is live.

@@ -48,6 +48,7 @@ type node struct {
 	region   *pool.Region // the reservation, if any
 	resBlock *pool.Block  // the memory behind region
 	reserves bool         // it or an ancestor has a reservation
+	stream   uintptr      // the stream its allocations are ordered on
 
 	live atomic.Int64 // bytes live here and in descendants
 	peak atomic.Int64
@@ -310,8 +311,8 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	}
 	m := memory{size: size, taken: pool.Rounded(size)}
 	for r := n; r != nil && n.reserves; r = r.parent {
-		if r.region == nil {
-			continue
+		if r.region == nil || r.stream != n.stream {
+			continue // a reservation serves the scopes of its own stream
 		}
 		if ptr, _, ok := r.region.Alloc(size); ok {
 			m.ptr, m.region, m.resOf = ptr, r.region, r
@@ -329,7 +330,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if m.region == nil {
 		// Short of memory, the pool may wait for other streams' work; it
 		// stops when the scope's context is done.
-		b, err := n.tree.pool.AllocContext(n.opened, size, 0)
+		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
 		if err != nil {
 			n.uncharge(m.taken, nil)
 			return Ref{}, fmt.Errorf("scope %q: %w", n.path, err)
@@ -338,6 +339,9 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	}
 	a := n.slot()
 	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
+	if a.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
+		a.stream.Store(n.stream)
+	}
 	if n.tree.record.Load() {
 		a.stack = callers(4)
 	}
@@ -568,6 +572,16 @@ func (s Scope) Keep(r Ref) error {
 		n.link(a)
 		return fmt.Errorf("scope: Keep in %q: parent %w", n.path, ErrClosed)
 	}
+	if p.stream != a.stream.Load() && a.block != (pool.Block{}) {
+		// The parent's work will use it on the parent's stream: the pool
+		// must not reuse it on its own before that work is done.
+		if err := n.tree.pool.RecordUse(a.block, p.stream); err != nil {
+			a.owner.Store(n)
+			n.link(a)
+			return fmt.Errorf("scope: Keep in %q: %w", n.path, err)
+		}
+	}
+	a.stream.Store(p.stream) // copies through the handle now go on the parent's stream
 	a.owner.Store(p)
 	p.link(a)
 	n.live.Add(-a.taken) // the parent held it already, as n's ancestor

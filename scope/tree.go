@@ -104,11 +104,12 @@ func (t *Tree) Recording() bool { return t.record.Load() }
 
 // Options configure a scope when it opens.
 type Options struct {
-	Name    string // for diagnostics; its path is its ancestors' names and its own, joined by "/"
-	Reserve int64  // bytes to set aside for the scope and its children (0: none)
-	Limit   int64  // most bytes live in the scope and its children (0: none)
-	Zeroed  bool   // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
-	Wait    bool   // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
+	Name    string  // for diagnostics; its path is its ancestors' names and its own, joined by "/"
+	Reserve int64   // bytes to set aside for the scope and its children (0: none)
+	Limit   int64   // most bytes live in the scope and its children (0: none)
+	Zeroed  bool    // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
+	Wait    bool    // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
+	Stream  uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
 }
 
 // Open opens a scope: a child of parent, or a root where parent is the
@@ -127,6 +128,12 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
 		return Scope{}, fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+	}
+	if o.Reserve > 0 && o.Stream != 0 {
+		// A reservation is memory of one stream that its children share;
+		// on a stream of its own, every allocation would be a use on
+		// another stream. Refused rather than made slow.
+		return Scope{}, errors.New("scope: a scope on a stream of its own cannot reserve memory")
 	}
 	if parent.IsZero() {
 		// A context from a scope of this tree makes the new one its child.
@@ -234,6 +241,10 @@ func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
 	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
 	n.waits = o.Wait || pn != nil && pn.waits
 	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
+	n.stream = o.Stream
+	if n.stream == 0 && pn != nil {
+		n.stream = pn.stream
+	}
 	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
 	n.path = o.Name
 	if n.path == "" {

@@ -32,6 +32,9 @@ var (
 	// ErrDeviceClosed: the device was closed. Its drivers return the same
 	// error once closed.
 	ErrDeviceClosed = driver.ErrClosed
+	// ErrNotSupported: the device cannot do it (the host device runs no
+	// kernels).
+	ErrNotSupported = errors.New("gpu: not supported by this device")
 )
 
 // OOMError is the detail of a device out-of-memory error.

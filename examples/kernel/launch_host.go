@@ -17,7 +17,7 @@ func openDevice(w io.Writer) (*gpu.Device, error) {
 
 // saxpy computes on the host device: the buffers are read, combined in Go
 // and written back, standing in for the kernel.
-func saxpy(_ *gpu.Device, y, x gpu.Slice[float32], a float32, n int) error {
+func saxpy(_ *gpu.Scope, y, x gpu.Slice[float32], a float32, n int) error {
 	hx, hy := make([]float32, n), make([]float32, n)
 	if err := x.CopyToHost(hx); err != nil {
 		return err

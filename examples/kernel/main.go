@@ -55,7 +55,7 @@ func run(w io.Writer, n int) error {
 		if err := dy.CopyFromHost(y); err != nil {
 			return err
 		}
-		if err := saxpy(dev, dy, dx, a, n); err != nil {
+		if err := saxpy(s, dy, dx, a, n); err != nil {
 			return err
 		}
 		return dy.CopyToHost(got)

@@ -22,11 +22,13 @@ type Driver struct {
 	name     string
 	pageSize int64
 
-	mu      sync.Mutex // protects the fields below
-	closed  bool
-	streams map[uintptr]cu.Stream
-	events  map[uintptr]cu.Event
-	nextID  uintptr
+	mu        sync.Mutex // protects the fields below
+	closed    bool
+	streams   map[uintptr]cu.Stream
+	events    map[uintptr]cu.Event
+	modules   map[uintptr]cu.Module
+	functions map[uintptr]cu.Function
+	nextID    uintptr
 }
 
 var (
@@ -75,7 +77,8 @@ func Open(ordinal int) (*Driver, error) {
 		return nil, wrap("cuDevicePrimaryCtxRetain", err)
 	}
 	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: name,
-		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1}
+		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1,
+		modules: map[uintptr]cu.Module{}, functions: map[uintptr]cu.Function{}}
 	err = d.Do(func() error {
 		var err error
 		d.pageSize, err = granularity(ordinal)
@@ -85,6 +88,87 @@ func Open(ordinal int) (*Driver, error) {
 		return nil, errors.Join(err, wrap("cuDevicePrimaryCtxRelease", dev.ReleasePrimaryCtx()))
 	}
 	return d, nil
+}
+
+var _ driver.KernelLauncher = (*Driver)(nil)
+
+// LoadModule implements driver.KernelLauncher with cuModuleLoadData.
+func (d *Driver) LoadModule(image []byte) (uintptr, error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	var id uintptr
+	err := d.Do(func() error {
+		mod, err := cu.LoadData(string(image))
+		if err != nil {
+			return wrap("cuModuleLoadData", err)
+		}
+		d.mu.Lock()
+		d.nextID++
+		id = d.nextID
+		d.modules[id] = mod
+		d.mu.Unlock()
+		return nil
+	})
+	return id, err
+}
+
+// UnloadModule implements driver.KernelLauncher with cuModuleUnload.
+func (d *Driver) UnloadModule(module uintptr) error {
+	d.mu.Lock()
+	mod, ok := d.modules[module]
+	delete(d.modules, module)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: module %#x is not loaded", module)
+	}
+	return d.Do(func() error { return wrap("cuModuleUnload", mod.Unload()) })
+}
+
+// Function implements driver.KernelLauncher with cuModuleGetFunction.
+func (d *Driver) Function(module uintptr, name string) (uintptr, error) {
+	d.mu.Lock()
+	mod, ok := d.modules[module]
+	d.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("cuda: module %#x is not loaded", module)
+	}
+	var id uintptr
+	err := d.Do(func() error {
+		fn, err := mod.Function(name)
+		if err != nil {
+			return wrap("cuModuleGetFunction", err)
+		}
+		d.mu.Lock()
+		d.nextID++
+		id = d.nextID
+		d.functions[id] = fn
+		d.mu.Unlock()
+		return nil
+	})
+	return id, err
+}
+
+// Launch implements driver.KernelLauncher with cuLaunchKernel.
+func (d *Driver) Launch(fn uintptr, grid, block [3]int, shared int, stream uintptr, params []uint64) error {
+	st, err := d.stream(stream)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	f, ok := d.functions[fn]
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: function %#x does not exist", fn)
+	}
+	words := append([]uint64(nil), params...) // cu copies 8 bytes from each
+	ptrs := make([]unsafe.Pointer, len(words))
+	for i := range words {
+		ptrs[i] = unsafe.Pointer(&words[i])
+	}
+	return d.Do(func() error {
+		return wrap("cuLaunchKernel", f.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, st, ptrs))
+	})
 }
 
 // Do runs fn on a locked OS thread with the device's context current, for

@@ -92,3 +92,19 @@ func (e *OutOfMemoryError) OutOfMemory() bool { return true }
 
 // Unwrap returns the driver's own error.
 func (e *OutOfMemoryError) Unwrap() error { return e.Err }
+
+// KernelLauncher is the optional capability to load compiled kernels and
+// launch them. A driver without it cannot run kernels (the host device).
+type KernelLauncher interface {
+	// LoadModule loads a module from PTX (or a cubin) and returns its handle.
+	LoadModule(image []byte) (uintptr, error)
+	// UnloadModule unloads a module; its functions are gone with it.
+	UnloadModule(module uintptr) error
+	// Function returns the handle of a kernel of a loaded module.
+	Function(module uintptr, name string) (uintptr, error)
+	// Launch queues fn on stream with grid x block threads, shared bytes of
+	// dynamic shared memory, and params: one 8-byte word per kernel
+	// argument, each the argument's bits (a device address, an integer, a
+	// float's bits). It returns once the launch is queued.
+	Launch(fn uintptr, grid, block [3]int, shared int, stream uintptr, params []uint64) error
+}

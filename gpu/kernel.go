@@ -1,0 +1,181 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+)
+
+// Module is compiled device code (PTX or a cubin) loaded on a device, owned
+// by the scope that loaded it: unloaded when the scope ends, after the
+// scope's streams have finished their work. Its methods fail with
+// ErrScopeClosed after that.
+type Module struct {
+	dev *Device
+	kl  driver.KernelLauncher
+	id  uintptr
+
+	mu   sync.Mutex // protects done
+	done bool
+}
+
+// Function is a kernel of a loaded module.
+type Function struct {
+	mod  *Module
+	id   uintptr
+	name string
+}
+
+// Dim is a grid or block size in threads or blocks, x by y by z; a zero
+// size counts as 1.
+type Dim struct{ X, Y, Z int }
+
+func (d Dim) three() [3]int { return [3]int{max(d.X, 1), max(d.Y, 1), max(d.Z, 1)} }
+
+// LoadModule loads image (PTX or a cubin) on the scope's device. The host
+// device runs no kernels: there it fails with ErrNotSupported.
+func (s *Scope) LoadModule(image []byte) (*Module, error) {
+	if !s.valid() {
+		return nil, errNilScope
+	}
+	kl, ok := s.dev.drv.(driver.KernelLauncher)
+	if !ok {
+		return nil, fmt.Errorf("%w: device %s loads no kernels", ErrNotSupported, s.dev.name)
+	}
+	if len(image) == 0 {
+		return nil, errors.New("gpu: LoadModule: empty image")
+	}
+	id, err := kl.LoadModule(image)
+	if err != nil {
+		return nil, deviceError(fmt.Errorf("gpu: LoadModule: %w", err))
+	}
+	m := &Module{dev: s.dev, kl: kl, id: id}
+	if err := s.s.Own(m.end); err != nil {
+		return nil, deviceError(errors.Join(err, m.end()))
+	}
+	return m, nil
+}
+
+func (m *Module) end() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return nil
+	}
+	m.done = true
+	return m.kl.UnloadModule(m.id)
+}
+
+// errModuleEnded is what a Module's methods return once it was unloaded.
+var errModuleEnded = fmt.Errorf("%w: the module was unloaded with its scope", ErrScopeClosed)
+
+// Function returns the kernel called name.
+func (m *Module) Function(name string) (*Function, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil Module", ErrScopeClosed)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return nil, errModuleEnded
+	}
+	id, err := m.kl.Function(m.id, name)
+	if err != nil {
+		return nil, deviceError(fmt.Errorf("gpu: kernel %q: %w", name, err))
+	}
+	return &Function{mod: m, id: id, name: name}, nil
+}
+
+// kernelArg is what a Buffer and a Slice are to Launch.
+type kernelArg interface{ buffer() Buffer }
+
+func (b Buffer) buffer() Buffer { return b }
+
+// Launch queues the kernel on st (nil: the default stream) with grid x
+// block threads and sharedBytes of dynamic shared memory, and returns once
+// it is queued. args are the kernel's arguments, in order: a Buffer or a
+// Slice passes its device address, after checking that it is live (a
+// stale one fails the launch, not the GPU) and recording its use on st; an
+// integer or a float passes its value. The buffers must stay live until
+// the kernel has run: free them in the scope's stream order (a buffer of
+// a scope on st, or one the launch recorded on st, is not reused before
+// st has passed the kernel).
+func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...any) error {
+	if f == nil {
+		return fmt.Errorf("%w: nil Function", ErrScopeClosed)
+	}
+	m := f.mod
+	var stream uintptr
+	if st != nil {
+		if st.dev != m.dev {
+			return fmt.Errorf("%w: a stream of device %s for a kernel of %s", ErrWrongScope, st.dev.name, m.dev.name)
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.done {
+			return errStreamEnded
+		}
+		stream = st.id
+	}
+	params := make([]uint64, len(args))
+	var bufs []int // the arguments that are buffers
+	for i, a := range args {
+		switch v := a.(type) {
+		case kernelArg:
+			b := v.buffer()
+			if b.IsZero() || b.dev != m.dev {
+				return fmt.Errorf("%w: kernel %q argument %d: a buffer of another device, or none", ErrWrongScope, f.name, i)
+			}
+			bufs = append(bufs, i)
+		case int:
+			params[i] = uint64(v)
+		case int32:
+			params[i] = uint64(uint32(v))
+		case int64:
+			params[i] = uint64(v)
+		case uint32:
+			params[i] = uint64(v)
+		case uint64:
+			params[i] = v
+		case uintptr:
+			params[i] = uint64(v)
+		case float32:
+			params[i] = uint64(math.Float32bits(v))
+		case float64:
+			params[i] = math.Float64bits(v)
+		default:
+			return fmt.Errorf("gpu: kernel %q argument %d: %T is not a Buffer, a Slice, an integer or a float", f.name, i, a)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return errModuleEnded
+	}
+	// Hold every buffer live while the launch is queued, one inside the
+	// other, and take its address.
+	var hold func(k int) error
+	hold = func(k int) error {
+		if k == len(bufs) {
+			return m.kl.Launch(f.id, grid.three(), block.three(), sharedBytes, stream, params)
+		}
+		i := bufs[k]
+		b := args[i].(kernelArg).buffer()
+		return b.useOn(func(ptr, own uintptr) error {
+			if own != stream {
+				if err := b.ref.RecordUse(stream); err != nil {
+					return err
+				}
+			}
+			params[i] = uint64(ptr)
+			return hold(k + 1)
+		})
+	}
+	if err := hold(0); err != nil {
+		return deviceError(fmt.Errorf("gpu: launching %q: %w", f.name, err))
+	}
+	return nil
+}

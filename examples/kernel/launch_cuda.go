@@ -25,10 +25,10 @@ func openDevice(w io.Writer) (*gpu.Device, error) {
 }
 
 // saxpy loads the PTX in the scope (unloaded when the scope ends) and
-// launches it on the buffers: the launch checks that they are live and
-// holds them while it is queued; the copy back on the default stream waits
-// for it.
-func saxpy(s *gpu.Scope, y, x gpu.Slice[float32], a float32, n int) error {
+// launches it on st on the buffers: the launch checks that they are live
+// and holds them while it is queued; work queued on st after it waits for
+// it.
+func saxpy(s *gpu.Scope, st *gpu.Stream, y, x gpu.Slice[float32], a float32, n int) error {
 	mod, err := s.LoadModule([]byte(saxpyPTX))
 	if err != nil {
 		return err
@@ -38,5 +38,5 @@ func saxpy(s *gpu.Scope, y, x gpu.Slice[float32], a float32, n int) error {
 		return err
 	}
 	const block = 256
-	return fn.Launch(gpu.Dim{X: (n + block - 1) / block}, gpu.Dim{X: block}, 0, nil, y, x, a, n)
+	return fn.Launch(gpu.Dim{X: (n + block - 1) / block}, gpu.Dim{X: block}, 0, st, y, x, a, n)
 }

@@ -15,9 +15,13 @@ func openDevice(w io.Writer) (*gpu.Device, error) {
 	return gpu.OpenHost()
 }
 
-// saxpy computes on the host device: the buffers are read, combined in Go
-// and written back, standing in for the kernel.
-func saxpy(_ *gpu.Scope, y, x gpu.Slice[float32], a float32, n int) error {
+// saxpy computes on the host device, which runs no kernels: once st has
+// run what was queued on it, the buffers are read, combined in Go and
+// written back, standing in for the kernel.
+func saxpy(_ *gpu.Scope, st *gpu.Stream, y, x gpu.Slice[float32], a float32, n int) error {
+	if err := st.Synchronize(); err != nil {
+		return err
+	}
 	hx, hy := make([]float32, n), make([]float32, n)
 	if err := x.CopyToHost(hx); err != nil {
 		return err

@@ -23,6 +23,15 @@ func main() {
 	}
 }
 
+// pinnedCopy returns page-locked memory owned by s holding v.
+func pinnedCopy(s *gpu.Scope, v []float32) (gpu.HostSlice[float32], error) {
+	h, err := gpu.AllocHost[float32](s, len(v))
+	if err != nil {
+		return h, err
+	}
+	return h, h.Use(func(p []float32) error { copy(p, v); return nil })
+}
+
 func run(w io.Writer, n int) error {
 	dev, err := openDevice(w)
 	if err != nil {
@@ -41,24 +50,59 @@ func run(w io.Writer, n int) error {
 	}
 	got := make([]float32, n)
 	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		dx, err := gpu.Alloc[float32](s, n)
-		if err != nil {
-			return err
+		// Two halves, each on a stream of its own: pinned host memory,
+		// asynchronous copies in, the kernel, an asynchronous copy out.
+		half := []int{0, n / 2, n}
+		var streams [2]*gpu.Stream
+		var outs [2]gpu.HostSlice[float32]
+		for k := range 2 {
+			lo, hi := half[k], half[k+1]
+			st, err := s.NewStream()
+			if err != nil {
+				return err
+			}
+			hx, err := pinnedCopy(s, x[lo:hi])
+			if err != nil {
+				return err
+			}
+			hy, err := pinnedCopy(s, y[lo:hi])
+			if err != nil {
+				return err
+			}
+			dx, err := gpu.Alloc[float32](s, hi-lo)
+			if err != nil {
+				return err
+			}
+			dy, err := gpu.Alloc[float32](s, hi-lo)
+			if err != nil {
+				return err
+			}
+			if err := dx.CopyFromHostAsync(hx, st); err != nil {
+				return err
+			}
+			if err := dy.CopyFromHostAsync(hy, st); err != nil {
+				return err
+			}
+			if err := saxpy(s, st, dy, dx, a, hi-lo); err != nil {
+				return err
+			}
+			if outs[k], err = gpu.AllocHost[float32](s, hi-lo); err != nil {
+				return err
+			}
+			if err := dy.CopyToHostAsync(outs[k], st); err != nil {
+				return err
+			}
+			streams[k] = st
 		}
-		dy, err := gpu.Alloc[float32](s, n)
-		if err != nil {
-			return err
+		for k, st := range streams {
+			if err := st.Synchronize(); err != nil {
+				return err
+			}
+			if err := outs[k].Use(func(v []float32) error { copy(got[half[k]:], v); return nil }); err != nil {
+				return err
+			}
 		}
-		if err := dx.CopyFromHost(x); err != nil {
-			return err
-		}
-		if err := dy.CopyFromHost(y); err != nil {
-			return err
-		}
-		if err := saxpy(s, dy, dx, a, n); err != nil {
-			return err
-		}
-		return dy.CopyToHost(got)
+		return nil
 	})
 	if err != nil {
 		return err
@@ -68,7 +112,7 @@ func run(w io.Writer, n int) error {
 			return fmt.Errorf("y[%d] = %v, want %v", i, got[i], want[i])
 		}
 	}
-	fmt.Fprintf(w, "saxpy on %d elements on %s: all %d results equal Go's\n", n, dev.Name(), n)
+	fmt.Fprintf(w, "saxpy on %d elements on %s, in two halves on two streams: all %d results equal Go's\n", n, dev.Name(), n)
 	fmt.Fprintf(w, "after the scope: %d bytes allocated\n", dev.Stats().Allocated)
 	return nil
 }

@@ -171,6 +171,61 @@ func (d *Driver) Launch(fn uintptr, grid, block [3]int, shared int, stream uintp
 	})
 }
 
+var _ driver.HostAllocator = (*Driver)(nil)
+
+// HostAlloc implements driver.HostAllocator with cuMemHostAlloc.
+func (d *Driver) HostAlloc(size int64) (p unsafe.Pointer, err error) {
+	if err := d.open(); err != nil {
+		return nil, err
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("cuda: HostAlloc(%d): size must be positive", size)
+	}
+	err = d.Do(func() error {
+		var err error
+		p, err = hostAlloc(size)
+		return err
+	})
+	return p, err
+}
+
+// HostFree implements driver.HostAllocator: it waits for the context's
+// work (copies from the memory may still be queued on any stream), then
+// calls cuMemFreeHost.
+func (d *Driver) HostFree(p unsafe.Pointer) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.Do(func() error {
+		if err := cu.Synchronize(); err != nil {
+			return wrap("cuCtxSynchronize", err)
+		}
+		return wrap("cuMemFreeHost", cu.MemFreeHost(p))
+	})
+}
+
+// CopyHtoDAsync implements driver.HostAllocator with cuMemcpyHtoDAsync.
+func (d *Driver) CopyHtoDAsync(dst uintptr, src unsafe.Pointer, n int64, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error {
+		return wrap("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, n, st))
+	})
+}
+
+// CopyDtoHAsync implements driver.HostAllocator with cuMemcpyDtoHAsync.
+func (d *Driver) CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error {
+		return wrap("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(dst, cu.DevicePtr(src), n, st))
+	})
+}
+
 // Do runs fn on a locked OS thread with the device's context current, for
 // calls the driver does not wrap (kernel launches).
 func (d *Driver) Do(fn func() error) error {

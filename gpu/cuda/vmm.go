@@ -61,6 +61,10 @@ static CUresult gs_unmap(CUdeviceptr ptr, size_t size) {
 	return cuMemUnmap(ptr, size);
 }
 
+static CUresult gs_host_alloc(void **p, size_t n) {
+	return cuMemHostAlloc(p, n, 0);
+}
+
 static CUresult gs_alloc_async(CUdeviceptr *p, size_t n, CUstream s) {
 	return cuMemAllocAsync(p, n, s);
 }
@@ -89,6 +93,15 @@ import (
 
 	"gorgonia.org/cu"
 )
+
+// hostAlloc is cuMemHostAlloc: page-locked host memory.
+func hostAlloc(size int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if r := C.gs_host_alloc(&p, C.size_t(size)); r != C.CUDA_SUCCESS {
+		return nil, resultError("cuMemHostAlloc", int(r))
+	}
+	return p, nil
+}
 
 func granularity(dev int) (int64, error) {
 	var g C.size_t

@@ -7,7 +7,10 @@
 // input and never exits the process: it returns an error.
 package driver
 
-import "errors"
+import (
+	"errors"
+	"unsafe"
+)
 
 // ErrClosed is what every driver returns once it is closed; package gpu's
 // ErrDeviceClosed is the same error, so that errors.Is holds whichever layer
@@ -107,4 +110,20 @@ type KernelLauncher interface {
 	// argument, each the argument's bits (a device address, an integer, a
 	// float's bits). It returns once the launch is queued.
 	Launch(fn uintptr, grid, block [3]int, shared int, stream uintptr, params []uint64) error
+}
+
+// HostAllocator is the optional capability to allocate page-locked host
+// memory, from and to which copies run asynchronously on a stream.
+type HostAllocator interface {
+	// HostAlloc returns size bytes of page-locked host memory.
+	HostAlloc(size int64) (unsafe.Pointer, error)
+	// HostFree frees memory from HostAlloc, after the copies queued on it
+	// have run.
+	HostFree(p unsafe.Pointer) error
+	// CopyHtoDAsync queues a copy of n bytes from page-locked src to device
+	// address dst on stream and returns at once.
+	CopyHtoDAsync(dst uintptr, src unsafe.Pointer, n int64, stream uintptr) error
+	// CopyDtoHAsync queues a copy of n bytes from device address src to
+	// page-locked dst on stream and returns at once.
+	CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream uintptr) error
 }

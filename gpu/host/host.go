@@ -25,6 +25,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/pool"
@@ -92,9 +93,10 @@ type Driver struct {
 	streams  map[uintptr]*stream // 0, the default stream, maps to nil
 	nextID   uintptr
 	events   map[uintptr]event
-	counts   [numOps]int // operations of each Op so far
-	injected int         // failures injected so far
-	failNth  [numOps]int // fail the Nth (1-based) operation of each Op; 0: never
+	pinned   map[unsafe.Pointer][]byte // HostAlloc's memory, until HostFree
+	counts   [numOps]int               // operations of each Op so far
+	injected int                       // failures injected so far
+	failNth  [numOps]int               // fail the Nth (1-based) operation of each Op; 0: never
 	failWhen func(op Op, size int64) bool
 	vm       vmState // page mapping (pages_linux.go)
 }
@@ -117,7 +119,7 @@ func New(capacity int64) (*Driver, error) {
 		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
 	openDrivers.Add(1)
-	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, nextID: 1, vm: newVM()}, nil
+	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, pinned: map[unsafe.Pointer][]byte{}, nextID: 1, vm: newVM()}, nil
 }
 
 // openDrivers counts the drivers not yet closed, whose memory and memfd an

@@ -1,0 +1,89 @@
+package host
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+)
+
+var _ driver.HostAllocator = (*Driver)(nil)
+
+// HostAlloc implements driver.HostAllocator: on the host device, "pinned"
+// memory is ordinary memory the driver keeps until HostFree.
+func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("host: HostAlloc(%d): size must be positive", size)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	mem := alignedBytes(size, hostAlignment)
+	p := unsafe.Pointer(unsafe.SliceData(mem))
+	d.pinned[p] = mem
+	return p, nil
+}
+
+// HostFree implements driver.HostAllocator. A copy still queued keeps the
+// memory alive (it holds the pointer) until it has run.
+func (d *Driver) HostFree(p unsafe.Pointer) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.pinned[p]; !ok {
+		return fmt.Errorf("host: HostFree(%p): not memory from HostAlloc", p)
+	}
+	delete(d.pinned, p)
+	return nil
+}
+
+// pinnedBytes returns the n bytes at p, which must lie in one HostAlloc.
+// Called with d.mu held.
+func (d *Driver) pinnedBytes(p unsafe.Pointer, n int64) ([]byte, error) {
+	for base, mem := range d.pinned {
+		off := uintptr(p) - uintptr(base)
+		if uintptr(p) >= uintptr(base) && off+uintptr(n) <= uintptr(len(mem)) {
+			return mem[off : off+uintptr(n)], nil
+		}
+	}
+	return nil, fmt.Errorf("host: %p+%d is not memory from HostAlloc", p, n)
+}
+
+// pinnedAt returns the pinned bytes at p, resolved now: a copy queued with
+// them keeps them alive, whatever HostFree does before it runs.
+func (d *Driver) pinnedAt(p unsafe.Pointer, n int64) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pinnedBytes(p, n)
+}
+
+// CopyHtoDAsync implements driver.HostAllocator.
+func (d *Driver) CopyHtoDAsync(dst uintptr, src unsafe.Pointer, n int64, stream uintptr) error {
+	from, err := d.pinnedAt(src, n)
+	if err != nil {
+		return err
+	}
+	return d.onStream(stream, false, func() error {
+		to, err := d.access(dst, n)
+		if err == nil {
+			copy(to, from)
+		}
+		return err
+	})
+}
+
+// CopyDtoHAsync implements driver.HostAllocator.
+func (d *Driver) CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream uintptr) error {
+	to, err := d.pinnedAt(dst, n)
+	if err != nil {
+		return err
+	}
+	return d.onStream(stream, false, func() error {
+		from, err := d.access(src, n)
+		if err == nil {
+			copy(to, from)
+		}
+		return err
+	})
+}

@@ -35,6 +35,8 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sani
 if [ -n "$sanitizer" ]; then
   "$sanitizer" --tool memcheck --error-exitcode 9 .gpubin/kernel >"$logs/sanitizer_kernel.txt" 2>&1
   echo "exit $?" >>"$logs/sanitizer_kernel.txt"
+  "$sanitizer" --tool racecheck --error-exitcode 9 .gpubin/kernel >"$logs/sanitizer_racecheck_kernel.txt" 2>&1
+  echo "exit $?" >>"$logs/sanitizer_racecheck_kernel.txt"
   "$sanitizer" --tool memcheck --error-exitcode 9 .gpubin/gpumem stress --driver cuda --seconds 30 --goroutines 16 >"$logs/sanitizer_stress.txt" 2>&1
   echo "exit $?" >>"$logs/sanitizer_stress.txt"
 else

@@ -54,7 +54,10 @@ func TestCrossStreamReuseWaitsForTheKernel(t *testing.T) {
 		return gpu.WithScope(s.Context(), dev, func(sb *gpu.Scope) error {
 			buf, err := sb.Alloc(size)
 			require.NoError(t, err)
-			t.Logf("b's buffer at %#x, a's was at %#x", buf.Ptr(), freedAt)
+			// The pages move from a's address range to b's: the same memory
+			// at another address, once a has passed the free.
+			t.Logf("b's buffer at %#x, a's was at %#x; %d pages moved", buf.Ptr(), freedAt, dev.Stats().PagesMoved)
+			assert.Positive(t, dev.Stats().PagesMoved, "b got a's memory, the only memory there is")
 			require.NoError(t, buf.Memset(Q))
 			require.NoError(t, b.Synchronize())
 			require.NoError(t, a.Synchronize()) // the kernel has finished by now

@@ -42,22 +42,29 @@ func TestCrossStreamReuseWaitsForTheKernel(t *testing.T) {
 		require.NoError(t, err)
 		fn, err := mod.Function("spin_fill")
 		require.NoError(t, err)
-		var freedAt uintptr
+		var freedAt, kernelDone uintptr
+		drv := dev.Driver()
 		require.NoError(t, gpu.WithScope(s.Context(), dev, func(sa *gpu.Scope) error {
 			buf, err := sa.Alloc(size)
 			require.NoError(t, err)
 			freedAt = buf.Ptr()
 			// About half a second at the H200's clock.
 			require.NoError(t, fn.Launch(gpu.Dim{X: n / 256}, gpu.Dim{X: 256}, 0, a, buf, n, uint32(P), int64(1_000_000_000)))
-			return sa.Free(buf) // while the kernel may still run
+			kernelDone, err = drv.RecordEvent(a.ID())
+			require.NoError(t, err)
+			done, err := drv.EventDone(kernelDone)
+			require.NoError(t, err)
+			require.False(t, done, "the kernel spins for about half a second")
+			return sa.Free(buf) // while the kernel runs
 		}, gpu.OnStream(a), gpu.Name("on a")))
 		return gpu.WithScope(s.Context(), dev, func(sb *gpu.Scope) error {
 			buf, err := sb.Alloc(size)
 			require.NoError(t, err)
-			// The pages move from a's address range to b's: the same memory
-			// at another address, once a has passed the free.
-			t.Logf("b's buffer at %#x, a's was at %#x; %d pages moved", buf.Ptr(), freedAt, dev.Stats().PagesMoved)
-			assert.Positive(t, dev.Stats().PagesMoved, "b got a's memory, the only memory there is")
+			done, err := drv.EventDone(kernelDone)
+			require.NoError(t, err)
+			assert.True(t, done, "b got memory only once a's kernel had finished")
+			require.NoError(t, drv.DestroyEvent(kernelDone))
+			t.Logf("b's buffer at %#x, a's was at %#x", buf.Ptr(), freedAt)
 			require.NoError(t, buf.Memset(Q))
 			require.NoError(t, b.Synchronize())
 			require.NoError(t, a.Synchronize()) // the kernel has finished by now

@@ -14,8 +14,9 @@ type Stream struct {
 	dev *Device
 	id  uintptr
 
-	mu   sync.Mutex // protects done
-	done bool
+	mu     sync.Mutex // protects done and events
+	done   bool
+	events []*Event
 }
 
 // NewStream makes a stream owned by the scope.
@@ -77,5 +78,82 @@ func (st *Stream) end() error {
 		return nil
 	}
 	st.done = true
-	return errors.Join(st.dev.pool.RetireStream(st.id), st.dev.drv.DestroyStream(st.id))
+	errs := []error{st.dev.pool.RetireStream(st.id)} // waits for the stream's work
+	for _, ev := range st.events {
+		errs = append(errs, ev.end())
+	}
+	st.events = nil
+	errs = append(errs, st.dev.drv.DestroyStream(st.id))
+	return errors.Join(errs...)
+}
+
+// Event marks a point in a stream's work: it is done once the work queued
+// on the stream before it has completed. It belongs to the stream's scope
+// and ends with it.
+type Event struct {
+	st *Stream
+	id uintptr
+
+	mu   sync.Mutex // protects done
+	done bool
+}
+
+// Record records an event at the end of the work queued on st so far.
+func (st *Stream) Record() (*Event, error) {
+	if st == nil {
+		return nil, fmt.Errorf("%w: nil Stream", ErrScopeClosed)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return nil, errStreamEnded
+	}
+	id, err := st.dev.drv.RecordEvent(st.id)
+	if err != nil {
+		return nil, deviceError(fmt.Errorf("gpu: recording an event: %w", err))
+	}
+	ev := &Event{st: st, id: id}
+	st.events = append(st.events, ev)
+	return ev, nil
+}
+
+// errEventEnded is what an Event's methods return once its stream ended.
+var errEventEnded = fmt.Errorf("%w: the event ended with its stream", ErrScopeClosed)
+
+// Done reports whether the work before the event has completed.
+func (ev *Event) Done() (bool, error) {
+	if ev == nil {
+		return false, fmt.Errorf("%w: nil Event", ErrScopeClosed)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.done {
+		return false, errEventEnded
+	}
+	done, err := ev.st.dev.drv.EventDone(ev.id)
+	return done, deviceError(err)
+}
+
+// Wait waits until the work before the event has completed.
+func (ev *Event) Wait() error {
+	if ev == nil {
+		return fmt.Errorf("%w: nil Event", ErrScopeClosed)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.done {
+		return errEventEnded
+	}
+	return deviceError(ev.st.dev.drv.WaitEvent(ev.id))
+}
+
+// end destroys the event; its stream calls it as it ends.
+func (ev *Event) end() error {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.done {
+		return nil
+	}
+	ev.done = true
+	return ev.st.dev.drv.DestroyEvent(ev.id)
 }

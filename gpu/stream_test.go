@@ -176,3 +176,36 @@ func TestOnStreamRefusesWhatItCannotMean(t *testing.T) {
 		return nil
 	}))
 }
+
+func TestEventsMarkAStreamsWork(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	var ev *gpu.Event
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		release, err := drv.Hold(st.ID())
+		require.NoError(t, err)
+		var ran atomic.Bool
+		require.NoError(t, drv.Enqueue(st.ID(), func() error { ran.Store(true); return nil }))
+		ev, err = st.Record()
+		require.NoError(t, err)
+		done, err := ev.Done()
+		require.NoError(t, err)
+		assert.False(t, done, "the stream is held")
+		waited := make(chan bool)
+		go func() {
+			assert.NoError(t, ev.Wait())
+			waited <- ran.Load()
+		}()
+		release()
+		assert.True(t, <-waited, "Wait returned after the work before the event")
+		done, err = ev.Done()
+		require.NoError(t, err)
+		assert.True(t, done)
+		return nil
+	}))
+	_, err := ev.Done()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed, "the event ended with its stream")
+	assert.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
+}

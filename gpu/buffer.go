@@ -3,6 +3,8 @@ package gpu
 import (
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/gpu/driver"
+
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -140,7 +142,16 @@ func (b Buffer) CopyFrom(src Buffer) error {
 				}
 				return b.dev.drv.CopyDtoD(dst, from, n, stream)
 			}
-			// Between devices, through host memory.
+			// Between devices: directly where the driver can, else
+			// through host memory.
+			if pc, ok := b.dev.drv.(driver.PeerCopier); ok {
+				if err := src.dev.drv.Synchronize(srcStream); err != nil {
+					return err
+				}
+				if done, err := pc.CopyPeer(dst, src.dev.drv, from, n); done || err != nil {
+					return err
+				}
+			}
 			tmp := make([]byte, n)
 			if err := src.dev.drv.CopyDtoH(tmp, from, srcStream); err != nil {
 				return err

@@ -28,6 +28,7 @@ type Driver struct {
 	events    map[uintptr]cu.Event
 	modules   map[uintptr]cu.Module
 	functions map[uintptr]cu.Function
+	peers     map[*Driver]bool // whether each other device's memory is reachable directly
 	nextID    uintptr
 }
 
@@ -78,7 +79,7 @@ func Open(ordinal int) (*Driver, error) {
 	}
 	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: name,
 		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1,
-		modules: map[uintptr]cu.Module{}, functions: map[uintptr]cu.Function{}}
+		modules: map[uintptr]cu.Module{}, functions: map[uintptr]cu.Function{}, peers: map[*Driver]bool{}}
 	err = d.Do(func() error {
 		var err error
 		d.pageSize, err = granularity(ordinal)
@@ -168,6 +169,57 @@ func (d *Driver) Launch(fn uintptr, grid, block [3]int, shared int, stream uintp
 	}
 	return d.Do(func() error {
 		return wrap("cuLaunchKernel", f.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, st, ptrs))
+	})
+}
+
+var _ driver.PeerCopier = (*Driver)(nil)
+
+// PeerAccess reports whether this device can reach other's memory
+// directly (cuDeviceCanAccessPeer), and enables that access the first
+// time.
+func (d *Driver) PeerAccess(other *Driver) (bool, error) {
+	d.mu.Lock()
+	known, ok := d.peers[other]
+	d.mu.Unlock()
+	if ok {
+		return known, nil
+	}
+	var can bool
+	err := d.Do(func() error {
+		n, err := d.dev.CanAccessPeer(other.dev)
+		if err != nil {
+			return wrap("cuDeviceCanAccessPeer", err)
+		}
+		if can = n != 0; can {
+			return enablePeer(other.ctx)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	d.peers[other] = can
+	d.mu.Unlock()
+	return can, nil
+}
+
+// CopyPeer implements driver.PeerCopier with cuMemcpyPeer, after enabling
+// peer access where the two devices allow it (where they do not, the CUDA
+// driver stages the copy itself).
+func (d *Driver) CopyPeer(dst uintptr, from driver.Driver, src uintptr, n int64) (bool, error) {
+	other, ok := from.(*Driver)
+	if !ok || other == d {
+		return false, nil
+	}
+	if err := d.open(); err != nil {
+		return true, err
+	}
+	if _, err := d.PeerAccess(other); err != nil {
+		return true, err
+	}
+	return true, d.Do(func() error {
+		return wrap("cuMemcpyPeer", cu.MemcpyPeer(cu.DevicePtr(dst), d.ctx, cu.DevicePtr(src), other.ctx, n))
 	})
 }
 

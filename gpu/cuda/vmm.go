@@ -61,6 +61,13 @@ static CUresult gs_unmap(CUdeviceptr ptr, size_t size) {
 	return cuMemUnmap(ptr, size);
 }
 
+// gs_enable_peer lets the current context reach peer's memory; enabling it
+// twice is not an error.
+static CUresult gs_enable_peer(CUcontext peer) {
+	CUresult r = cuCtxEnablePeerAccess(peer, 0);
+	return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
+}
+
 static CUresult gs_host_alloc(void **p, size_t n) {
 	return cuMemHostAlloc(p, n, 0);
 }
@@ -93,6 +100,16 @@ import (
 
 	"gorgonia.org/cu"
 )
+
+// enablePeer is cuCtxEnablePeerAccess from the current context to peer.
+func enablePeer(peer cu.CUContext) error {
+	// cu.CUContext is a struct of one C.CUcontext, unexported: read it as one.
+	c := *(*C.CUcontext)(unsafe.Pointer(&peer))
+	if r := C.gs_enable_peer(c); r != C.CUDA_SUCCESS {
+		return resultError("cuCtxEnablePeerAccess", int(r))
+	}
+	return nil
+}
 
 // hostAlloc is cuMemHostAlloc: page-locked host memory.
 func hostAlloc(size int64) (unsafe.Pointer, error) {

@@ -127,3 +127,13 @@ type HostAllocator interface {
 	// page-locked dst on stream and returns at once.
 	CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream uintptr) error
 }
+
+// PeerCopier is the optional capability to copy from another device's
+// memory directly, without staging through the host.
+type PeerCopier interface {
+	// CopyPeer copies n bytes from address src of the device that from
+	// drives to address dst of this one, and reports whether it could:
+	// false, with no error, where from is not a device it copies from (the
+	// caller then stages the copy through host memory).
+	CopyPeer(dst uintptr, from Driver, src uintptr, n int64) (bool, error)
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
 )
 
 // Elem are the element types of a [Slice]: fixed-size numbers, which can be
@@ -81,4 +83,27 @@ func bytesOf[T Elem](s []T) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// UseHost calls fn with the elements of x as a Go slice, on a device whose
+// memory the program can address (the host device; a GPU's cannot, and
+// fails with ErrNotSupported). The slice is valid only inside fn: x cannot
+// be released while fn runs, and the memory may belong to another buffer
+// after. It is how a Go library that works on slices (a tensor package)
+// runs on scope-owned memory without a copy.
+func (x Slice[T]) UseHost(fn func(v []T) error) error {
+	if x.IsZero() {
+		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
+	}
+	ha, ok := x.dev.drv.(driver.HostAddressable)
+	if !ok {
+		return fmt.Errorf("%w: device %s's memory is not the program's to address", ErrNotSupported, x.dev.name)
+	}
+	return x.Use(func(ptr uintptr) error {
+		mem, err := ha.HostBytes(ptr, x.Size())
+		if err != nil {
+			return err
+		}
+		return fn(unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), x.n))
+	})
 }

@@ -36,3 +36,26 @@ func TestTypedSlicesRoundTrip(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+func TestUseHostWorksInPlaceOnTheHostDevice(t *testing.T) {
+	dev := openHost(t)
+	var stale gpu.Slice[float32]
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		x, err := gpu.Alloc[float32](s, 4)
+		require.NoError(t, err)
+		require.NoError(t, x.CopyFromHost([]float32{1, 2, 3, 4}))
+		require.NoError(t, x.UseHost(func(v []float32) error {
+			assert.Equal(t, []float32{1, 2, 3, 4}, v)
+			for i := range v {
+				v[i] *= 10
+			}
+			return nil
+		}))
+		got := make([]float32, 4)
+		require.NoError(t, x.CopyToHost(got))
+		assert.Equal(t, []float32{10, 20, 30, 40}, got, "the slice was the device memory itself")
+		stale = x
+		return nil
+	}))
+	assert.ErrorIs(t, stale.UseHost(func([]float32) error { return nil }), gpu.ErrScopeClosed)
+}

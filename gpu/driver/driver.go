@@ -137,3 +137,12 @@ type PeerCopier interface {
 	// caller then stages the copy through host memory).
 	CopyPeer(dst uintptr, from Driver, src uintptr, n int64) (bool, error)
 }
+
+// HostAddressable is the optional capability of a device whose memory the
+// program can address directly (the host device): code of the program's
+// own, a tensor library, can then work on device memory in place.
+type HostAddressable interface {
+	// HostBytes returns the n bytes at device address ptr as a slice. It
+	// is valid only while the memory is allocated.
+	HostBytes(ptr uintptr, n int64) ([]byte, error)
+}

@@ -461,3 +461,16 @@ func (d *Driver) Used() int64 {
 	defer d.mu.Unlock()
 	return d.used
 }
+
+var _ driver.HostAddressable = (*Driver)(nil)
+
+// HostBytes implements driver.HostAddressable: the host device's memory is
+// the program's own.
+func (d *Driver) HostBytes(ptr uintptr, n int64) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	return d.resolve(ptr, n)
+}

@@ -83,9 +83,6 @@ func (b Buffer) Use(fn func(ptr uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
 	}
-	if b.view == 0 {
-		return deviceError(b.ref.Use(fn))
-	}
 	return deviceError(b.ref.UseAt(uintptr(b.off()), fn))
 }
 

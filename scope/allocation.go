@@ -9,7 +9,7 @@ import (
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-// An allocation's word (Allocation.st) holds, from the top, the generation
+// An allocation's word (slot.st) holds, from the top, the generation
 // of the slot's current use, its state, and the count of running Use
 // calls: one atomic word, so that a Use checks all three at once.
 const (
@@ -39,9 +39,9 @@ func nextGen(g uint64) uint64 {
 	return g
 }
 
-// Allocation is one slot of a Tree's slot table: the memory of one
+// slot is one entry of a Tree's slot table: the memory of one
 // allocation at a time. Slots are reused; a [Ref] names one use of one.
-type Allocation struct {
+type slot struct {
 	st    atomic.Uint64 // gen, state and running Use calls; see word
 	owner atomic.Pointer[node]
 
@@ -54,12 +54,17 @@ type Allocation struct {
 	stream atomic.Uintptr // the stream its owner orders work on: Keep changes it while Use may read it
 	stack  []uintptr
 
-	prev, next *Allocation // in the owner's list, guarded by the owner's mu
+	prev, next *slot // in the owner's list, guarded by the owner's mu
+}
+
+// clear forgets what the slot held, keeping its word (see recycle).
+func (a *slot) clear() {
+	a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
 }
 
 // Ref returns the name of the allocation the slot holds now. Called with
 // the owner's mu held.
-func (a *Allocation) Ref() Ref {
+func (a *slot) Ref() Ref {
 	return Ref{a: a, gen: genOf(a.st.Load())}
 }
 
@@ -68,7 +73,7 @@ func (a *Allocation) Ref() Ref {
 // ends, every use of the Ref fails, also after its slot serves another
 // allocation: the generations differ.
 type Ref struct {
-	a   *Allocation
+	a   *slot
 	gen uint64
 }
 
@@ -105,13 +110,7 @@ func (r Ref) Ptr() uintptr {
 // allocation cannot be released until fn returns. It fails with ErrClosed
 // once its scope has ended and ErrFreed once it was freed or its slot
 // serves another allocation.
-func (r Ref) Use(fn func(ptr uintptr) error) error {
-	if err := r.acquire(); err != nil {
-		return err
-	}
-	defer r.a.st.Add(^uint64(0))
-	return fn(r.a.ptr)
-}
+func (r Ref) Use(fn func(ptr uintptr) error) error { return r.UseAt(0, fn) }
 
 // UseAt is Use with the address off bytes into the allocation: for views.
 // The caller keeps off within the allocation.
@@ -197,7 +196,7 @@ func stateErr(state uint64) error {
 
 // mark moves the allocation from live to state to, keeping the count of
 // running Use calls, and reports whether it was live.
-func (a *Allocation) mark(to uint64) bool {
+func (a *slot) mark(to uint64) bool {
 	for {
 		w := a.st.Load()
 		if stateOf(w) != live {
@@ -212,7 +211,7 @@ func (a *Allocation) mark(to uint64) bool {
 // releaseMemory returns the memory of a marked allocation. No new Use can
 // start; it waits for those running, which the contract says finish before
 // the scope ends (a copy, a kernel launch).
-func (a *Allocation) releaseMemory(t *Tree) error {
+func (a *slot) releaseMemory(t *Tree) error {
 	for wait := time.Microsecond; a.st.Load()&usersMask != 0; wait = min(2*wait, time.Millisecond) {
 		runtime.Gosched()
 		time.Sleep(wait)

@@ -56,10 +56,10 @@ type node struct {
 	prevSib, nextSib *node // in the parent's children or the tree's roots, under that one's mu
 
 	mu         sync.Mutex // protects the fields below
-	head, tail *Allocation
+	head, tail *slot
 	count      int
 	children   scopeList
-	spare      []*Allocation  // slots ready for allocations (see slotTable)
+	spare      []*slot  // slots ready for allocations (see slotTable)
 	resources  []func() error // what else the scope owns (Scope.Own), ended first
 }
 
@@ -337,7 +337,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
-	a := n.slot()
+	a := n.takeSlot()
 	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
 	if a.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
 		a.stream.Store(n.stream)
@@ -364,7 +364,7 @@ type memory struct {
 }
 
 // slot returns a slot for a new allocation. Called with n.mu held.
-func (n *node) slot() *Allocation {
+func (n *node) takeSlot() *slot {
 	if len(n.spare) == 0 {
 		n.spare = n.tree.slots.take(n.spare)
 	}
@@ -376,8 +376,8 @@ func (n *node) slot() *Allocation {
 // recycle makes the slot of an ended allocation ready for another, keeping
 // its word: a stale Ref keeps failing as it did until the slot serves
 // again. Called with n.mu held, after its memory went back.
-func (n *node) recycle(a *Allocation) {
-	a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+func (n *node) recycle(a *slot) {
+	a.clear()
 	n.spare = append(n.spare, a)
 }
 
@@ -440,7 +440,7 @@ func (n *node) uncharge(size int64, stop *node) {
 }
 
 // link appends a to the list. Called with n.mu held.
-func (n *node) link(a *Allocation) {
+func (n *node) link(a *slot) {
 	a.prev, a.next = n.tail, nil
 	if n.tail != nil {
 		n.tail.next = a
@@ -452,7 +452,7 @@ func (n *node) link(a *Allocation) {
 }
 
 // unlink removes a from the list. Called with n.mu held.
-func (n *node) unlink(a *Allocation) {
+func (n *node) unlink(a *slot) {
 	if a.prev != nil {
 		a.prev.next = a.next
 	} else {
@@ -529,8 +529,8 @@ func (s Scope) Free(r Ref) error {
 		// may end meanwhile, so the slot goes back to the table.
 		n.mu.Unlock()
 		err = a.releaseMemory(n.tree)
-		a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
-		n.tree.slots.give([]*Allocation{a})
+		a.clear()
+		n.tree.slots.give([]*slot{a})
 	}
 	if err != nil {
 		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", size, err)
@@ -682,7 +682,7 @@ func (s Scope) End() (path string, err error) {
 	last := n.tail
 	n.head, n.tail, n.count = nil, nil, 0
 	n.mu.Unlock()
-	var ended []*Allocation
+	var ended []*slot
 	for a := last; a != nil; {
 		prev := a.prev
 		a.prev, a.next = nil, nil
@@ -691,7 +691,7 @@ func (s Scope) End() (path string, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, a.size, a.ptr, err))
 		}
-		a.ptr, a.size, a.taken, a.block, a.region, a.resOf, a.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+		a.clear()
 		if ended == nil {
 			n.mu.Lock()
 			ended = n.spare

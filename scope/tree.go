@@ -33,8 +33,8 @@ type Tree struct {
 // take slots in batches and keep spares, so that the table's lock is rare.
 type slotTable struct {
 	mu    sync.Mutex // protects the fields below
-	spare []*Allocation
-	chunk []Allocation // what is left of the last chunk made
+	spare []*slot
+	chunk []slot // what is left of the last chunk made
 	made  int          // slots made, in all
 }
 
@@ -42,7 +42,7 @@ type slotTable struct {
 const slotBatch = 32
 
 // take appends up to slotBatch slots to dst.
-func (t *slotTable) take(dst []*Allocation) []*Allocation {
+func (t *slotTable) take(dst []*slot) []*slot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := min(len(t.spare), slotBatch); n > 0 {
@@ -53,7 +53,7 @@ func (t *slotTable) take(dst []*Allocation) []*Allocation {
 	}
 	if len(t.chunk) == 0 {
 		// Chunks grow with the table, from one batch up to 4096 slots.
-		t.chunk = make([]Allocation, min(max(slotBatch, t.made), 4096))
+		t.chunk = make([]slot, min(max(slotBatch, t.made), 4096))
 		t.made += len(t.chunk)
 	}
 	n := min(len(t.chunk), slotBatch)
@@ -65,7 +65,7 @@ func (t *slotTable) take(dst []*Allocation) []*Allocation {
 }
 
 // give returns slots to the table.
-func (t *slotTable) give(slots []*Allocation) {
+func (t *slotTable) give(slots []*slot) {
 	if len(slots) == 0 {
 		return
 	}

@@ -341,17 +341,9 @@ func (d *Driver) DestroyStream(stream uintptr) error {
 // Synchronize implements driver.Driver: it waits for the work queued on
 // stream and reports the first error of its asynchronous work.
 func (d *Driver) Synchronize(stream uintptr) error {
-	d.mu.Lock()
-	s, ok := d.streams[stream]
-	closed := d.closed
-	d.mu.Unlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case !ok:
-		return fmt.Errorf("host: stream %#x does not exist", stream)
-	case s == nil:
-		return nil
+	s, err := d.lookup(stream)
+	if err != nil || s == nil {
+		return err
 	}
 	return s.drain()
 }

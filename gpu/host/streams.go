@@ -118,6 +118,16 @@ func (e event) isDone() bool { return e.s == nil || e.s.reached(e.pos) }
 // returns when op has run, with op's error; without, at once, and an error
 // of op is reported by the stream's next Synchronize or its destruction.
 func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
+	d.mu.Lock()
+	s, err := d.streamLocked(id)
+	if err != nil || s == nil {
+		defer d.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return op()
+	}
+	d.mu.Unlock()
 	locked := func() error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -126,24 +136,34 @@ func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
 		}
 		return op()
 	}
-	d.mu.Lock()
-	s, ok := d.streams[id]
-	closed := d.closed
-	d.mu.Unlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case !ok:
-		return fmt.Errorf("host: stream %#x does not exist", id)
-	case s == nil:
-		return locked()
-	case !wait:
+	if !wait {
 		s.enqueue(locked)
 		return nil
 	}
-	var err error
-	s.waitFor(s.enqueue(func() error { err = locked(); return nil }))
-	return err
+	// Waited for: the error is the caller's, not the stream's.
+	var opErr error
+	s.waitFor(s.enqueue(func() error { opErr = locked(); return nil }))
+	return opErr
+}
+
+// streamLocked returns the stream id names (nil for the default stream),
+// or why there is none. Called with d.mu held.
+func (d *Driver) streamLocked(id uintptr) (*stream, error) {
+	if d.closed {
+		return nil, ErrClosed
+	}
+	s, ok := d.streams[id]
+	if !ok {
+		return nil, fmt.Errorf("host: stream %#x does not exist", id)
+	}
+	return s, nil
+}
+
+// lookup is streamLocked for callers that do not hold d.mu.
+func (d *Driver) lookup(id uintptr) (*stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.streamLocked(id)
 }
 
 // Enqueue queues fn on stream, after the work queued there, and returns at
@@ -154,15 +174,10 @@ func (d *Driver) Enqueue(stream uintptr, fn func() error) error {
 	if fn == nil {
 		return errors.New("host: Enqueue: nil function")
 	}
-	d.mu.Lock()
-	s, ok := d.streams[stream]
-	closed := d.closed
-	d.mu.Unlock()
+	s, err := d.lookup(stream)
 	switch {
-	case closed:
-		return ErrClosed
-	case !ok:
-		return fmt.Errorf("host: stream %#x does not exist", stream)
+	case err != nil:
+		return err
 	case s == nil:
 		return fn()
 	}

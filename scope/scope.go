@@ -59,7 +59,7 @@ type node struct {
 	head, tail *slot
 	count      int
 	children   scopeList
-	spare      []*slot  // slots ready for allocations (see slotTable)
+	spare      []*slot        // slots ready for allocations (see slotTable)
 	resources  []func() error // what else the scope owns (Scope.Own), ended first
 }
 

@@ -35,7 +35,7 @@ type slotTable struct {
 	mu    sync.Mutex // protects the fields below
 	spare []*slot
 	chunk []slot // what is left of the last chunk made
-	made  int          // slots made, in all
+	made  int    // slots made, in all
 }
 
 // slotBatch is how many slots a scope takes from the table at once.

@@ -209,3 +209,15 @@ func TestEventsMarkAStreamsWork(t *testing.T) {
 	assert.ErrorIs(t, err, gpu.ErrScopeClosed, "the event ended with its stream")
 	assert.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
 }
+
+func TestReservedMemoryStaysOnItsStream(t *testing.T) {
+	dev := openHost(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		b, err := s.Alloc(4096) // from the scope's reservation
+		require.NoError(t, err)
+		assert.ErrorContains(t, b.RecordUse(st), "reservation", "a reservation cannot wait for another stream")
+		return b.Memset(1) // and nothing changed
+	}, gpu.Reserve(1<<20)))
+}

@@ -44,6 +44,7 @@ func nextGen(g uint64) uint64 {
 type slot struct {
 	st    atomic.Uint64 // gen, state and running Use calls; see word
 	owner atomic.Pointer[node]
+	tree  *Tree // set at the slot's first use; slots never change trees
 
 	ptr    uintptr
 	size   int64
@@ -139,14 +140,16 @@ func (r Ref) RecordUse(stream uintptr) error {
 		return err
 	}
 	defer r.a.st.Add(^uint64(0))
-	o := r.a.owner.Load()
-	if o == nil || r.a.block == (pool.Block{}) {
-		return nil // in a reservation: it ends with its scope, after the scope's streams
-	}
 	if stream == r.a.stream.Load() {
 		return nil
 	}
-	return o.tree.pool.RecordUse(r.a.block, stream)
+	if r.a.region != nil {
+		// A reservation reuses its memory in its own stream's order and
+		// knows no other: a use elsewhere could see the memory reused
+		// under it.
+		return errors.New("scope: memory of a reservation is used on its own stream only")
+	}
+	return r.a.tree.pool.RecordUse(r.a.block, stream)
 }
 
 // acquire counts a running Use, if r is live.

@@ -338,6 +338,9 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		m.ptr, m.block = b.Ptr(), b
 	}
 	a := n.takeSlot()
+	if a.tree == nil {
+		a.tree = n.tree
+	}
 	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
 	if a.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
 		a.stream.Store(n.stream)
@@ -572,9 +575,11 @@ func (s Scope) Keep(r Ref) error {
 		n.link(a)
 		return fmt.Errorf("scope: Keep in %q: parent %w", n.path, ErrClosed)
 	}
-	if p.stream != a.stream.Load() && a.block != (pool.Block{}) {
+	if p.stream != a.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
-		// must not reuse it on its own before that work is done.
+		// must not reuse it on its own before that work is done. (Memory of
+		// a reservation never gets here: a scope draws only on reservations
+		// of its own stream, and so do the scopes between it and them.)
 		if err := n.tree.pool.RecordUse(a.block, p.stream); err != nil {
 			a.owner.Store(n)
 			n.link(a)

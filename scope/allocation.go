@@ -81,9 +81,6 @@ type Ref struct {
 // IsZero reports whether r is the zero Ref.
 func (r Ref) IsZero() bool { return r.a == nil }
 
-// Gen returns the generation: which use of its slot r names.
-func (r Ref) Gen() uint64 { return r.gen }
-
 // Owner returns the scope that owns the allocation now; the zero Scope
 // where it has ended or r is zero.
 func (r Ref) Owner() Scope {

@@ -27,3 +27,6 @@ func (t *Tree) FreeNodes() (n int, twice bool) {
 	}
 	return len(t.free), twice
 }
+
+// Gen returns the generation: which use of its slot r names.
+func (r Ref) Gen() uint64 { return r.gen }

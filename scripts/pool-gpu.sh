@@ -12,6 +12,10 @@
 #
 # The peers' scripts come from shared/tools, copied into .peers/ (ignored)
 # by build, since a device run carries only the repository.
+#
+# gpumem replay writes its JSON to stdout and notes to stderr, kept apart
+# (replay_stderr.txt); it exits with status 3 where allocations ran out of
+# memory, which this script, without set -e, takes as a result ("ooms").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -51,10 +55,10 @@ run)
   for t in $traces; do
     f=cmd/gpumem/testdata/$t.csv.gz
     for i in 1 2 3 4 5; do
-      .gpubin/gpumem replay --driver cuda --repeat 3 "$f" >"$logs/replay_${t}_default$i.json" 2>&1
+      .gpubin/gpumem replay --driver cuda --repeat 3 "$f" >"$logs/replay_${t}_default$i.json" 2>>"$logs/replay_stderr.txt"
     done
     for s in $steps; do
-      .gpubin/gpumem replay --driver cuda --repeat 3 --growth-step "$s" "$f" >"$logs/replay_${t}_step$s.json" 2>&1
+      .gpubin/gpumem replay --driver cuda --repeat 3 --growth-step "$s" "$f" >"$logs/replay_${t}_step$s.json" 2>>"$logs/replay_stderr.txt"
     done
     for i in 1 2 3; do
       python3 .peers/torch_replay.py "$f" >"$logs/torch_${t}_native$i.json" 2>&1

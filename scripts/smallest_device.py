@@ -14,9 +14,17 @@ import sys
 gpumem, traces = sys.argv[1], sys.argv[2:]
 
 
+# gpumem replay exits with status 3 when allocations ran out of memory,
+# and still prints its JSON (its "ooms" counts them); any other non-zero
+# status is an error.
+OUT_OF_MEMORY = 3
+
+
 def replay(trace, *args):
-    out = subprocess.run([gpumem, "replay", *args, trace], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    r = subprocess.run([gpumem, "replay", *args, trace], capture_output=True, text=True)
+    if r.returncode not in (0, OUT_OF_MEMORY):
+        raise SystemExit(f"gpumem replay {' '.join(args)} {trace}: exit {r.returncode}: {r.stderr}")
+    return json.loads(r.stdout)
 
 
 for trace in traces:

@@ -71,6 +71,16 @@ func TestCapacity(t *testing.T) {
 		assert.Positive(t, res.Retries)
 		assert.Positive(t, res.PagesMoved)
 	})
+	t.Run("--max-reserved caps the pool whatever the driver, and a cap too small exits 3", func(t *testing.T) {
+		const limit = 400 << 20
+		res, err := runReplayOOM(t, "--max-reserved", fmt.Sprint(limit), file)
+		var st *exitStatus
+		require.ErrorAs(t, err, &st)
+		assert.Equal(t, exitOutOfMemory, st.code)
+		assert.LessOrEqual(t, res.PeakReservedBytes, int64(limit))
+		assert.Positive(t, res.OOMs)
+		assert.Equal(t, free.PeakRequestedBytes, res.PeakRequestedBytes)
+	})
 	t.Run("classic segments release their cache and retry", func(t *testing.T) {
 		res, _ := runReplayOOM(t, "--expand", "never", "--capacity", "480000000", file)
 		assert.Positive(t, res.Retries)

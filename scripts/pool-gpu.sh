@@ -21,6 +21,10 @@
 #
 # The peers' scripts come from shared/tools, copied into .peers/ (ignored)
 # by build, since a device run carries only the repository.
+#
+# gpumem replay writes its JSON to stdout and notes to stderr, kept apart
+# (replay_stderr.txt); it exits with status 3 where allocations ran out of
+# memory, which this script, without set -e, takes as a result ("ooms").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -75,12 +79,12 @@ run)
     f=cmd/gpumem/testdata/$t.csv.gz
     if has replays; then
       for i in 1 2 3; do
-        .gpubin/gpumem replay --driver cuda --repeat 3 "$f" >"$logs/replay_${t}_default$i.json" 2>&1
+        .gpubin/gpumem replay --driver cuda --repeat 3 "$f" >"$logs/replay_${t}_default$i.json" 2>>"$logs/replay_stderr.txt"
       done
     fi
     if has steps; then
       for s in $steps; do
-        .gpubin/gpumem replay --driver cuda --repeat 3 --growth-step "$s" "$f" >"$logs/replay_${t}_step$s.json" 2>&1
+        .gpubin/gpumem replay --driver cuda --repeat 3 --growth-step "$s" "$f" >"$logs/replay_${t}_step$s.json" 2>>"$logs/replay_stderr.txt"
       done
     fi
     if has peers; then
@@ -98,7 +102,7 @@ run)
   if has pressure; then
     # shellcheck disable=SC2086
     python3 scripts/smallest_device.py --driver cuda --flag max-reserved .gpubin/gpumem $files \
-      >"$logs/smallest_gpuscope.jsonl" 2>&1
+      >"$logs/smallest_gpuscope.jsonl" 2>>"$logs/replay_stderr.txt"
     # shellcheck disable=SC2086
     python3 .peers/torch_min_capacity.py $files >"$logs/smallest_torch_native.jsonl" 2>&1
     # shellcheck disable=SC2086
@@ -106,7 +110,7 @@ run)
       >"$logs/smallest_torch_expandable.jsonl" 2>&1
     python3 scripts/smallest_device.py --driver cuda --flag max-reserved \
       --curve 1.0086,1.009,1.01,1.0125,1.015,1.02,1.03,1.05,1.1,0 .gpubin/gpumem \
-      cmd/gpumem/testdata/resnet50_train.csv.gz >"$logs/curve_resnet50_train.jsonl" 2>&1
+      cmd/gpumem/testdata/resnet50_train.csv.gz >"$logs/curve_resnet50_train.jsonl" 2>>"$logs/replay_stderr.txt"
   fi
   if has timeline; then
     t=llama_prefill_dynamic

@@ -29,18 +29,20 @@ ap.add_argument("--curve", default="")
 ap.add_argument("gpumem")
 ap.add_argument("traces", nargs="+")
 args = ap.parse_args()
+OUT_OF_MEMORY = 3
 
 
 def replay(trace, cap=0):
     cmd = [args.gpumem, "replay", "--driver", args.driver]
     if cap:
         cmd += [f"--{args.flag}", str(cap)]
-    # A replay that ran out of memory exits non-zero and still prints its JSON.
+    # A replay whose allocations ran out of memory exits with status 3 and
+    # still prints its JSON ("ooms" counts them); any other failure is an
+    # error.
     out = subprocess.run(cmd + [trace], capture_output=True, text=True)
-    try:
-        return json.loads(out.stdout)
-    except json.JSONDecodeError:
-        raise SystemExit(f"gpumem replay {trace}: no JSON (exit {out.returncode}): {out.stderr.strip()}")
+    if out.returncode not in (0, OUT_OF_MEMORY):
+        raise SystemExit(f"{' '.join(cmd)} {trace}: exit {out.returncode}: {out.stderr.strip()}")
+    return json.loads(out.stdout)
 
 
 def timed(trace, cap):

@@ -299,7 +299,7 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 		return Ref{}, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
 	}
 	if !s.lock() {
-		return Ref{}, fmt.Errorf("scope: %w", ErrClosed)
+		return Ref{}, fmt.Errorf("%w: allocating through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	return s.n.allocLocked(size)
@@ -333,7 +333,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
 		if err != nil {
 			n.uncharge(m.taken, nil)
-			return Ref{}, fmt.Errorf("scope %q: %w", n.path, err)
+			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
@@ -405,11 +405,11 @@ func (n *node) releaseReservationIfEmpty() error {
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
 	if n.closed() {
-		return fmt.Errorf("scope %q: %w", n.path, ErrClosed)
+		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.path)
 	}
 	select {
 	case <-n.done:
-		return fmt.Errorf("scope %q: %w", n.path, context.Cause(n.opened))
+		return fmt.Errorf("scope %q cancelled: %w", n.path, context.Cause(n.opened))
 	default:
 		return nil
 	}
@@ -510,7 +510,7 @@ func (n *node) take(r Ref, to uint64) error {
 // (a second Free is ErrFreed, as after any other).
 func (s Scope) Free(r Ref) error {
 	if !s.lock() {
-		return fmt.Errorf("scope: Free through a scope that has ended: %w", ErrClosed)
+		return fmt.Errorf("%w: Free through a scope that has ended", ErrClosed)
 	}
 	n := s.n
 	if err := n.take(r, freed); err != nil {
@@ -547,7 +547,7 @@ func (s Scope) Free(r Ref) error {
 // scope.
 func (s Scope) Keep(r Ref) error {
 	if !s.lock() {
-		return fmt.Errorf("scope: Keep through a scope that has ended: %w", ErrClosed)
+		return fmt.Errorf("%w: Keep through a scope that has ended", ErrClosed)
 	}
 	n := s.n
 	defer n.mu.Unlock()
@@ -573,7 +573,7 @@ func (s Scope) Keep(r Ref) error {
 	if p.closed() {
 		a.owner.Store(n)
 		n.link(a)
-		return fmt.Errorf("scope: Keep in %q: parent %w", n.path, ErrClosed)
+		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
 	}
 	if p.stream != a.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
@@ -603,7 +603,7 @@ func (s Scope) Own(end func() error) error {
 		return errors.New("scope: Own: nil function")
 	}
 	if !s.lock() {
-		return fmt.Errorf("scope: Own: %w", ErrClosed)
+		return fmt.Errorf("%w: Own through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	s.n.resources = append(s.n.resources, end)
@@ -613,7 +613,7 @@ func (s Scope) Own(end func() error) error {
 // adopt registers child c. It fails if s has ended.
 func (s Scope) adopt(c *node) error {
 	if !s.lock() {
-		return fmt.Errorf("scope: opening a scope in one that has ended: %w", ErrClosed)
+		return fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	s.n.children.push(c)

@@ -3,10 +3,10 @@
 # allocator, in one run. Sections (all by default):
 #   suite     every package's CUDA tests
 #   calls     what each driver call costs (sim.H200's model comes from it)
-#   replays   every shared trace through the pool, unconstrained, 3 runs of
+#   replays   every shared trace through the pool, unconstrained, 7 runs of
 #             --repeat 3 (first pass, then passes on a warm cache)
 #   cpp       the same traces through PyTorch's allocator from C++, native
-#             and expandable, 3 runs (shared/tools/torch_replay_cpp.sh)
+#             and expandable, 7 runs (shared/tools/torch_replay_cpp.sh)
 #   pressure  the smallest cap each trace runs under: gpuscope (bisecting
 #             --max-reserved on the GPU) and PyTorch native and expandable
 #             (shared/tools/torch_min_capacity.py), with the time at each;
@@ -78,7 +78,7 @@ run)
   for t in $traces; do
     f=cmd/gpumem/testdata/$t.csv.gz
     if has replays; then
-      for i in 1 2 3; do
+      for i in 1 2 3 4 5 6 7; do
         .gpubin/gpumem replay --driver cuda --repeat 3 "$f" >"$logs/replay_${t}_default$i.json" 2>>"$logs/replay_stderr.txt"
       done
     fi
@@ -95,9 +95,9 @@ run)
     fi
   done
   if has cpp; then
-    # One build, each trace three times (native, then expandable, each time).
+    # One build, each trace seven times (native, then expandable, each time).
     # shellcheck disable=SC2086
-    bash .peers/torch_replay_cpp.sh $files $files $files >"$logs/torch_cpp.jsonl" 2>&1
+    bash .peers/torch_replay_cpp.sh $files $files $files $files $files $files $files >"$logs/torch_cpp.jsonl" 2>&1
   fi
   if has pressure; then
     # shellcheck disable=SC2086

@@ -49,7 +49,7 @@ def timed(trace, cap):
     runs = [replay(trace, cap) for _ in range(args.times)]
     return dict(ooms=max(r["ooms"] for r in runs), wall_ms=[r["wall_ns"] / 1e6 for r in runs],
                 driver_ms=[r["driver_ns"] / 1e6 for r in runs], driver_calls=runs[0]["driver_calls"],
-                driver_ns_by_call=runs[0]["driver_ns_by_call"], peak_reserved=runs[0]["peak_reserved_bytes"])
+                driver_ns_by_call=[r["driver_ns_by_call"] for r in runs], peak_reserved=runs[0]["peak_reserved_bytes"])
 
 
 for trace in args.traces:

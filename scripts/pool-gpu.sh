@@ -10,7 +10,8 @@
 #   pressure  the smallest cap each trace runs under: gpuscope (bisecting
 #             --max-reserved on the GPU) and PyTorch native and expandable
 #             (shared/tools/torch_min_capacity.py), with the time at each;
-#             and resnet50_train's time against its cap
+#             resnet50_train's time against its cap; and each trace with
+#             --release-threshold 0, whose frees give memory back
 #   steps     the GrowthStep curve (--repeat 3 per step)
 #   peers     PyTorch from Python (native, expandable), 3 runs each
 #   timeline  the reserved-memory timelines of llama_prefill_dynamic
@@ -108,6 +109,11 @@ run)
     # shellcheck disable=SC2086
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 .peers/torch_min_capacity.py $files \
       >"$logs/smallest_torch_expandable.jsonl" 2>&1
+    # Releases, for the model: every free gives back what it leaves unused.
+    for t in $traces; do
+      .gpubin/gpumem replay --driver cuda --release-threshold 0 cmd/gpumem/testdata/$t.csv.gz \
+        >"$logs/release_$t.json" 2>>"$logs/replay_stderr.txt"
+    done
     python3 scripts/smallest_device.py --driver cuda --flag max-reserved \
       --curve 1.0086,1.009,1.01,1.0125,1.015,1.02,1.03,1.05,1.1,0 .gpubin/gpumem \
       cmd/gpumem/testdata/resnet50_train.csv.gz >"$logs/curve_resnet50_train.jsonl" 2>>"$logs/replay_stderr.txt"

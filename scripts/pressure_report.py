@@ -7,6 +7,7 @@ are made here, at the run's commit, by
 
     python3 scripts/smallest_device.py --times 1 GPUMEM TRACES > LOGDIR/sim_smallest.jsonl
     python3 scripts/pressure_report.py --sim-at-gpu-caps GPUMEM LOGDIR > LOGDIR/sim_at_gpu_caps.jsonl
+    for t in TRACES; do GPUMEM replay --release-threshold 0 cmd/gpumem/testdata/$t.csv.gz > LOGDIR/sim_release_$t.json; done
 
 and then
 
@@ -102,6 +103,24 @@ for t in TRACES:
     same = "" if s["driver_calls"] == g["driver_calls"] else " (calls differ)"
     meas = med(g["driver_ms"])
     print(f"| {t} | {s['driver_ns'] / 1e6:.2f} / {meas:.2f} = {s['driver_ns'] / 1e6 / meas:.2f}{same} | " + " | ".join(cells) + " |")
+
+print("\nReleases (`--release-threshold 0`, every free gives back what it leaves unused; ms, modelled / measured):\n")
+print("| trace | releases | release | unmap | all calls |")
+print("|---|---|---|---|---|")
+for t in TRACES:
+    try:
+        with open(f"{logdir}/release_{t}.json") as f:
+            g = json.load(f)
+        with open(f"{logdir}/sim_release_{t}.json") as f:
+            s = json.load(f)
+    except FileNotFoundError:
+        continue
+    cells = []
+    for k in ("release", "unmap"):
+        meas, mod = g["driver_ns_by_call"].get(k, 0) / 1e6, s["driver_ns_by_call"].get(k, 0) / 1e6
+        cells.append(f"{mod:.2f} / {meas:.2f} = {mod / meas:.2f}" if meas else "-")
+    print(f"| {t} | {g['driver_calls'].get('release', 0)} | " + " | ".join(cells)
+          + f" | {s['driver_ns'] / 1e6:.2f} / {g['driver_ns'] / 1e6:.2f} = {s['driver_ns'] / g['driver_ns']:.2f} |")
 
 # The curve: resnet50_train's replay time against its cap, with PyTorch's
 # two modes at their smallest caps.

@@ -289,6 +289,14 @@ func (t *Tree) retire(n *node) {
 	}
 }
 
+// Roots returns the open root scopes, oldest first; their children are
+// Scope.Children.
+func (t *Tree) Roots() []Scope {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.roots.handles()
+}
+
 // Scopes returns every open scope, parents before children. A scope may
 // end right after: read it with Scope.Info.
 func (t *Tree) Scopes() []Scope {

@@ -77,3 +77,26 @@ func TestChildReservationsCountAgainstAncestorLimits(t *testing.T) {
 	}, gpu.Limit(100<<20), gpu.Name("parent"))
 	require.NoError(t, err)
 }
+
+func TestPeakCountsOnlyAllocationsThatHeld(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	parent, err := dev.NewScope(gpu.Limit(1 << 20))
+	require.NoError(t, err)
+	defer parent.Close()
+	require.NoError(t, gpu.WithScope(parent.Context(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(2 << 20)
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory, "the parent's limit refuses it")
+		_, err = s.Alloc(1 << 30)
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory, "the device refuses it")
+		assert.Equal(t, gpu.ScopeStats{}, gpu.ScopeStats{Live: s.Stats().Live, Peak: s.Stats().Peak})
+		return nil
+	}))
+	err = gpu.WithScope(parent.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.Reserve(2<<20))
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory, "the parent's limit refuses the reservation")
+	assert.Zero(t, parent.Stats().Peak, "no allocation held")
+
+	b, err := parent.Alloc(512 << 10)
+	require.NoError(t, err)
+	require.NoError(t, parent.Free(b))
+	assert.Equal(t, int64(512<<10), parent.Stats().Peak, "one that held counts")
+}

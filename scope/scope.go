@@ -337,6 +337,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
+	n.holds(m.resOf)
 	a := n.takeSlot()
 	if a.tree == nil {
 		a.tree = n.tree
@@ -426,13 +427,19 @@ func (n *node) charge(size int64, stop *node) error {
 			}
 			return &LimitError{Path: a.path, Limit: a.limit, Live: v - size, Requested: size}
 		}
-		for v > a.peak.Load() {
-			if p := a.peak.Load(); a.peak.CompareAndSwap(p, v) {
-				break
-			}
-		}
 	}
 	return nil
+}
+
+// holds raises the peaks of the scope and its ancestors up to stop to what
+// is live now: once a charge's allocation holds, not before, since Peak is
+// the most Live has been and a refused allocation never was.
+func (n *node) holds(stop *node) {
+	for a := n; a != stop; a = a.parent {
+		v := a.live.Load()
+		for p := a.peak.Load(); v > p && !a.peak.CompareAndSwap(p, v); p = a.peak.Load() {
+		}
+	}
 }
 
 // uncharge undoes charge(size, stop).

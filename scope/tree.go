@@ -217,6 +217,9 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		t.discard(n)
 		return Scope{}, err
 	}
+	if n.region != nil {
+		n.holds(nil) // the reservation holds
+	}
 	return s, nil
 }
 

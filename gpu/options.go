@@ -178,8 +178,8 @@ func WaitForMemory() ScopeOption {
 // only on reservations of scopes on the same stream.
 func OnStream(st *Stream) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
-		if st == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnStream(nil)"))
+		if !st.valid() {
+			o.errs = append(o.errs, fmt.Errorf("gpu: OnStream: %w", errNilStream))
 		}
 		o.stream = st
 		return o

@@ -52,14 +52,21 @@ func (st *Stream) ID() uintptr {
 	return st.id
 }
 
+// valid reports whether st is a stream this package made: not nil, not a
+// zero Stream.
+func (st *Stream) valid() bool { return st != nil && st.dev != nil }
+
+// errNilStream is what the methods of a nil or zero *Stream return.
+var errNilStream = fmt.Errorf("%w: nil or zero Stream", ErrScopeClosed)
+
 // errStreamEnded is what the methods of a Stream return once it has ended.
 var errStreamEnded = fmt.Errorf("%w: the stream ended with its scope", ErrScopeClosed)
 
 // Synchronize waits until the work queued on the stream has completed, and
 // reports the first error of work that ran asynchronously.
 func (st *Stream) Synchronize() error {
-	if st == nil {
-		return fmt.Errorf("%w: nil Stream", ErrScopeClosed)
+	if !st.valid() {
+		return errNilStream
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -100,8 +107,8 @@ type Event struct {
 
 // Record records an event at the end of the work queued on st so far.
 func (st *Stream) Record() (*Event, error) {
-	if st == nil {
-		return nil, fmt.Errorf("%w: nil Stream", ErrScopeClosed)
+	if !st.valid() {
+		return nil, errNilStream
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -117,13 +124,19 @@ func (st *Stream) Record() (*Event, error) {
 	return ev, nil
 }
 
+// valid reports whether ev is an event this package made.
+func (ev *Event) valid() bool { return ev != nil && ev.st != nil }
+
+// errNilEvent is what the methods of a nil or zero *Event return.
+var errNilEvent = fmt.Errorf("%w: nil or zero Event", ErrScopeClosed)
+
 // errEventEnded is what an Event's methods return once its stream ended.
 var errEventEnded = fmt.Errorf("%w: the event ended with its stream", ErrScopeClosed)
 
 // Done reports whether the work before the event has completed.
 func (ev *Event) Done() (bool, error) {
-	if ev == nil {
-		return false, fmt.Errorf("%w: nil Event", ErrScopeClosed)
+	if !ev.valid() {
+		return false, errNilEvent
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
@@ -136,8 +149,8 @@ func (ev *Event) Done() (bool, error) {
 
 // Wait waits until the work before the event has completed.
 func (ev *Event) Wait() error {
-	if ev == nil {
-		return fmt.Errorf("%w: nil Event", ErrScopeClosed)
+	if !ev.valid() {
+		return errNilEvent
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()

@@ -221,3 +221,28 @@ func TestReservedMemoryStaysOnItsStream(t *testing.T) {
 		return b.Memset(1) // and nothing changed
 	}, gpu.Reserve(1<<20)))
 }
+
+func TestZeroStreamsEventsModulesAndFunctionsAreErrorsNotPanics(t *testing.T) {
+	dev := openHost(t)
+	var st gpu.Stream
+	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed)
+	_, err := st.Record()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	var ev gpu.Event
+	_, err = ev.Done()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	assert.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
+	var mod gpu.Module
+	_, err = mod.Function("k")
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	var fn gpu.Function
+	assert.ErrorIs(t, fn.Launch(gpu.Dim{X: 1}, gpu.Dim{X: 1}, 0, nil), gpu.ErrScopeClosed)
+	err = gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }, gpu.OnStream(&gpu.Stream{}))
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed, "OnStream of a zero Stream")
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(512)
+		require.NoError(t, err)
+		assert.ErrorIs(t, b.RecordUse(&gpu.Stream{}), gpu.ErrWrongScope)
+		return nil
+	}))
+}

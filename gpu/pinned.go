@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // HostSlice is page-locked host memory of n elements of T, owned by a
@@ -43,12 +44,18 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	if n <= 0 || int64(n) > math.MaxInt64/size {
 		return HostSlice[T]{}, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
 	}
+	if err := s.s.Err(); err != nil {
+		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
+	}
 	ha, ok := s.dev.drv.(driver.HostAllocator)
 	if !ok {
 		return HostSlice[T]{}, fmt.Errorf("%w: device %s has no page-locked host memory", ErrNotSupported, s.dev.name)
 	}
 	p, err := ha.HostAlloc(int64(n) * size)
 	if err != nil {
+		if pool.IsSourceOutOfMemory(err) {
+			return HostSlice[T]{}, fmt.Errorf("%w: AllocHost of %s: %w", ErrOutOfMemory, pool.FormatBytes(int64(n)*size), err)
+		}
 		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
 	}
 	m := &pinned{drv: ha, dev: s.dev, p: p, size: int64(n) * size}

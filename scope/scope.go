@@ -232,6 +232,16 @@ func (s Scope) Closed() bool {
 	return e != s.epoch || e&1 == 0
 }
 
+// Err returns why the scope cannot allocate, as Alloc would: ErrClosed
+// once it ended, its context's cause once that is done; nil otherwise.
+func (s Scope) Err() error {
+	if !s.lock() {
+		return fmt.Errorf("scope: %w", ErrClosed)
+	}
+	defer s.n.mu.Unlock()
+	return s.n.usable()
+}
+
 // Stats returns the scope's counters; zero once it ended.
 func (s Scope) Stats() Stats {
 	if !s.lock() {

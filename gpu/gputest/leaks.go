@@ -68,8 +68,8 @@ func VerifyNone(t TestingT, opts ...Option) {
 // look, not ignored: their memory is gone, the leak is not.
 func forcedCloses(o *options) []gpu.ScopeSnapshot {
 	var leaks []gpu.ScopeSnapshot
-	for _, s := range gpu.TakeForcedCloses() {
-		if len(o.devices) > 0 && !slices.Contains(o.devices, s.Device) || o.ignored(s) {
+	for _, s := range gpu.TakeForcedCloses(o.devices...) {
+		if o.ignored(s) {
 			continue
 		}
 		s.Path += " (closed by Device.Close)"

@@ -103,6 +103,22 @@ func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
 	assert.Empty(t, ft.errs, "reported once")
 }
 
+func TestACheckOfSomeDevicesLeavesTheOthersReports(t *testing.T) {
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("forgotten"))
+	require.NoError(t, err)
+	_, err = s.Alloc(4096)
+	require.NoError(t, err)
+	assert.Error(t, dev.Close())
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast(), gputest.Devices("cuda:0"))
+	assert.Empty(t, ft.errs, "not a leak of cuda:0")
+	gputest.VerifyNone(ft, fast(), gputest.Devices("host"))
+	require.Len(t, ft.errs, 1, "the host device's check still sees it")
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten (closed by Device.Close)" open on device host`)
+}
+
 func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {
 	dev := openHost(t)
 	s, err := dev.NewScope(gpu.Name("inherited"))

@@ -100,3 +100,18 @@ func TestPeakCountsOnlyAllocationsThatHeld(t *testing.T) {
 	require.NoError(t, parent.Free(b))
 	assert.Equal(t, int64(512<<10), parent.Stats().Peak, "one that held counts")
 }
+
+func TestAScopeInsideAnotherDevicesScopeStillHasItsOwnDevicesParent(t *testing.T) {
+	a, b := openHost(t), openHost(t)
+	err := gpu.WithScope(context.Background(), a, func(outer *gpu.Scope) error {
+		return gpu.WithScope(outer.Context(), b, func(other *gpu.Scope) error {
+			return gpu.WithScope(other.Context(), a, func(inner *gpu.Scope) error {
+				assert.Equal(t, "outer/inner", inner.Path(), "a child of the nearest scope of its device")
+				_, err := inner.Alloc(2 << 20)
+				assert.ErrorIs(t, err, gpu.ErrOutOfMemory, "the outer scope's limit holds")
+				return nil
+			}, gpu.Name("inner"))
+		})
+	}, gpu.Name("outer"), gpu.Limit(1<<20))
+	require.NoError(t, err)
+}

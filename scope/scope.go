@@ -185,7 +185,8 @@ func (s Scope) Context() context.Context {
 	}
 	defer s.n.mu.Unlock()
 	if s.n.ctx == nil {
-		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, s)
+		outer, _ := s.n.opened.Value(scopeKey{}).(*ctxScope)
+		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, &ctxScope{s: s, outer: outer})
 	}
 	return s.n.ctx
 }

@@ -137,8 +137,13 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	}
 	if parent.IsZero() {
 		// A context from a scope of this tree makes the new one its child.
-		if ps, ok := FromContext(ctx); ok && ps.n.tree == t {
-			parent = ps
+		// Not only the innermost: between scopes of one device, ctx may
+		// carry another device's (A, then B, then A again).
+		for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
+			if e.s.n.tree == t {
+				parent = e.s
+				break
+			}
 		}
 	}
 	var pn *node
@@ -339,6 +344,13 @@ func (t *Tree) Close() (leftOpen []string, err error) {
 
 type scopeKey struct{}
 
+// ctxScope is what a scope's Context carries: the scope, and what the
+// context it was opened with carried, of whichever tree.
+type ctxScope struct {
+	s     Scope
+	outer *ctxScope
+}
+
 // nextID numbers scopes, so that a scope can be told apart from a later one
 // at the same path.
 var nextID atomic.Uint64
@@ -346,8 +358,11 @@ var nextID atomic.Uint64
 // FromContext returns the scope that ctx was made by ([Scope.Context]). It
 // may have ended since.
 func FromContext(ctx context.Context) (Scope, bool) {
-	s, ok := ctx.Value(scopeKey{}).(Scope)
-	return s, ok
+	e, ok := ctx.Value(scopeKey{}).(*ctxScope)
+	if !ok {
+		return Scope{}, false
+	}
+	return e.s, true
 }
 
 // callers records the stack above skip frames.

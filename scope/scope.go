@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -61,6 +60,7 @@ type node struct {
 	children   scopeList
 	spare      []*slot        // slots ready for allocations (see slotTable)
 	resources  []func() error // what else the scope owns (Scope.Own), ended first
+	left       sync.Cond      // on mu: a child left children (End waits for the last)
 }
 
 // scopeList is a list of scopes, linked through their prevSib and nextSib,
@@ -642,6 +642,7 @@ func (n *node) removeChild(c *node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.children.remove(c)
+	n.left.Broadcast()
 }
 
 // Close ends the scope: open children are closed first, then every
@@ -675,10 +676,8 @@ func (s Scope) End() (path string, err error) {
 		// A child whose Close another goroutine began is still releasing
 		// into this scope's counters: wait until it has left.
 		n.mu.Lock()
-		for wait := time.Microsecond; n.children.n > 0; wait = min(2*wait, time.Millisecond) {
-			n.mu.Unlock()
-			time.Sleep(wait)
-			n.mu.Lock()
+		for n.children.n > 0 {
+			n.left.Wait()
 		}
 	}
 	if len(n.resources) > 0 {

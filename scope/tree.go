@@ -21,6 +21,9 @@ type Tree struct {
 
 	slots slotTable
 
+	useMu   sync.Mutex // with useDone: a release waits there for the last running Use
+	useDone sync.Cond
+
 	mu     sync.Mutex // protects roots, free and closed
 	roots  scopeList
 	free   []*node // nodes of ended scopes, to reuse
@@ -86,7 +89,9 @@ func (t *Tree) OnRelease(fn func()) { t.onFree = fn }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string) *Tree {
-	return &Tree{pool: p, device: device}
+	t := &Tree{pool: p, device: device}
+	t.useDone.L = &t.useMu
+	return t
 }
 
 // Pool returns the tree's pool.
@@ -237,7 +242,9 @@ func (t *Tree) freeNode() *node {
 		t.free = t.free[:k-1]
 		return n
 	}
-	return &node{}
+	n := &node{}
+	n.left.L = &n.mu
+	return n
 }
 
 // setUp makes n the node of a new scope, child of pn (nil: a root), and

@@ -174,8 +174,9 @@ func WaitForMemory() ScopeOption {
 // children's unless they name a stream of their own: memory a scope frees
 // is reused at once for work on st, and on other streams only after st's
 // work at the free has completed. Such a scope cannot Reserve (a
-// reservation is memory of one stream its children share), and it draws
-// only on reservations of scopes on the same stream.
+// reservation is memory of one stream its children share), nor can the
+// scopes inside it that inherit its stream, and it draws only on
+// reservations of scopes on the same stream.
 func OnStream(st *Stream) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if !st.valid() {

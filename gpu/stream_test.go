@@ -246,3 +246,19 @@ func TestZeroStreamsEventsModulesAndFunctionsAreErrorsNotPanics(t *testing.T) {
 		return nil
 	}))
 }
+
+func TestAChildInheritingAStreamCannotReserve(t *testing.T) {
+	dev := openHost(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		return gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+			opened := false
+			err := gpu.WithScope(on.Context(), dev, func(*gpu.Scope) error { opened = true; return nil }, gpu.Reserve(1<<20))
+			assert.ErrorContains(t, err, "cannot reserve", "its reservation would return to the default stream under the stream's work")
+			assert.False(t, opened)
+			return nil
+		}, gpu.OnStream(st))
+	}))
+	assert.Zero(t, dev.Stats().Allocated)
+}

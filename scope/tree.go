@@ -161,6 +161,13 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		}
 		// Read the parent under its lock; adopt below checks it is open.
 		pn = parent.n
+		if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
+			// Its allocations would go on the stream it inherits; the
+			// reservation's memory, on the default stream, would return
+			// there while that stream's work still used it.
+			pn.mu.Unlock()
+			return Scope{}, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
+		}
 	}
 	if pn == nil && o.Reserve == 0 {
 		// The common case, a root with no reservation: one critical

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // Module is compiled device code (PTX or a cubin) loaded on a device, owned
@@ -53,7 +54,9 @@ func (s *Scope) LoadModule(image []byte) (*Module, error) {
 		return nil, deviceError(fmt.Errorf("gpu: LoadModule: %w", err))
 	}
 	m := &Module{dev: s.dev, kl: kl, id: id}
-	if err := s.s.Own(m.end); err != nil {
+	// Unloaded once the scope's memory is released: after its streams'
+	// work, whenever they were made.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "module", Final: m.end}); err != nil {
 		return nil, deviceError(errors.Join(err, m.end()))
 	}
 	return m, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // HostSlice is page-locked host memory of n elements of T, owned by a
@@ -59,7 +60,9 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
 	}
 	m := &pinned{drv: ha, dev: s.dev, p: p, size: int64(n) * size}
-	if err := s.s.Own(m.end); err != nil {
+	// Freed once the scope's memory is released: after its streams' work,
+	// whenever they were made.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: m.size, Final: m.end}); err != nil {
 		return HostSlice[T]{}, deviceError(errors.Join(err, m.end()))
 	}
 	return HostSlice[T]{m: m, n: n}, nil

@@ -230,7 +230,7 @@ func (a *slot) releaseMemory(t *Tree) error {
 	}
 	var scrubbed error
 	if t.scrub != nil {
-		scrubbed = t.scrub(a.ptr, a.size)
+		scrubbed = t.scrub(a.ptr, a.size, a.stream.Load())
 	}
 	var err error
 	if a.region != nil {

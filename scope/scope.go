@@ -59,7 +59,7 @@ type node struct {
 	count      int
 	children   scopeList
 	spare      []*slot        // slots ready for allocations (see slotTable)
-	resources  []func() error // what else the scope owns (Scope.Own), ended first
+	resources  resourceList   // what else the scope owns (Scope.OwnResource), ended first
 	left       sync.Cond      // on mu: a child left children (End waits for the last)
 }
 
@@ -200,6 +200,7 @@ type Info struct {
 	Stack       []uintptr // where it was opened, when stacks were recorded
 	Stats       Stats
 	Allocations []AllocationInfo // the live allocations it owns, oldest first
+	Resources   []ResourceInfo   // what else it owns, oldest first
 }
 
 // Info returns what the scope is now, read in one look; false once it
@@ -211,7 +212,7 @@ func (s Scope) Info() (Info, bool) {
 	defer s.n.mu.Unlock()
 	n := s.n
 	return Info{Scope: s, ID: n.id, Name: n.name, Path: n.path, Stack: n.stack, Stats: n.statsLocked(),
-		Allocations: n.allocationsLocked()}, true
+		Allocations: n.allocationsLocked(), Resources: n.resourcesLocked()}, true
 }
 
 // Zeroed reports whether the scope's allocations are to start zeroed: it or
@@ -620,12 +621,126 @@ func (s Scope) Own(end func() error) error {
 	if end == nil {
 		return errors.New("scope: Own: nil function")
 	}
+	_, err := s.OwnResource(Resource{End: end})
+	return err
+}
+
+// Resource is something other than memory that a scope owns: a stream, an
+// event, a loaded module, page-locked host memory.
+type Resource struct {
+	Kind  string       // what it is, for leak reports: "stream", "module"; "" for none
+	Bytes int64        // its size, where it has one
+	End   func() error // if not nil, called as the scope ends, before its memory is released
+	Final func() error // if not nil, called once the scope's memory is released
+}
+
+// Owned names a resource a scope owns, for Disown.
+type Owned struct {
+	r     *resource
+	scope Scope
+}
+
+type resource struct {
+	Resource
+	id         uint64
+	stack      []uintptr
+	owned      bool // on its scope's list, under the scope's mu
+	prev, next *resource
+}
+
+// resourceList is a scope's resources, oldest first.
+type resourceList struct {
+	head, tail *resource
+	n          int
+}
+
+// ResourceInfo is a resource as Info saw it.
+type ResourceInfo struct {
+	ID    uint64 // no other resource of the process has it
+	Kind  string
+	Bytes int64
+	Stack []uintptr // where it was made, when stacks were recorded
+}
+
+// OwnResource makes the scope own r: when the scope ends, after its
+// children, r.End is called (last owned first), then the scope's memory is
+// released, then r.Final is called (last owned first). Work queued on a
+// stream must complete in End for its memory to go back safely; what the
+// release itself may queue on the stream (zeroing freed memory) must come
+// before Final destroys it. It fails with ErrClosed, calling nothing, once
+// the scope has ended.
+func (s Scope) OwnResource(r Resource) (Owned, error) {
+	if r.End == nil && r.Final == nil {
+		return Owned{}, errors.New("scope: OwnResource: no function")
+	}
 	if !s.lock() {
-		return fmt.Errorf("scope: Own: %w", ErrClosed)
+		return Owned{}, fmt.Errorf("scope: Own: %w", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	s.n.resources = append(s.n.resources, end)
-	return nil
+	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
+	if s.n.tree.record.Load() {
+		res.stack = callers(3)
+	}
+	l := &s.n.resources
+	res.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = res
+	} else {
+		l.head = res
+	}
+	l.tail = res
+	l.n++
+	return Owned{r: res, scope: s}, nil
+}
+
+// Disown takes the resource o names from its scope, which will not end it:
+// its owner ends it now. It reports false where the scope has ended, or
+// ends it now, or o was disowned already: the scope ends it then.
+func (o Owned) Disown() bool {
+	if o.r == nil || !o.scope.lock() {
+		return false
+	}
+	n := o.scope.n
+	defer n.mu.Unlock()
+	r := o.r
+	if !r.owned {
+		return false
+	}
+	r.owned = false
+	l := &n.resources
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		l.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		l.tail = r.prev
+	}
+	r.prev, r.next = nil, nil
+	l.n--
+	return true
+}
+
+// Resources returns the resources the scope owns, oldest first.
+func (s Scope) Resources() []ResourceInfo {
+	if !s.lock() {
+		return nil
+	}
+	defer s.n.mu.Unlock()
+	return s.n.resourcesLocked()
+}
+
+func (n *node) resourcesLocked() []ResourceInfo {
+	if n.resources.n == 0 {
+		return nil
+	}
+	out := make([]ResourceInfo, 0, n.resources.n)
+	for r := n.resources.head; r != nil; r = r.next {
+		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
+	}
+	return out
 }
 
 // adopt registers child c. It fails if s has ended.
@@ -680,15 +795,24 @@ func (s Scope) End() (path string, err error) {
 			n.left.Wait()
 		}
 	}
-	if len(n.resources) > 0 {
+	var finals []*resource
+	if n.resources.n > 0 {
 		// Streams and the like end first: their queued work may still use
 		// the memory released below.
-		ends := n.resources
-		n.resources = nil
+		last := n.resources.tail
+		for r := last; r != nil; r = r.prev {
+			r.owned = false // no Disown from now on
+		}
+		n.resources = resourceList{}
 		n.mu.Unlock()
-		for i := len(ends) - 1; i >= 0; i-- {
-			if err := ends[i](); err != nil {
-				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+		for r := last; r != nil; r = r.prev {
+			if r.End != nil {
+				if err := r.End(); err != nil {
+					errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+				}
+			}
+			if r.Final != nil {
+				finals = append(finals, r)
 			}
 		}
 		n.mu.Lock()
@@ -727,6 +851,11 @@ func (s Scope) End() (path string, err error) {
 		n.mu.Lock()
 		n.spare = ended
 		n.mu.Unlock()
+	}
+	for _, r := range finals {
+		if err := r.Final(); err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+		}
 	}
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when

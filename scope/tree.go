@@ -16,7 +16,7 @@ type Tree struct {
 	pool   *pool.Pool
 	device string
 	record atomic.Bool
-	scrub  func(ptr uintptr, n int64) error // run on memory before it goes back; set before use
+	scrub  func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
 	onFree func()                           // run after memory went back; set before use
 
 	slots slotTable
@@ -79,8 +79,10 @@ func (t *slotTable) give(slots []*slot) {
 
 // SetScrub makes every release run fn over the memory first, before it goes
 // back to the reservation or the pool (a device that zeroes freed memory).
-// Call it before the first scope opens.
-func (t *Tree) SetScrub(fn func(ptr uintptr, n int64) error) { t.scrub = fn }
+// fn gets the stream the memory's owner ordered its work on: the scrub is
+// to be queued there, after that work, since the memory is reused on that
+// stream at once. Call it before the first scope opens.
+func (t *Tree) SetScrub(fn func(ptr uintptr, n int64, stream uintptr) error) { t.scrub = fn }
 
 // OnRelease makes every release of memory call fn after the memory went
 // back (a device whose allocations wait for memory). Call it before the

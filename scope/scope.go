@@ -58,9 +58,9 @@ type node struct {
 	head, tail *slot
 	count      int
 	children   scopeList
-	spare      []*slot        // slots ready for allocations (see slotTable)
-	resources  resourceList   // what else the scope owns (Scope.OwnResource), ended first
-	left       sync.Cond      // on mu: a child left children (End waits for the last)
+	spare      []*slot      // slots ready for allocations (see slotTable)
+	resources  resourceList // what else the scope owns (Scope.OwnResource), ended first
+	left       sync.Cond    // on mu: a child left children (End waits for the last)
 }
 
 // scopeList is a list of scopes, linked through their prevSib and nextSib,

@@ -17,7 +17,7 @@ type Tree struct {
 	device string
 	record atomic.Bool
 	scrub  func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
-	onFree func()                           // run after memory went back; set before use
+	onFree func()                                           // run after memory went back; set before use
 
 	slots slotTable
 

@@ -262,3 +262,29 @@ func TestAChildInheritingAStreamCannotReserve(t *testing.T) {
 	}))
 	assert.Zero(t, dev.Stats().Allocated)
 }
+
+func TestReleasedEventsEndBeforeTheirStream(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	long, err := dev.NewScope(gpu.Name("server"))
+	require.NoError(t, err)
+	st, err := long.NewStream()
+	require.NoError(t, err)
+	for range 1000 {
+		ev, err := st.Record()
+		require.NoError(t, err)
+		require.NoError(t, ev.Wait())
+		require.NoError(t, ev.Release())
+		require.NoError(t, ev.Release(), "Release is idempotent")
+		assert.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
+	}
+	_, events, _ := drv.Handles()
+	assert.Zero(t, events, "the released events are gone while the stream lives")
+	kept, err := st.Record()
+	require.NoError(t, err)
+	require.NoError(t, long.Close())
+	_, err = kept.Done()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed, "one never released ends with the stream's scope")
+	streams, events, _ := drv.Handles()
+	assert.Zero(t, streams+events)
+}

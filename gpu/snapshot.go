@@ -35,6 +35,17 @@ type ScopeSnapshot struct {
 	Own      int64            `json:"own"` // bytes of the buffers it owns itself, as asked for
 	Buffers  []BufferSnapshot `json:"buffers"`
 	OpenedAt []string         `json:"opened_at,omitempty"`
+	// What else it owns: streams, events, modules, page-locked memory.
+	Resources []ResourceSnapshot `json:"resources,omitempty"`
+}
+
+// ResourceSnapshot is something other than device memory that a scope
+// owns.
+type ResourceSnapshot struct {
+	ID     uint64   `json:"-"`    // unique in the process
+	Kind   string   `json:"kind"` // "stream", "event", "module" or "page-locked memory"
+	Bytes  int64    `json:"bytes,omitempty"`
+	MadeAt []string `json:"made_at,omitempty"` // "function file:line", innermost first
 }
 
 // BufferSnapshot is one live buffer.
@@ -72,6 +83,11 @@ func (d *Device) scopeSnapshot(s scope.Info) ScopeSnapshot {
 	st := s.Stats
 	out := ScopeSnapshot{ID: s.ID, Name: s.Name, Device: d.name, Path: s.Path, Live: st.Live, Peak: st.Peak,
 		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack)}
+	for _, r := range s.Resources {
+		if r.Kind != "" {
+			out.Resources = append(out.Resources, ResourceSnapshot{ID: r.ID, Kind: r.Kind, Bytes: r.Bytes, MadeAt: frames(r.Stack)})
+		}
+	}
 	for _, a := range s.Allocations {
 		out.Own += a.Size
 		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a.Ref}, Address: a.Ptr, Size: a.Size,

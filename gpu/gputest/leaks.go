@@ -98,10 +98,16 @@ func collect(o *options) []gpu.ScopeSnapshot {
 					bufs = append(bufs, b)
 				}
 			}
-			if o.ignoredScopes[s.ID] && len(bufs) == 0 {
+			var res []gpu.ResourceSnapshot
+			for _, r := range s.Resources {
+				if !o.ignoredRes[r.ID] {
+					res = append(res, r)
+				}
+			}
+			if o.ignoredScopes[s.ID] && len(bufs) == 0 && len(res) == 0 {
 				continue
 			}
-			s.Buffers = bufs
+			s.Buffers, s.Resources = bufs, res
 			leaks = append(leaks, s)
 		}
 	}
@@ -124,6 +130,11 @@ func (o *options) ignored(s gpu.ScopeSnapshot) bool {
 			return false
 		}
 	}
+	for _, r := range s.Resources {
+		if !o.ignoredRes[r.ID] {
+			return false
+		}
+	}
 	return true
 }
 
@@ -138,8 +149,15 @@ func report(leaks []gpu.ScopeSnapshot) string {
 			n++
 		}
 	}
-	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live\n",
-		len(leaks), n, gpu.Bytes(total))
+	others := 0
+	for _, s := range leaks {
+		others += len(s.Resources)
+	}
+	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live", len(leaks), n, gpu.Bytes(total))
+	if others > 0 {
+		fmt.Fprintf(&b, ", and %d streams, events, modules or page-locked allocations", others)
+	}
+	b.WriteString("\n")
 	for _, s := range leaks {
 		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, gpu.Bytes(s.Live))
 		writeStack(&b, "opened at", s.OpenedAt)
@@ -147,6 +165,18 @@ func report(leaks []gpu.ScopeSnapshot) string {
 			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
 				gpu.Bytes(buf.Size), buf.Address, s.Path, s.Device)
 			writeStack(&b, "allocated at", buf.AllocatedAt)
+		}
+		for _, r := range s.Resources {
+			size := ""
+			if r.Bytes > 0 {
+				size = " of " + gpu.Bytes(r.Bytes).String()
+			}
+			kind := r.Kind
+			if kind != "" {
+				kind = strings.ToUpper(kind[:1]) + kind[1:]
+			}
+			fmt.Fprintf(&b, "\n[%s%s in scope %q on device %s]\n", kind, size, s.Path, s.Device)
+			writeStack(&b, "made at", r.MadeAt)
 		}
 	}
 	return b.String()

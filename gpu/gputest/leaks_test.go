@@ -2,6 +2,7 @@ package gputest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,6 +62,36 @@ func TestIgnoreCurrentHidesWhatExistedBefore(t *testing.T) {
 	assert.NoError(t, gputest.Find(gputest.IgnoreScope("weights"), fast()))
 	assert.NoError(t, gputest.Find(gputest.Devices("cuda:7"), fast()), "other devices only")
 	assert.Error(t, gputest.Find(gputest.Devices("host"), fast()))
+}
+
+func TestStreamsAndPageLockedMemoryLeakedIntoAnInheritedScopeAreReported(t *testing.T) {
+	dev := openHost(t)
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
+	server, err := dev.NewScope(gpu.Name("server"))
+	require.NoError(t, err)
+	defer server.Close()
+	_, err = server.NewStream()
+	require.NoError(t, err)
+	ignore := gputest.IgnoreCurrent()
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, ignore, fast())
+	require.Empty(t, ft.errs, "what the test inherits is not its leak")
+
+	// The test's leaks: 64 MiB of page-locked memory and 8 streams.
+	_, err = gpu.AllocHost[byte](server, 64<<20)
+	require.NoError(t, err)
+	for range 8 {
+		_, err := server.NewStream()
+		require.NoError(t, err)
+	}
+	gputest.VerifyNone(ft, ignore, fast())
+	require.Len(t, ft.errs, 1)
+	msg := ft.errs[0]
+	assert.Contains(t, msg, "9 streams, events, modules or page-locked allocations")
+	assert.Contains(t, msg, `[Page-locked memory of 64.00 MiB in scope "server" on device host]`)
+	assert.Equal(t, 8, strings.Count(msg, `[Stream in scope "server"`), "not the inherited one")
+	assert.Contains(t, msg, "TestStreamsAndPageLockedMemoryLeakedIntoAnInheritedScopeAreReported", "with the stack that made them")
 }
 
 func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {

@@ -731,6 +731,13 @@ func (p *Pool) releaseAddressSpace() error {
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statsLocked(true)
+}
+
+// statsLocked is Stats with p.mu held, and every shard's mu too unless
+// lockShards (Snapshot holds them all).
+func (p *Pool) statsLocked(lockShards bool) Stats {
 	st := Stats{
 		Reserved:     p.reserved,
 		PeakReserved: p.peakReserved,
@@ -750,7 +757,9 @@ func (p *Pool) Stats() Stats {
 	}
 	for i := range p.shards {
 		s := &p.shards[i]
-		s.mu.Lock()
+		if lockShards {
+			s.mu.Lock()
+		}
 		st.Allocs += s.allocs
 		st.CacheHits += s.hits
 		st.Frees += s.frees
@@ -759,13 +768,14 @@ func (p *Pool) Stats() Stats {
 		st.AllocatedBytes += s.bytesIn
 		st.FreedBytes += s.bytesOut
 		s.bins.each(func(b *bin) { st.CachedBlocks += int64(len(b.blocks)) })
-		s.mu.Unlock()
+		if lockShards {
+			s.mu.Unlock()
+		}
 	}
 	for _, a := range p.arenas {
 		st.CachedBlocks += int64(a.free.len())
 	}
 	st.PeakAllocated = max(p.peakAllocated.Load(), st.Allocated)
-	p.mu.Unlock()
 	st.ActiveBlocks = st.Allocs - st.Frees
 	st.PeakActiveBlocks = max(p.peakBlocks.Load(), st.ActiveBlocks)
 	st.Cached = st.Reserved - st.Allocated

@@ -288,3 +288,63 @@ func TestReleasedEventsEndBeforeTheirStream(t *testing.T) {
 	streams, events, _ := drv.Handles()
 	assert.Zero(t, streams+events)
 }
+
+func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	var failEvents atomic.Bool
+	drv.FailWhen(func(op host.Op, _ int64) bool { return op == host.OpEvent && failEvents.Load() })
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		other, err := s.NewStream()
+		require.NoError(t, err)
+		release, err := drv.Hold(other.ID())
+		require.NoError(t, err)
+		defer release()
+		var ptr uintptr
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {
+			b, err := prev.Alloc(4096)
+			require.NoError(t, err)
+			ptr = b.Ptr()
+			require.NoError(t, b.RecordUse(other))
+			require.NoError(t, drv.Memset(ptr, 0xAA, 4096, other.ID())) // still queued
+			failEvents.Store(true)
+			err = prev.Free(b)
+			failEvents.Store(false)
+			assert.ErrorContains(t, err, "held", "the failed event is reported")
+			return nil
+		}))
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(next *gpu.Scope) error {
+			b, err := next.Alloc(4096)
+			require.NoError(t, err)
+			assert.NotEqual(t, ptr, b.Ptr(), "the memory the other stream still writes is not handed out")
+			return nil
+		}))
+		release()
+		return other.Synchronize()
+	}))
+	require.NoError(t, dev.EmptyCache(), "once an event can be recorded and completes, the block goes back")
+	assert.Zero(t, dev.Stats().Reserved)
+}
+
+func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	var failOnce, armed atomic.Bool
+	drv.FailWhen(func(op host.Op, _ int64) bool {
+		return op == host.OpEvent && armed.Load() && failOnce.CompareAndSwap(false, true)
+	})
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+			_, err := on.Alloc(8 << 20)
+			return err
+		}, gpu.OnStream(st)))
+		armed.Store(true) // retiring the stream fails at the scope's end
+		return nil
+	})
+	assert.ErrorIs(t, err, host.ErrInjected, "the failure is reported")
+	require.True(t, failOnce.Load())
+	require.NoError(t, dev.EmptyCache(), "the destroyed stream does not fail it")
+	assert.Zero(t, dev.Stats().Reserved, "and its memory went back")
+}

@@ -154,10 +154,19 @@ func (d *Driver) streamLocked(id uintptr) (*stream, error) {
 	}
 	s, ok := d.streams[id]
 	if !ok {
-		return nil, fmt.Errorf("host: stream %#x does not exist", id)
+		return nil, noStreamError(id)
 	}
 	return s, nil
 }
+
+// noStreamError is the error for a stream that does not exist: destroyed,
+// or never made. The pool recognizes it (pool.IsStreamGone).
+type noStreamError uintptr
+
+func (e noStreamError) Error() string { return fmt.Sprintf("host: stream %#x does not exist", uintptr(e)) }
+
+// StreamGone reports true: work on the stream, if it ever existed, is done.
+func (noStreamError) StreamGone() bool { return true }
 
 // lookup is streamLocked for callers that do not hold d.mu.
 func (d *Driver) lookup(id uintptr) (*stream, error) {

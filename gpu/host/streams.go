@@ -163,7 +163,9 @@ func (d *Driver) streamLocked(id uintptr) (*stream, error) {
 // or never made. The pool recognizes it (pool.IsStreamGone).
 type noStreamError uintptr
 
-func (e noStreamError) Error() string { return fmt.Sprintf("host: stream %#x does not exist", uintptr(e)) }
+func (e noStreamError) Error() string {
+	return fmt.Sprintf("host: stream %#x does not exist", uintptr(e))
+}
 
 // StreamGone reports true: work on the stream, if it ever existed, is done.
 func (noStreamError) StreamGone() bool { return true }

@@ -348,3 +348,28 @@ func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
 	require.NoError(t, dev.EmptyCache(), "the destroyed stream does not fail it")
 	assert.Zero(t, dev.Stats().Reserved, "and its memory went back")
 }
+
+func TestAStreamPerRequestLeavesNoAddressSpaceBehind(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	request := func() {
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			st, err := s.NewStream()
+			require.NoError(t, err)
+			return gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+				_, err := on.Alloc(1 << 20)
+				return err
+			}, gpu.OnStream(st))
+		}))
+	}
+	request()
+	segments := dev.Stats().Segments
+	for range 50 {
+		request()
+	}
+	assert.Equal(t, segments, dev.Stats().Segments, "each ended stream's arena gave its address space back")
+	snap, err := dev.Snapshot()
+	require.NoError(t, err)
+	for _, s := range snap.Pool.Segments {
+		assert.Zero(t, s.Stream, "only the default stream's arenas are left")
+	}
+}

@@ -587,7 +587,8 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 func (p *Pool) EmptyCache() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked(context.Background()))
+	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked(context.Background()),
+		p.releaseRetiredLocked())
 }
 
 // releaseCachedLocked is EmptyCache with growMu held. Memory of a stream
@@ -707,15 +708,28 @@ func (p *Pool) Close() error {
 func (p *Pool) releaseAddressSpace() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
+	return p.releaseAddressSpaceLocked(nil)
+}
+
+// releaseAddressSpaceLocked is releaseAddressSpace with growMu held, for the
+// arenas of the streams in only (nil: every arena); their arenas left with
+// no segment are dropped.
+func (p *Pool) releaseAddressSpaceLocked(only map[uintptr]bool) error {
 	p.mu.Lock()
 	var segs []*segment
-	for _, a := range p.arenas {
+	for k, a := range p.arenas {
+		if only != nil && !only[k.stream] {
+			continue
+		}
 		for _, s := range append([]*segment(nil), a.segments...) {
 			if a.expandable && s.first.state == stateHole && s.first.next == nil {
 				a.holes.remove(s.first)
 				a.segments = slices.DeleteFunc(a.segments, func(t *segment) bool { return t == s })
 				segs = append(segs, s)
 			}
+		}
+		if only != nil && len(a.segments) == 0 {
+			delete(p.arenas, k)
 		}
 	}
 	p.mu.Unlock()

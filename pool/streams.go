@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -76,6 +77,20 @@ func (p *Pool) RetireStream(stream uintptr) error {
 	}
 	p.retire(stream)
 	return p.EmptyCache()
+}
+
+// releaseRetiredLocked gives back the address space of retired streams'
+// arenas that hold nothing, and drops those arenas: a stream per request
+// must not leave a reservation per request behind. Called with growMu
+// held, by EmptyCache (RetireStream's among them).
+func (p *Pool) releaseRetiredLocked() error {
+	p.mu.Lock()
+	retired := maps.Clone(p.retired)
+	p.mu.Unlock()
+	if len(retired) == 0 {
+		return nil
+	}
+	return p.releaseAddressSpaceLocked(retired)
 }
 
 // retire marks stream retired: idle for good.

@@ -2,8 +2,9 @@ package host
 
 import (
 	"errors"
-	"fmt"
 	"sync"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
 )
 
 // stream is a non-default stream: a FIFO of work run by a goroutine of its
@@ -160,15 +161,8 @@ func (d *Driver) streamLocked(id uintptr) (*stream, error) {
 }
 
 // noStreamError is the error for a stream that does not exist: destroyed,
-// or never made. The pool recognizes it (pool.IsStreamGone).
-type noStreamError uintptr
-
-func (e noStreamError) Error() string {
-	return fmt.Sprintf("host: stream %#x does not exist", uintptr(e))
-}
-
-// StreamGone reports true: work on the stream, if it ever existed, is done.
-func (noStreamError) StreamGone() bool { return true }
+// or never made.
+func noStreamError(id uintptr) error { return &driver.NoStreamError{Driver: "host", Stream: id} }
 
 // lookup is streamLocked for callers that do not hold d.mu.
 func (d *Driver) lookup(id uintptr) (*stream, error) {

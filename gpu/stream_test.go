@@ -295,10 +295,7 @@ func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *test
 	var failEvents atomic.Bool
 	drv.FailWhen(func(op host.Op, _ int64) bool { return op == host.OpEvent && failEvents.Load() })
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		other, err := s.NewStream()
-		require.NoError(t, err)
-		release, err := drv.Hold(other.ID())
-		require.NoError(t, err)
+		other, release := heldStream(t, s)
 		defer release()
 		var ptr uintptr
 		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {
@@ -372,4 +369,15 @@ func TestAStreamPerRequestLeavesNoAddressSpaceBehind(t *testing.T) {
 	for _, s := range snap.Pool.Segments {
 		assert.Zero(t, s.Stream, "only the default stream's arenas are left")
 	}
+}
+
+// heldStream makes a stream of s on the host device, held busy until
+// release is called (host.Driver.Hold).
+func heldStream(t *testing.T, s *gpu.Scope) (st *gpu.Stream, release func()) {
+	t.Helper()
+	st, err := s.NewStream()
+	require.NoError(t, err)
+	release, err = s.Device().Driver().(*host.Driver).Hold(st.ID())
+	require.NoError(t, err)
+	return st, release
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
 )
 
 var secret = []byte("password=hunter2")
@@ -65,13 +64,9 @@ func TestFreshBuffersAreUninitializedUnlessZeroed(t *testing.T) {
 // reads there.
 func handOverOnABusyStream(t *testing.T, dev *gpu.Device, opts ...gpu.ScopeOption) []byte {
 	t.Helper()
-	drv := dev.Driver().(*host.Driver)
 	got := make([]byte, 4096)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		st, err := s.NewStream()
-		require.NoError(t, err)
-		release, err := drv.Hold(st.ID())
-		require.NoError(t, err)
+		st, release := heldStream(t, s)
 		defer release()
 		var ptr uintptr
 		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {

@@ -115,15 +115,22 @@ func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
+// closeWithAScopeOpen closes a host device with a scope "forgotten" open,
+// as a test whose "defer dev.Close()" runs before "defer
+// gputest.VerifyNone(t)" does.
+func closeWithAScopeOpen(t *testing.T) {
+	t.Helper()
 	dev, err := gpu.OpenHost()
 	require.NoError(t, err)
 	s, err := dev.NewScope(gpu.Name("forgotten"))
 	require.NoError(t, err)
 	_, err = s.Alloc(4096)
 	require.NoError(t, err)
-	// As in a test whose "defer dev.Close()" runs before "defer gputest.VerifyNone(t)".
 	assert.Error(t, dev.Close())
+}
+
+func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
+	closeWithAScopeOpen(t)
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1, "the memory went back with Close; the leak is still reported")
@@ -135,13 +142,7 @@ func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
 }
 
 func TestACheckOfSomeDevicesLeavesTheOthersReports(t *testing.T) {
-	dev, err := gpu.OpenHost()
-	require.NoError(t, err)
-	s, err := dev.NewScope(gpu.Name("forgotten"))
-	require.NoError(t, err)
-	_, err = s.Alloc(4096)
-	require.NoError(t, err)
-	assert.Error(t, dev.Close())
+	closeWithAScopeOpen(t)
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast(), gputest.Devices("cuda:0"))
 	assert.Empty(t, ft.errs, "not a leak of cuda:0")

@@ -708,17 +708,17 @@ func (p *Pool) Close() error {
 func (p *Pool) releaseAddressSpace() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return p.releaseAddressSpaceLocked(nil)
+	return p.releaseAddressSpaceLocked(false)
 }
 
-// releaseAddressSpaceLocked is releaseAddressSpace with growMu held, for the
-// arenas of the streams in only (nil: every arena); their arenas left with
-// no segment are dropped.
-func (p *Pool) releaseAddressSpaceLocked(only map[uintptr]bool) error {
+// releaseAddressSpaceLocked is releaseAddressSpace with growMu held, for
+// every arena or, with retiredOnly, those of retired streams, which are
+// dropped once they hold no segment.
+func (p *Pool) releaseAddressSpaceLocked(retiredOnly bool) error {
 	p.mu.Lock()
 	var segs []*segment
 	for k, a := range p.arenas {
-		if only != nil && !only[k.stream] {
+		if retiredOnly && !p.retired[k.stream] {
 			continue
 		}
 		for _, s := range append([]*segment(nil), a.segments...) {
@@ -728,7 +728,7 @@ func (p *Pool) releaseAddressSpaceLocked(only map[uintptr]bool) error {
 				segs = append(segs, s)
 			}
 		}
-		if only != nil && len(a.segments) == 0 {
+		if retiredOnly && len(a.segments) == 0 {
 			delete(p.arenas, k)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 )
 
@@ -85,12 +84,12 @@ func (p *Pool) RetireStream(stream uintptr) error {
 // held, by EmptyCache (RetireStream's among them).
 func (p *Pool) releaseRetiredLocked() error {
 	p.mu.Lock()
-	retired := maps.Clone(p.retired)
+	none := len(p.retired) == 0
 	p.mu.Unlock()
-	if len(retired) == 0 {
+	if none {
 		return nil
 	}
-	return p.releaseAddressSpaceLocked(retired)
+	return p.releaseAddressSpaceLocked(true)
 }
 
 // retire marks stream retired: idle for good.

@@ -120,6 +120,44 @@ func (d *Device) EmptyCache() error {
 	return d.pool.EmptyCache()
 }
 
+// SetMaxReserved caps, while the program runs, the bytes the device's pool
+// reserves from the driver (PyTorch's set_per_process_memory_fraction, CuPy's
+// set_limit); 0 removes the cap. A cap below what is reserved gives back at
+// once what is cached and makes later allocations that would need more
+// memory fail with ErrOutOfMemory; live buffers are never touched. A
+// negative cap fails with ErrInvalidSize and changes nothing. See
+// [pool.Pool.SetMaxReserved].
+func (d *Device) SetMaxReserved(bytes int64) error {
+	if !d.valid() {
+		return errNilDevice
+	}
+	if d.closed.Load() {
+		return ErrDeviceClosed
+	}
+	return deviceError(d.pool.SetMaxReserved(bytes))
+}
+
+// SetMaxReservedFraction is [Device.SetMaxReserved] with the cap given as a
+// fraction in (0, 1] of the device's memory.
+func (d *Device) SetMaxReservedFraction(f float64) error {
+	if !d.valid() {
+		return errNilDevice
+	}
+	if d.closed.Load() {
+		return ErrDeviceClosed
+	}
+	return deviceError(d.pool.SetMaxReservedFraction(f))
+}
+
+// MaxReserved returns the cap on the bytes the device's pool reserves; 0
+// means none.
+func (d *Device) MaxReserved() int64 {
+	if !d.valid() {
+		return 0
+	}
+	return d.pool.MaxReserved()
+}
+
 // MemInfo reports the device's free and total bytes, as its driver sees them.
 func (d *Device) MemInfo() (free, total int64, err error) {
 	if !d.valid() {

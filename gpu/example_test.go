@@ -41,7 +41,7 @@ func ExampleDevice_Summary() {
 	//   reserved      20.00 MiB   peak    20.00 MiB
 	//   cached         1.00 MiB   (reserved, not in use, 1 free blocks; EmptyCache returns it)
 	//   buffers               2   peak            2
-	//   in all     2 allocations (19.00 MiB), 0 frees (0 B), 0 served from the cache, 0 out of memory
+	//   in all     2 allocations (19.00 MiB), 0 frees (0 B), 1 served from the cache, 0 out of memory
 	// 2 scopes open (bytes taken with their children, peak, own buffers), largest first:
 	//   weights                         19.00 MiB   peak    19.00 MiB   1 buffers (16.00 MiB)
 	//     batch                          3.00 MiB   peak     3.00 MiB   1 buffers (3.00 MiB)

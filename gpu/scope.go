@@ -220,13 +220,10 @@ func (s *Scope) Close() error {
 	return deviceError(s.s.Close())
 }
 
-// ScopeStats describes a scope.
-type ScopeStats = scope.Stats
-
 // Stats returns the scope's counters; zero for a nil or zero Scope.
 func (s *Scope) Stats() ScopeStats {
 	if !s.valid() {
 		return ScopeStats{}
 	}
-	return s.s.Stats()
+	return scopeStats(s.s.Stats())
 }

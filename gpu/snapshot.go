@@ -18,8 +18,17 @@ import (
 type Snapshot struct {
 	Device string          `json:"device"`
 	Stats  Stats           `json:"stats"`
-	Pool   pool.Snapshot   `json:"pool"`
+	Pool   PoolSnapshot    `json:"pool"`
 	Scopes []ScopeSnapshot `json:"scopes"` // parents before their children
+}
+
+// PoolSnapshot is the layout of a device's pool: its segments, with the
+// blocks that tile them, and the memory held mapped nowhere. The sizes of
+// the blocks that are not unmapped, plus IdleBytes, add up to
+// Stats.Reserved. The pool's counters are the Snapshot's Stats.
+type PoolSnapshot struct {
+	Segments  []pool.SegmentInfo `json:"segments"`
+	IdleBytes int64              `json:"idle_bytes"` // handles created and mapped nowhere
 }
 
 // ScopeSnapshot is one open scope.
@@ -65,7 +74,12 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 	if d.closed.Load() {
 		return nil, ErrDeviceClosed
 	}
-	return &Snapshot{Device: d.name, Stats: d.Stats(), Pool: d.pool.Snapshot(), Scopes: d.scopeSnapshots()}, nil
+	ps := d.pool.Snapshot()
+	st := d.stats(ps.Stats)
+	scopes := d.scopeSnapshots()
+	st.OpenScopes = len(scopes)
+	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
+		Scopes: scopes}, nil
 }
 
 // scopeSnapshots describes the open scopes, parents first.
@@ -137,7 +151,7 @@ func (d *Device) Summary() string {
 		pool.FormatBytes(st.Cached), st.CachedBlocks)
 	fmt.Fprintf(&b, "  %-10s %12d   peak %12d\n", "buffers", st.ActiveBlocks, st.PeakActiveBlocks)
 	fmt.Fprintf(&b, "  %-10s %d allocations (%s), %d frees (%s), %d served from the cache, %d out of memory\n",
-		"in all", st.Allocs, pool.FormatBytes(st.AllocatedBytes), st.Frees, pool.FormatBytes(st.FreedBytes), st.CacheHits, st.OOMs)
+		"in all", st.Allocs, pool.FormatBytes(st.AllocatedBytes), st.Frees, pool.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
 	// The tree is walked, not rebuilt from paths: names may hold "/", and
 	// scopes of one path are distinct scopes.
 	var roots []scopeNode

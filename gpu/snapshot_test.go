@@ -145,14 +145,18 @@ func TestTheOutOfMemoryObserverMayEmptyTheCache(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestVarPublishesStatsAsJSON(t *testing.T) {
+func TestStatsMarshalAsTheDevicesStats(t *testing.T) {
 	dev := openHost(t)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		_, err := s.Alloc(1 << 20)
 		require.NoError(t, err)
-		var st pool.Stats
-		require.NoError(t, json.Unmarshal([]byte(dev.Var().String()), &st))
-		assert.Equal(t, int64(1<<20), st.Allocated)
+		// What docs/observability.md passes to expvar.Publish.
+		data, err := json.Marshal(dev.Stats())
+		require.NoError(t, err)
+		var st map[string]int64
+		require.NoError(t, json.Unmarshal(data, &st))
+		assert.Equal(t, int64(1<<20), st["allocated"])
+		assert.Equal(t, int64(1), st["open_scopes"], "the device's stats, scopes included")
 		return nil
 	}))
 }

@@ -1,17 +1,52 @@
 package gpu
 
 import (
-	"expvar"
 	"fmt"
 	"log/slog"
 
 	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
-// Stats are a device's memory counters: the pool's, and its open scopes.
+// Stats are a device's memory counters, copied at one moment. Byte counts
+// are of blocks as the device's pool rounds them (multiples of 512 bytes),
+// except Requested, which counts the sizes asked for. It marshals to JSON
+// with snake_case names; an expvar.Var is any type with a String method:
+//
+//	expvar.Publish("gpu0", expvar.Func(func() any { return dev.Stats() }))
 type Stats struct {
-	pool.Stats
-	OpenScopes int // scopes open on the device
+	// Now.
+	Allocated    int64 `json:"allocated"`     // bytes in live buffers
+	Requested    int64 `json:"requested"`     // bytes asked for, over live buffers
+	Reserved     int64 `json:"reserved"`      // bytes the device's pool holds from the driver
+	Cached       int64 `json:"cached"`        // Reserved - Allocated: free bytes kept for reuse (EmptyCache returns them)
+	ActiveBlocks int64 `json:"active_blocks"` // live buffers
+	CachedBlocks int64 `json:"cached_blocks"` // free blocks the pool keeps
+	Segments     int64 `json:"segments"`      // segments the pool holds (an expandable arena counts one)
+	OpenScopes   int   `json:"open_scopes"`   // scopes open on the device
+
+	// Peaks, since the device was opened or ResetPeaks was called.
+	// PeakReserved is exact; PeakAllocated and PeakActiveBlocks are exact
+	// while one goroutine allocates, and may fall short under concurrent
+	// allocation (docs/pool.md says why).
+	PeakAllocated    int64 `json:"peak_allocated"`
+	PeakReserved     int64 `json:"peak_reserved"`
+	PeakActiveBlocks int64 `json:"peak_active_blocks"`
+
+	// Totals, since the device was opened.
+	Allocs          int64 `json:"allocs"`            // successful allocations
+	Frees           int64 `json:"frees"`             // frees, early or at a scope's end
+	AllocatedBytes  int64 `json:"allocated_bytes"`   // bytes of all allocations
+	FreedBytes      int64 `json:"freed_bytes"`       // bytes of all frees
+	ServedFromCache int64 `json:"served_from_cache"` // allocations served from memory the pool held, with no driver call
+	CacheHits       int64 `json:"cache_hits"`        // the part of ServedFromCache the small-block front cache served
+	SourceAllocs    int64 `json:"source_allocs"`     // driver calls that obtained memory
+	SourceFrees     int64 `json:"source_frees"`      // driver calls that returned memory
+	Growths         int64 `json:"growths"`           // times the pool mapped more memory into an arena
+	PagesMapped     int64 `json:"pages_mapped"`      // pages mapped into arenas, new or moved
+	PagesMoved      int64 `json:"pages_moved"`       // pages unmapped from under free blocks to be mapped elsewhere
+	OOMs            int64 `json:"ooms"`              // allocations the device had no room for (a scope's Limit refusing one is not counted)
+	Retries         int64 `json:"retries"`           // allocations retried after the pool released its cache
 }
 
 // String describes the counters in a line a person reads: what is in use,
@@ -37,13 +72,57 @@ func (d *Device) Stats() Stats {
 	if !d.valid() {
 		return Stats{}
 	}
-	return Stats{Stats: d.pool.Stats(), OpenScopes: len(d.tree.Scopes())}
+	return d.stats(d.pool.Stats())
 }
 
-// Var returns an expvar.Var whose String is the device's Stats as JSON, for
-// expvar.Publish("gpu0", dev.Var()): /debug/vars then shows them.
-func (d *Device) Var() expvar.Var {
-	return expvar.Func(func() any { return d.Stats().Stats })
+// stats puts the pool's counters in the device's terms.
+func (d *Device) stats(p pool.Stats) Stats {
+	// An allocation calls the driver when it grows an expandable arena, or
+	// allocates a segment of its own where arenas are not expandable.
+	viaDriver := p.Growths
+	if !d.pool.Expandable() {
+		viaDriver = p.SourceAllocs
+	}
+	return Stats{
+		Allocated: p.Allocated, Requested: p.Requested, Reserved: p.Reserved, Cached: p.Cached,
+		ActiveBlocks: p.ActiveBlocks, CachedBlocks: p.CachedBlocks, Segments: p.Segments,
+		OpenScopes:    len(d.tree.Scopes()),
+		PeakAllocated: p.PeakAllocated, PeakReserved: p.PeakReserved, PeakActiveBlocks: p.PeakActiveBlocks,
+		Allocs: p.Allocs, Frees: p.Frees, AllocatedBytes: p.AllocatedBytes, FreedBytes: p.FreedBytes,
+		ServedFromCache: max(0, p.Allocs-viaDriver), CacheHits: p.CacheHits,
+		SourceAllocs: p.SourceAllocs, SourceFrees: p.SourceFrees, Growths: p.Growths,
+		PagesMapped: p.PagesMapped, PagesMoved: p.PagesMoved, OOMs: p.OOMs, Retries: p.Retries,
+	}
+}
+
+// ScopeStats are a scope's counters, copied at one moment. Live and Peak
+// count what the scope and its children take from the device, as Limit
+// does: allocations as the pool rounds them, and reservations.
+type ScopeStats struct {
+	Live        int64 `json:"live"`        // bytes the scope and its children take now
+	Peak        int64 `json:"peak"`        // the most Live has been
+	Allocations int   `json:"allocations"` // live buffers the scope owns itself
+	Children    int   `json:"children"`    // open child scopes
+	Reserved    int64 `json:"reserved"`    // bytes of its reservation (Reserve)
+	Limit       int64 `json:"limit"`       // its limit (Limit; 0: none)
+}
+
+func scopeStats(s scope.Stats) ScopeStats {
+	return ScopeStats{Live: s.Live, Peak: s.Peak, Allocations: s.Allocations, Children: s.Children,
+		Reserved: s.Reserved, Limit: s.Limit}
+}
+
+// String describes the counters in a line a person reads.
+func (s ScopeStats) String() string {
+	str := fmt.Sprintf("live %s (peak %s), %d buffers, %d children", pool.FormatBytes(s.Live),
+		pool.FormatBytes(s.Peak), s.Allocations, s.Children)
+	if s.Reserved > 0 {
+		str += ", reserved " + pool.FormatBytes(s.Reserved)
+	}
+	if s.Limit > 0 {
+		str += ", limit " + pool.FormatBytes(s.Limit)
+	}
+	return str
 }
 
 // ResetPeaks sets the device's peaks to what is allocated and reserved now,

@@ -15,15 +15,19 @@ import (
 // with one map call per handle and one access call for the whole range. The
 // handles come from, in order: idle handles; when memory is short (the limit,
 // or the source out of memory), handles lying wholly under free blocks of the
-// same stream, unmapped there to move; and one new handle from the source for
-// the rest, exactly as large as the growth.
+// same stream, unmapped there to move; and new handles from the source for
+// the rest.
 //
-// A growth so costs three driver calls (create, map, set access) whatever its
-// size, and nothing else calls the driver: a workload that repeats makes no
-// driver call once its first pass is done. Moving memory eagerly to keep
-// reserved bytes at the minimum was measured to cost more than it saves: a
-// handle moved out of a free block splits that block, and the next large
-// request no longer fits (docs/pool.md).
+// A handle cannot be given back in part: while one live block lies in it,
+// the free memory beside that block is stranded there. So a new handle is at
+// most a share of the pool's budget (see handleLimit): the memory that one
+// handle can strand, and the number of handles that filling the budget
+// takes, are both bounded whatever the budget. Where a growth is cut into
+// several handles, one ends where the request's block will end, so that
+// freeing that block frees whole handles. On a large device the limit is far
+// above most growths, so a growth stays three driver calls (create, map, set
+// access), and a workload that repeats makes no driver call once its first
+// pass is done.
 
 // handle is physical memory from the source, mapped at ptr or idle (ptr 0).
 type handle struct {
@@ -71,6 +75,7 @@ func (p *Pool) growExpandable(a *arena, r int64, squeeze bool) error {
 	}
 	p.mu.Lock()
 	g := p.planGrowth(a, h, at, k, squeeze || p.overLimit(k*p.gran))
+	g.blockEnd = requestEnd(h, at, r)
 	p.mu.Unlock()
 	return p.carryOut(a, g)
 }
@@ -82,8 +87,64 @@ type growth struct {
 	handles  []*handle // idle handles taken
 	moving   []*block  // blocks whose one handle moves (state moving)
 	movingH  []*handle // the handle under each moving block
-	create   int64     // bytes of the new handle to create, 0 for none
+	create   int64     // bytes of new handles to create, 0 for none
+	maxNew   int64     // the largest new handle (handleLimit)
 	byteSize int64     // bytes mapped in all
+	blockEnd uintptr   // where the block of the request that needs the growth will end
+}
+
+// requestEnd returns where the block of r bytes that a growth at at in hole
+// h makes room for will end: it starts at the free block before the hole,
+// where the growth joins one, else at at.
+func requestEnd(h *block, at uintptr, r int64) uintptr {
+	start := at
+	if at == h.ptr && h.prev != nil && h.prev.state == stateFree {
+		start = h.prev.ptr
+	}
+	return start + uintptr(r)
+}
+
+// The shape of new handles. A handle is at most 1/budgetShare of the pool's
+// budget (MaxReserved, else the device's memory): then it can strand at most
+// that share of the budget, and filling the whole budget creates at most
+// budgetShare handles beyond one a growth, about 5 ms of driver calls at
+// ~10 us a create. It is never below minHandleGranules granules (8 MiB on an
+// H200): on a small budget, handles of a page or two would multiply the
+// driver calls and the moves for little memory.
+const (
+	budgetShare       = 512
+	minHandleGranules = 4
+)
+
+// handleLimit is the largest handle a growth creates now. Called with
+// p.mu held.
+func (p *Pool) handleLimit() int64 {
+	budget := p.total
+	if limit := p.limit.Load(); limit > 0 && (budget <= 0 || limit < budget) {
+		budget = limit
+	}
+	if budget <= 0 {
+		return MaxSize
+	}
+	return max(budget/budgetShare&^(p.gran-1), minHandleGranules*p.gran)
+}
+
+// newHandleSizes cuts the bytes a growth creates, which start off bytes
+// into the mapped range, into handles of at most g.maxNew; where it cuts at
+// all, one handle ends where the request's block ends (cut bytes into the
+// range).
+func (g *growth) newHandleSizes(off, cut int64) []int64 {
+	var sizes []int64
+	for left := g.create; left > 0; {
+		n := min(left, g.maxNew)
+		if g.create > g.maxNew && cut > off && cut < off+n {
+			n = cut - off
+		}
+		sizes = append(sizes, n)
+		off += n
+		left -= n
+	}
+	return sizes
 }
 
 // bestHole picks where to map memory for r bytes: the hole, the address in
@@ -153,6 +214,7 @@ func (p *Pool) planGrowth(a *arena, h *block, at uintptr, k int64, move bool) *g
 	}
 	if total < k {
 		g.create = (k - total) * p.gran
+		g.maxNew = p.handleLimit()
 		total = k
 	}
 	g.byteSize = total * p.gran
@@ -263,16 +325,20 @@ func (p *Pool) carryOut(a *arena, g *growth) error {
 			return fail(err)
 		}
 	}
-	if g.create > 0 {
-		hd, err := p.createHandle(g.create)
+	start := g.hole.ptr
+	if g.fromEnd {
+		start = g.hole.end() - uintptr(g.byteSize)
+	}
+	cut := int64(0)
+	if g.blockEnd > start {
+		cut = p.granules(int64(g.blockEnd-start)) * p.gran
+	}
+	for _, n := range g.newHandleSizes(g.byteSize-g.create, cut) {
+		hd, err := p.createHandle(n)
 		if err != nil {
 			return fail(err)
 		}
 		handles = append(handles, hd)
-	}
-	start := g.hole.ptr
-	if g.fromEnd {
-		start = g.hole.end() - uintptr(g.byteSize)
 	}
 	at := start
 	for i, hd := range handles {

@@ -17,6 +17,9 @@ type modelConfig struct {
 	capacity int64
 	plain    bool // classic segments
 	opts     []pool.Option
+	// changingCap: the run also lowers, raises and removes MaxReserved
+	// while blocks are live.
+	changingCap bool
 }
 
 var modelConfigs = []modelConfig{
@@ -29,6 +32,7 @@ var modelConfigs = []modelConfig{
 	{name: "expandable growing by what it lacks", capacity: 96 << 20, opts: []pool.Option{pool.GrowthStep(0)}},
 	{name: "expandable growing in 64 MiB steps", opts: []pool.Option{pool.GrowthStep(64 << 20)}},
 	{name: "classic with release threshold", plain: true, opts: []pool.Option{pool.ReleaseThreshold(4 << 20)}},
+	{name: "expandable with a cap that changes while it runs", opts: []pool.Option{pool.MaxReserved(64 << 20)}, changingCap: true},
 }
 
 // modelRun applies a sequence of operations drawn from next to a pool and
@@ -47,6 +51,7 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (f
 	var live []pool.Block
 	owner := map[uintptr]pool.Block{} // every live byte range start, to catch reuse of a live address
 	streams := []uintptr{0, 7}
+	var reserved int64 // after the last step
 	sizes := []int64{1, 500, 512, 4096, 100_000, 1 << 20, 1<<20 + 1, 3 << 20, 9 << 20, 21 << 20, 40<<20 + 123}
 	for step := 0; step < steps; step++ {
 		switch op := next(10); {
@@ -84,7 +89,16 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (f
 			delete(owner, b.Ptr())
 			require.NoError(t, p.Free(b), "step %d", step)
 			require.ErrorIs(t, p.Free(b), pool.ErrInvalidBlock, "a double free must fail")
-		default: // trim, or make a stream busy or idle
+		default: // trim, make a stream busy or idle, or change the cap
+			if cfg.changingCap && next(2) == 0 {
+				caps := []int64{0, 24 << 20, 48 << 20, 96 << 20}
+				c := caps[next(len(caps))]
+				require.NoError(t, p.SetMaxReserved(c), "step %d", step)
+				if c > 0 && reserved > c {
+					require.NoError(t, p.CheckTrimmed(), "step %d: a cap below reserved gives back what is free", step)
+				}
+				break
+			}
 			switch next(3) {
 			case 0:
 				require.NoError(t, p.EmptyCache())
@@ -101,9 +115,13 @@ func modelRun(t *testing.T, cfg modelConfig, steps int, next func(n int) int) (f
 		if cfg.capacity > 0 {
 			require.LessOrEqual(t, src.Used(), cfg.capacity)
 		}
-		if lim := p.MaxReserved(); lim > 0 {
-			require.LessOrEqual(t, st.Reserved, lim, "step %d", step)
+		if lim := p.MaxReserved(); lim > 0 && st.Reserved > lim {
+			// Only a cap lowered below live blocks leaves the pool above it,
+			// and then it never grows.
+			require.True(t, cfg.changingCap, "step %d: %d reserved over the cap of %d", step, st.Reserved, lim)
+			require.LessOrEqual(t, st.Reserved, reserved, "step %d: grew while above the cap", step)
 		}
+		reserved = st.Reserved
 	}
 	src.SetBusy(0, false)
 	final, limited = p.Stats(), p.MaxReserved() > 0

@@ -21,8 +21,8 @@ type Pool struct {
 	gran   int64       // the mapper's granularity
 	vaSize int64       // address space each expandable segment reserves
 	opts   options
-	limit  int64 // bytes; 0 means none
-	total  int64 // the device's bytes, as MemInfo said when the pool was made; 0: unknown
+	limit  atomic.Int64 // MaxReserved in bytes; 0 means none. Changed under mu and growMu (SetMaxReserved)
+	total  int64        // the device's bytes, as MemInfo said when the pool was made; 0: unknown
 
 	closed   atomic.Bool
 	observer atomic.Pointer[func(alloc bool, b Block)] // Observe's function, or nil
@@ -74,7 +74,8 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{src: src, opts: o, limit: o.limit, arenas: make(map[arenaKey]*arena)}
+	p := &Pool{src: src, opts: o, arenas: make(map[arenaKey]*arena)}
+	p.limit.Store(o.limit)
 	p.events, _ = src.(EventSource)
 	// The device's size bounds what can ever be allocated and sizes the
 	// address space reserved; a source that cannot say is still usable,
@@ -91,7 +92,7 @@ func New(src Source, opts ...Option) (*Pool, error) {
 		if total <= 0 {
 			return nil, fmt.Errorf("pool: MaxReservedFraction needs the device's total memory, and the source reports %d", total)
 		}
-		p.limit = int64(o.limitFraction * float64(total))
+		p.limit.Store(int64(o.limitFraction * float64(total)))
 	}
 	if m, ok := src.(PageMapper); ok && o.expansion != ExpandNever {
 		p.mapper = m
@@ -124,9 +125,6 @@ func New(src Source, opts ...Option) (*Pool, error) {
 
 // Expandable reports whether the pool's arenas grow by mapping pages.
 func (p *Pool) Expandable() bool { return p.mapper != nil }
-
-// MaxReserved returns the most bytes the pool reserves; 0 means no cap.
-func (p *Pool) MaxReserved() int64 { return p.limit }
 
 // Alloc allocates size bytes for the default stream.
 func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocContext(context.Background(), size, 0) }
@@ -424,7 +422,7 @@ func b2i(b bool) int {
 // memory it moves what can move, then waits for the blocks parked for other
 // streams (until ctx is done), releases the cache and retries once.
 func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error) {
-	if p.total > 0 && r > p.total || p.limit > 0 && r > p.limit {
+	if limit := p.limit.Load(); p.total > 0 && r > p.total || limit > 0 && r > limit {
 		// No release of the cache can make room for it.
 		return nil, p.oomError(size, a.key.stream, nil)
 	}
@@ -520,7 +518,8 @@ func (p *Pool) checkLimit(n int64) error {
 // overLimit reports whether reserving n more bytes breaks the limit.
 // Called with p.mu held.
 func (p *Pool) overLimit(n int64) bool {
-	return p.limit > 0 && p.reserved+n > p.limit
+	limit := p.limit.Load()
+	return limit > 0 && p.reserved+n > limit
 }
 
 func (p *Pool) addReserved(n int64) {
@@ -571,7 +570,7 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 	defer p.mu.Unlock()
 	p.ooms++
 	e := &OOMError{Requested: size, Stream: stream, Allocated: p.allocatedNow(), Reserved: p.reserved,
-		Limit: p.limit, DeviceFree: free, DeviceTotal: total, Err: cause}
+		Limit: p.limit.Load(), DeviceFree: free, DeviceTotal: total, Err: cause}
 	for _, a := range p.arenas {
 		e.LargestFree = max(e.LargestFree, a.free.largest())
 	}

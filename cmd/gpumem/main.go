@@ -29,14 +29,53 @@ import (
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "gpumem:", err)
+		var st *exitStatus
+		if errors.As(err, &st) {
+			os.Exit(st.code)
+		}
 		os.Exit(1)
 	}
 }
 
+// exitOutOfMemory is replay's exit status when allocations of the trace
+// ran out of memory: the JSON is printed as usual, and a note on stderr.
+const exitOutOfMemory = 3
+
+// exitStatus is an error that ends gpumem with a status other than 1.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e *exitStatus) Error() string { return e.err.Error() }
+func (e *exitStatus) Unwrap() error { return e.err }
+
+// parseArgs parses args with fs, flags before or after the positional
+// arguments (a "--" ends the flags), and returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
 const usage = `usage: gpumem replay [flags] FILE
-       gpumem plot -o OUT.svg|OUT.html FILE
+       gpumem plot [flags] -o OUT.svg|OUT.html FILE
        gpumem stress [flags]
        gpumem help
+
+Flags may come before or after FILE.
 
 replay replays an allocation trace (CSV: action,addr,size,stream, plain or
 gzip) through gpuscope's pool and prints one JSON object: peak requested and
@@ -46,7 +85,12 @@ sim), and the time of each pass. plot draws a trace's memory over its
 events: requested bytes stacked by size (or by scope, where the trace has
 that column), and what the pool reserves replaying it. stress opens nested
 scopes from many goroutines for a while and checks that nothing is left.
-The trace format is in docs/trace-format.md.
+"events" counts the trace's alloc and free_requested lines, once, as
+plot does. A replay in which allocations ran out of memory still prints
+its JSON (peak_requested_bytes is then the trace's own peak, not what
+succeeded, and ooms counts the failures), says so on stderr, and exits
+with status 3; other errors exit with status 1. The trace format, and the
+longest line a trace may have, are in docs/trace-format.md.
 `
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -103,11 +147,11 @@ type replayOptions struct {
 
 func replayFlags(o *replayOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.StringVar(&o.driver, "driver", "sim", "where memory comes from: sim (simulated, touches no memory)"+extraDrivers)
-	fs.Int64Var(&o.capacity, "capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited)")
+	fs.StringVar(&o.driver, "driver", "sim", "where memory comes from: sim (simulated, touches no memory), or cuda (GPU 0, in a gpumem built with -tags cuda)")
+	fs.Int64Var(&o.capacity, "capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited); to cap a GPU, use --max-reserved")
 	fs.Int64Var(&o.pageSize, "page-size", sim.DefaultPageSize, "with --driver sim: bytes per mapped page")
 	fs.StringVar(&o.expand, "expand", "auto", "auto (map pages where the source can), never, always")
-	fs.Int64Var(&o.maxReserved, "max-reserved", 0, "pool MaxReserved: most bytes the pool reserves (0: no cap)")
+	fs.Int64Var(&o.maxReserved, "max-reserved", 0, "pool MaxReserved: most bytes the pool reserves, with either driver (0: no cap)")
 	fs.Int64Var(&o.maxSplit, "max-split", 0, "pool MaxSplitSize in bytes (0: unlimited)")
 	fs.Int64Var(&o.threshold, "release-threshold", -1, "pool ReleaseThreshold in bytes (-1: keep everything)")
 	fs.IntVar(&o.repeat, "repeat", 1, "replay the trace this many times, freeing what is still live between repetitions")
@@ -126,13 +170,15 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	files, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		fs.Usage()
-		return errors.New("replay needs one trace FILE")
+		return fmt.Errorf("replay needs one trace FILE, got %d", len(files))
 	}
+	file := files[0]
 	var opts []pool.Option
 	switch o.expand {
 	case "auto":
@@ -161,7 +207,7 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	if o.threshold >= 0 {
 		opts = append(opts, pool.ReleaseThreshold(o.threshold))
 	}
-	if _, err := os.Stat(fs.Arg(0)); err != nil {
+	if _, err := os.Stat(file); err != nil {
 		return err
 	}
 	src, closeSrc, err := openSource(o.driver, o.capacity, o.pageSize)
@@ -191,16 +237,23 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 		defer func() { _ = bw.Flush(); _ = f.Close() }()
 		tl = bw
 	}
-	res, err := replay(p, openTraceFile(fs.Arg(0), stderr), m, o.repeat, tl)
+	res, err := replay(p, openTraceFile(file, stderr), m, o.repeat, tl)
 	if cerr := p.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return fmt.Errorf("%s: %w", file, err)
 	}
-	res.Trace = fs.Arg(0)
+	res.Trace = file
 	res.Driver = o.driver
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if res.OOMs > 0 {
+		return &exitStatus{exitOutOfMemory, fmt.Errorf("%s: %d of %d allocations ran out of memory (the pool reserved at most %d bytes); peak_requested_bytes, %d, is the trace's own",
+			file, res.OOMs, res.Allocs, res.PeakReservedBytes, res.PeakRequestedBytes)}
+	}
+	return nil
 }

@@ -41,20 +41,22 @@ func plotCommand(args []string, stdout, stderr io.Writer) error {
 	o := new(plotOptions)
 	fs := plotFlags(o)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	files, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || o.out == "" {
-		return errors.New("plot needs one trace FILE and -o OUT.svg or OUT.html")
+	if len(files) != 1 || o.out == "" {
+		return errors.New("plot needs one trace FILE and -o OUT.svg or OUT.html, in any order")
 	}
+	file := files[0]
 	if o.width < 200 {
 		return fmt.Errorf("-width %d: at least 200", o.width)
 	}
-	tl, err := traceTimeline(openTraceFile(fs.Arg(0), stderr), o.width)
+	tl, err := traceTimeline(openTraceFile(file, stderr), o.width)
 	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return fmt.Errorf("%s: %w", file, err)
 	}
-	name := filepath.Base(fs.Arg(0))
+	name := filepath.Base(file)
 	svg := tl.svg(name, o.width)
 	var page string
 	switch {
@@ -86,9 +88,17 @@ type column struct {
 	reserved    int64
 }
 
+// maxGroups is the most groups a plot stacks: the scopes with the largest
+// peaks, and the rest together as otherGroup. More could not be told
+// apart, and each adds its own area to the SVG.
+const maxGroups = 10
+
+// otherGroup stacks the scopes past the largest maxGroups-1.
+const otherGroup = "other scopes"
+
 // sizeGroup names the size class of a request.
-func sizeGroup(n int64) string {
-	switch {
+func sizeGroup(ev event) string {
+	switch n := ev.size; {
 	case n < 1<<20:
 		return "under 1 MiB"
 	case n < 10<<20:
@@ -106,6 +116,20 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 	n, byScope, err := countEvents(open)
 	if err != nil {
 		return nil, err
+	}
+	groupOf := sizeGroup
+	if byScope {
+		top, err := topScopes(open, maxGroups)
+		if err != nil {
+			return nil, err
+		}
+		groupOf = func(ev event) string {
+			g := cmp.Or(ev.scope, "(no scope)")
+			if !top[g] {
+				return otherGroup
+			}
+			return g
+		}
 	}
 	src := sim.New(0, 0)
 	p, err := pool.New(src, pool.Shards(1))
@@ -146,10 +170,7 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 			if err != nil {
 				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
 			}
-			g := sizeGroup(ev.size)
-			if byScope {
-				g = cmp.Or(ev.scope, "(no scope)")
-			}
+			g := groupOf(ev)
 			live[ev.addr] = liveBlock{b, g}
 			byGroup[g] += ev.size
 			requested += ev.size
@@ -209,6 +230,58 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		_ = p.Free(lb.b)
 	}
 	return tl, nil
+}
+
+// topScopes returns the scopes whose live bytes peak highest, at most
+// n of them, or n-1 where the trace has more (the rest are drawn as
+// otherGroup). Its memory is the trace's live allocations and one figure
+// per scope.
+func topScopes(open openEvents, n int) (map[string]bool, error) {
+	evs, closeEvents, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer closeEvents()
+	type liveAlloc struct {
+		size  int64
+		scope string
+	}
+	live := map[uint64]liveAlloc{}
+	now, peak := map[string]int64{}, map[string]int64{}
+	for {
+		ev, err := evs.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		g := cmp.Or(ev.scope, "(no scope)")
+		switch ev.action {
+		case "alloc":
+			live[ev.addr] = liveAlloc{ev.size, g}
+			now[g] += ev.size
+			peak[g] = max(peak[g], now[g])
+		case "free_requested":
+			if a, ok := live[ev.addr]; ok {
+				now[a.scope] -= a.size
+				delete(live, ev.addr)
+			}
+		}
+	}
+	names := make([]string, 0, len(peak))
+	for g := range peak {
+		names = append(names, g)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
+	if len(names) > n {
+		names = names[:n-1]
+	}
+	top := map[string]bool{}
+	for _, g := range names {
+		top[g] = true
+	}
+	return top, nil
 }
 
 // countEvents counts a trace's allocs and frees, and reports whether any

@@ -61,13 +61,28 @@ func TestCapacity(t *testing.T) {
 		assert.Equal(t, free.PeakReservedBytes, res.PeakReservedBytes)
 	})
 	t.Run("a device below the peak runs out of memory after moving memory, releasing and retrying", func(t *testing.T) {
-		res := runReplay(t, "--capacity", "400000000", file)
+		res, err := runReplayOOM(t, "--capacity", "400000000", file)
+		var st *exitStatus
+		require.ErrorAs(t, err, &st, "out of memory is an exit status of its own")
+		assert.Equal(t, exitOutOfMemory, st.code)
+		assert.Contains(t, err.Error(), "ran out of memory")
+		assert.Equal(t, free.PeakRequestedBytes, res.PeakRequestedBytes, "the trace's own peak, not what succeeded")
 		assert.Positive(t, res.OOMs)
 		assert.Positive(t, res.Retries)
 		assert.Positive(t, res.PagesMoved)
 	})
+	t.Run("--max-reserved caps the pool whatever the driver, and a cap too small exits 3", func(t *testing.T) {
+		const limit = 400 << 20
+		res, err := runReplayOOM(t, "--max-reserved", fmt.Sprint(limit), file)
+		var st *exitStatus
+		require.ErrorAs(t, err, &st)
+		assert.Equal(t, exitOutOfMemory, st.code)
+		assert.LessOrEqual(t, res.PeakReservedBytes, int64(limit))
+		assert.Positive(t, res.OOMs)
+		assert.Equal(t, free.PeakRequestedBytes, res.PeakRequestedBytes)
+	})
 	t.Run("classic segments release their cache and retry", func(t *testing.T) {
-		res := runReplay(t, "--expand", "never", "--capacity", "480000000", file)
+		res, _ := runReplayOOM(t, "--expand", "never", "--capacity", "480000000", file)
 		assert.Positive(t, res.Retries)
 	})
 }

@@ -15,11 +15,14 @@ func openSource(driver string, capacity, pageSize int64) (pool.Source, func(), e
 		}
 		return sim.New(capacity, pageSize), func() {}, nil
 	}
-	if driver == "cuda" && extraDrivers != "" {
+	if driver == "cuda" {
 		if capacity != 0 {
 			return nil, nil, fmt.Errorf("--capacity is for --driver sim; cap a GPU with --max-reserved")
 		}
+		if extraDrivers == "" {
+			return nil, nil, fmt.Errorf("--driver cuda: this gpumem was built without CUDA; build it with -tags cuda (go build -tags cuda ./cmd/gpumem)")
+		}
 		return openCUDASource()
 	}
-	return nil, nil, fmt.Errorf("--driver %q: unknown driver; this build has: sim%s", driver, extraDrivers)
+	return nil, nil, fmt.Errorf("--driver %q: unknown driver; the drivers are sim and cuda (in a build with -tags cuda)", driver)
 }

@@ -55,15 +55,18 @@ func stress(args []string, stdout, stderr io.Writer) error {
 	o := new(stressOptions)
 	fs := stressFlags(o)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	extra, err := parseArgs(fs, args)
+	if err != nil {
 		return err
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("stress takes no FILE, only flags: %q", extra)
 	}
 
 	if o.seconds <= 0 || o.goroutines <= 0 {
 		return errors.New("--seconds and --goroutines must be positive")
 	}
 	var dev *gpu.Device
-	var err error
 	switch o.driver {
 	case "host":
 		dev, err = gpu.OpenHost(gpu.HostMemory(4 << 30))

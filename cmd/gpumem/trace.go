@@ -28,13 +28,23 @@ var knownActions = map[string]bool{
 	"segment_map": true, "segment_unmap": true, "snapshot": true, "oom": true,
 }
 
+// MaxLineBytes is the longest line a trace may have. A trace's lines are
+// short (five fields); the bound keeps a malformed or hostile file, such
+// as a small gzip that expands to one enormous line, from taking memory
+// in proportion to that line.
+const MaxLineBytes = 64 << 10
+
 // traceReader reads a trace one event at a time, plain or gzip, so that a
-// replay's memory does not grow with the trace's length. A malformed line
-// or an unknown action is an error that names the line.
+// replay's memory does not grow with the trace's length. A malformed line,
+// a line longer than MaxLineBytes, an unknown action or a truncated gzip
+// is an error that names the line.
 type traceReader struct {
 	cr    *csv.Reader
+	lines *lineLimit
+	gzip  bool
 	close func() error
 	first bool
+	last  int // the line of the last event returned
 }
 
 func newTraceReader(r io.Reader) (*traceReader, error) {
@@ -44,11 +54,14 @@ func newTraceReader(r io.Reader) (*traceReader, error) {
 	if magic, err := br.Peek(2); err == nil && bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("trace: %w", err)
+			return nil, fmt.Errorf("trace: not a readable gzip: %w", err)
 		}
-		in, t.close = bufio.NewReaderSize(zr, 1<<16), zr.Close
+		// The reader's error was returned where it arose; Close only
+		// repeats it.
+		in, t.close, t.gzip = zr, func() error { return nil }, true
 	}
-	t.cr = csv.NewReader(in)
+	t.lines = &lineLimit{r: in, line: 1}
+	t.cr = csv.NewReader(bufio.NewReaderSize(t.lines, 1<<16))
 	t.cr.Comment = '#'
 	t.cr.FieldsPerRecord = -1
 	t.cr.TrimLeadingSpace = true
@@ -64,11 +77,7 @@ func (t *traceReader) next() (event, error) {
 			return event{}, io.EOF
 		}
 		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				return event{}, fmt.Errorf("trace line %d: %v", pe.Line, pe.Err)
-			}
-			return event{}, fmt.Errorf("trace: %w", err)
+			return event{}, t.readError(err)
 		}
 		// FieldPos is valid only after a successful Read: a failed one
 		// leaves no record and FieldPos panics.
@@ -94,8 +103,64 @@ func (t *traceReader) next() (event, error) {
 		if len(rec) == 5 {
 			ev.scope = rec[4]
 		}
+		t.last = line
 		return ev, nil
 	}
+}
+
+// readError says what went wrong reading the trace, once, with the line.
+func (t *traceReader) readError(err error) error {
+	var long *lineTooLong
+	if errors.As(err, &long) {
+		return long
+	}
+	if t.gzip && errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("trace: truncated gzip: the compressed data ends in line %d (the last whole event is on line %d)", t.lines.line, t.last)
+	}
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("trace line %d: %v", pe.Line, pe.Err)
+	}
+	if t.gzip {
+		return fmt.Errorf("trace: gzip data after line %d: %w", t.last, err)
+	}
+	return fmt.Errorf("trace: after line %d: %w", t.last, err)
+}
+
+// lineLimit passes a trace's bytes through, counting lines, and fails
+// once a line passes MaxLineBytes.
+type lineLimit struct {
+	r    io.Reader
+	line int // the line being read, from 1
+	run  int // bytes of it so far
+	err  error
+}
+
+// lineTooLong is the error of a line longer than MaxLineBytes.
+type lineTooLong struct{ line int }
+
+func (e *lineTooLong) Error() string {
+	return fmt.Sprintf("trace line %d: longer than %d bytes, the most a trace line may have", e.line, MaxLineBytes)
+}
+
+func (l *lineLimit) Read(b []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	n, err := l.r.Read(b)
+	for _, c := range b[:n] {
+		if c == '\n' {
+			l.line++
+			l.run = 0
+			continue
+		}
+		l.run++
+		if l.run > MaxLineBytes {
+			l.err = &lineTooLong{l.line}
+			return n, l.err
+		}
+	}
+	return n, err
 }
 
 // readTrace reads a whole trace into memory: for tests and small traces.

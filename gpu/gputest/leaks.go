@@ -15,8 +15,9 @@ type TestingT interface {
 	Error(args ...any)
 }
 
-// Find returns an error describing every open scope and live buffer on the
-// devices open now, or nil. It retries with a bounded backoff first, so
+// Find returns an error describing every open scope, live buffer and
+// other resource a scope owns (streams, events, modules, page-locked
+// memory) on the devices open now, or nil. It retries with a bounded backoff first, so
 // that a scope another goroutine is closing is not reported.
 func Find(opts ...Option) error {
 	o := buildOptions(opts)

@@ -47,7 +47,9 @@ func PoolOptions(opts ...pool.Option) DeviceOption {
 // ScrubFreed makes the device zero every buffer's memory when it is freed,
 // before it goes back to the cache: no later owner, in any scope, can read
 // what an earlier one wrote. For multi-tenant servers; it costs a memset per
-// free.
+// free. The zeros are queued on the buffer's stream, after its work there;
+// a buffer that other streams used is zeroed after their work too, which
+// its free waits for.
 func ScrubFreed() DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.scrub = true; return o })
 }

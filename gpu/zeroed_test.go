@@ -3,12 +3,15 @@ package gpu_test
 import (
 	"bytes"
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/host"
 )
 
 var secret = []byte("password=hunter2")
@@ -96,4 +99,55 @@ func TestScrubFreedOrdersItsZerosOnTheMemorysStream(t *testing.T) {
 	dev := openHost(t, gpu.ScrubFreed())
 	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev),
 		"the previous owner's queued write lands before the scrub")
+}
+
+// waitBlockedIn waits until a goroutine's stack holds fn, or done is
+// closed.
+func waitBlockedIn(fn string, done <-chan struct{}) {
+	buf := make([]byte, 1<<20)
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestScrubFreedZeroesAfterTheWritesOfOtherStreamsThatUsedTheBuffer(t *testing.T) {
+	dev := openHost(t, gpu.ScrubFreed())
+	drv := dev.Driver().(*host.Driver)
+	got := make([]byte, 4096)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		other, release := heldStream(t, s)
+		defer release()
+		freed := make(chan struct{})
+		go func() {
+			// The free waits for the other stream: let it run then (or
+			// once the free has returned without waiting).
+			waitBlockedIn("pool.(*Pool).WaitForUses", freed)
+			release()
+		}()
+		var ptr uintptr
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {
+			b, err := prev.Alloc(4096)
+			require.NoError(t, err)
+			ptr = b.Ptr()
+			require.NoError(t, b.RecordUse(other))
+			return drv.Memset(ptr, 0xAA, 4096, other.ID()) // queued behind the hold
+		}))
+		close(freed)
+		require.NoError(t, other.Synchronize())
+		return gpu.WithScope(s.Context(), dev, func(next *gpu.Scope) error {
+			b, err := next.Alloc(4096)
+			require.NoError(t, err)
+			require.Equal(t, ptr, b.Ptr(), "the memory is reused once the other stream has passed the free")
+			return b.CopyToHost(got)
+		})
+	}))
+	assert.Equal(t, make([]byte, 4096), got, "the other stream's write landed before the scrub")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -43,6 +44,24 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	}
 	blk.uses = append(blk.uses, stream)
 	return nil
+}
+
+// WaitForUses waits until the work queued so far has completed on b's own
+// stream and on every other stream that used it ([Pool.RecordUse]), but
+// for except: the stream the caller queues its next work on, after that
+// work in order. A device that zeroes freed memory calls it before the
+// zeros, so that they land after every write of the block's owner.
+func (p *Pool) WaitForUses(b Block, except uintptr) error {
+	blk := b.blk
+	if blk == nil || blk.seg.arena.pool != p {
+		return fmt.Errorf("%w: WaitForUses on a block of another pool, or none", ErrInvalidBlock)
+	}
+	p.mu.Lock()
+	streams := append([]uintptr{b.stream}, blk.uses...)
+	p.mu.Unlock()
+	streams = slices.DeleteFunc(streams, func(s uintptr) bool { return s == except })
+	_, err := p.waitStreams(context.Background(), streams)
+	return err
 }
 
 // IsStreamGone reports whether err is an EventSource's way of saying a

@@ -230,7 +230,14 @@ func (a *slot) releaseMemory(t *Tree) error {
 	}
 	var scrubbed error
 	if t.scrub != nil {
-		scrubbed = t.scrub(a.ptr, a.size, a.stream.Load())
+		stream := a.stream.Load()
+		if a.region == nil {
+			// Work on another stream that used the memory (its first
+			// owner's, after a Keep; a RecordUse) is not ordered before
+			// the zeros: wait for it, so that the zeros come last.
+			scrubbed = t.pool.WaitForUses(a.block, stream)
+		}
+		scrubbed = errors.Join(scrubbed, t.scrub(a.ptr, a.size, stream))
 	}
 	var err error
 	if a.region != nil {

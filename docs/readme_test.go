@@ -33,3 +33,27 @@ func TestTheReadmeSnippetIsARunExample(t *testing.T) {
 	}
 	assert.Equal(t, strings.Join(lines, ""), block)
 }
+
+// The README says how to use the library from another module, with the
+// module path and Go version that go.mod declares.
+func TestTheReadmeSaysHowToDependOnTheModule(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	mod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	require.NoError(t, err)
+	var path, version string
+	for _, l := range strings.Split(string(mod), "\n") {
+		if p, ok := strings.CutPrefix(l, "module "); ok {
+			path = strings.TrimSpace(p)
+		}
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			parts := strings.SplitN(strings.TrimSpace(v), ".", 3)
+			version = parts[0] + "." + parts[1]
+		}
+	}
+	require.NotEmpty(t, path)
+	assert.Contains(t, string(readme), "go get "+path+"@latest")
+	assert.Contains(t, string(readme), "`"+path+"/gpu`", "the import path")
+	assert.Contains(t, string(readme), "Go "+version)
+	assert.Contains(t, string(readme), "-tags cuda")
+}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/pool"
@@ -10,9 +11,10 @@ import (
 )
 
 // Sentinel errors, for errors.Is. Richer detail travels in typed errors:
-// [*OOMError] for the device, [*LimitError] for a scope's limit. Errors
-// from the layers below (pool, scope) keep their own words and prefix;
-// where they cross into this package they also match these sentinels.
+// [*OOMError] for an allocation that found no room, with its cause (a
+// scope's [*LimitError], or the device's figures). Errors of the layers
+// below (pool, scope) reach a user of this package in its words, with its
+// prefix, once, and match these sentinels as well as their own.
 var (
 	// ErrOutOfMemory: the device, or a scope's limit, has no room.
 	ErrOutOfMemory = errors.New("gpu: out of memory")
@@ -37,14 +39,124 @@ var (
 	ErrNotSupported = errors.New("gpu: not supported by this device")
 )
 
-// OOMError is the detail of a device out-of-memory error.
-type OOMError = pool.OOMError
-
-// LimitError is the detail of an allocation refused by a scope's limit.
+// LimitError is the detail of an allocation refused by a scope's limit,
+// the cause of an [*OOMError] whose Limit is set.
 type LimitError = scope.LimitError
+
+// OOMError is an allocation refused for want of memory, as a user of this
+// package receives it. Exactly one of Limit and Device is set: a scope's
+// Limit refused it, or the device had no room. It is ErrOutOfMemory, and
+// errors.As finds its cause (*LimitError, *pool.OOMError) too.
+type OOMError struct {
+	Scope     string // the path of the scope that allocated
+	Requested int64  // bytes asked for
+
+	Limit  *LimitError    // the scope whose limit refused it, the limit, and what the scope held
+	Device *pool.OOMError // the device's figures when it had no room: allocated, reserved, free
+
+	// Holders are the scopes that hold the most memory, largest first (at
+	// most three): on the device, or within the limited scope. Sites are
+	// the allocation sites that hold the most, where stacks are recorded
+	// ([RecordStacks]).
+	Holders []Holder
+	Sites   []Site
+	Cached  int64 // bytes the device's pool keeps free for reuse
+	device  string
+}
+
+// Holder is a scope and the memory its own buffers hold.
+type Holder struct {
+	Scope   string // its path
+	Bytes   int64
+	Buffers int
+	Site    string // where its first buffer was allocated, where stacks are recorded
+}
+
+// Site is an allocation site and the bytes live from it.
+type Site struct {
+	Site  string // "function file:line"
+	Bytes int64
+}
+
+// Error leads with what refused the allocation, then what holds the
+// memory, then what would help for that cause.
+func (e *OOMError) Error() string {
+	var b strings.Builder
+	b.WriteString("gpu: out of memory: ")
+	switch {
+	case e.Limit != nil:
+		l := e.Limit
+		fmt.Fprintf(&b, "the limit of scope %q (%s) refused %s", l.Path, pool.FormatBytes(l.Limit), pool.FormatBytes(l.Requested))
+		if e.Scope != l.Path {
+			fmt.Fprintf(&b, " for scope %q", e.Scope)
+		}
+		fmt.Fprintf(&b, ": %s live in it", pool.FormatBytes(l.Live))
+	case e.Device != nil:
+		d := e.Device
+		fmt.Fprintf(&b, "device %s has no room for %s in scope %q: %s allocated, %s reserved (largest free block %s)",
+			e.device, pool.FormatBytes(e.Requested), e.Scope, pool.FormatBytes(d.Allocated), pool.FormatBytes(d.Reserved),
+			pool.FormatBytes(d.LargestFree))
+		if d.Limit > 0 {
+			fmt.Fprintf(&b, ", the pool's cap %s", pool.FormatBytes(d.Limit))
+		}
+		if d.DeviceTotal >= 0 {
+			fmt.Fprintf(&b, ", %s free of %s on the device", pool.FormatBytes(d.DeviceFree), pool.FormatBytes(d.DeviceTotal))
+			if e.Requested > d.DeviceTotal {
+				b.WriteString(" (the request is larger than the device)")
+			}
+		}
+	default:
+		fmt.Fprintf(&b, "%s in scope %q", pool.FormatBytes(e.Requested), e.Scope)
+	}
+	if len(e.Holders) > 0 {
+		b.WriteString("; largest holders:")
+		for i, h := range e.Holders {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " scope %q %s in %d buffers", h.Scope, pool.FormatBytes(h.Bytes), h.Buffers)
+			if h.Site != "" {
+				fmt.Fprintf(&b, " (first allocated at %s)", h.Site)
+			}
+		}
+	}
+	if len(e.Sites) > 0 {
+		b.WriteString("; largest allocation sites:")
+		for i, s := range e.Sites {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %s %s", s.Site, pool.FormatBytes(s.Bytes))
+		}
+	}
+	if e.Limit != nil {
+		fmt.Fprintf(&b, "; to fit, free buffers in scope %q early (Scope.Free), raise its Limit, or allocate less at once", e.Limit.Path)
+	} else {
+		b.WriteString("; to fit, free buffers early, put a Limit on the scopes that grow, or use smaller batches")
+		if e.Cached > 0 {
+			fmt.Fprintf(&b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", pool.FormatBytes(e.Cached))
+		}
+	}
+	return b.String()
+}
+
+// Is reports that an OOMError is ErrOutOfMemory.
+func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
+
+// Unwrap returns the cause: the *LimitError or the *pool.OOMError.
+func (e *OOMError) Unwrap() error {
+	if e.Limit != nil {
+		return e.Limit
+	}
+	if e.Device != nil {
+		return e.Device
+	}
+	return nil
+}
 
 // lowerSentinels pairs the errors of the layers below with this package's.
 var lowerSentinels = [...]struct{ lower, own error }{
+	{pool.ErrClosed, ErrDeviceClosed},
 	{pool.ErrOutOfMemory, ErrOutOfMemory},
 	{pool.ErrInvalidSize, ErrInvalidSize},
 	{scope.ErrClosed, ErrScopeClosed},
@@ -53,35 +165,71 @@ var lowerSentinels = [...]struct{ lower, own error }{
 	{scope.ErrNotKept, ErrNotKept},
 }
 
-// crossedError is an error from a layer below, as it reaches a user of this
-// package: the same message, and it also matches this package's sentinel.
-type crossedError struct {
-	err error
-	own error
+// staleHints say what a stale handle means, where the layer below says
+// only that it is stale.
+var staleHints = map[error]string{
+	scope.ErrClosed: "the buffer's scope has ended (Scope.Keep hands a buffer to the parent scope, to outlive its own)",
+	scope.ErrFreed:  "the buffer was freed (Scope.Free); its handle is stale",
 }
 
-func (e *crossedError) Error() string        { return e.err.Error() }
-func (e *crossedError) Unwrap() error        { return e.err }
-func (e *crossedError) Is(target error) bool { return target == e.own }
+// crossedError is an error from a layer below, as it reaches a user of this
+// package: in this package's words, once (the lower layer's sentinel and
+// prefixes give way to this package's), matching this package's sentinel
+// and, through Unwrap, the lower error.
+type crossedError struct {
+	err   error
+	own   error // this package's sentinel; nil: none, the message is prefixed "gpu"
+	lower error // the lower sentinel whose words own replaces
+}
 
-// deviceError puts an error from the layers below in this package's terms:
-// the pool's "closed" is the device's, and the pool's and scope's
-// sentinels match this package's. Errors already in these terms, and
-// errors of other origin, pass unchanged.
+func (e *crossedError) Error() string {
+	msg := e.err.Error()
+	if e.lower != nil {
+		msg = strings.Replace(msg, e.lower.Error(), "", 1)
+	}
+	var parts []string
+	for _, p := range strings.Split(msg, ": ") {
+		p = strings.TrimSuffix(strings.TrimSpace(p), ":")
+		if p != "" && p != "scope" && p != "pool" && p != "gpu" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		if h, ok := staleHints[e.lower]; ok {
+			parts = append(parts, h) // a handle checked and found stale: say what that means
+		}
+	}
+	head := "gpu"
+	if e.own != nil {
+		head = e.own.Error()
+	}
+	return strings.Join(append([]string{head}, parts...), ": ")
+}
+
+func (e *crossedError) Unwrap() error        { return e.err }
+func (e *crossedError) Is(target error) bool { return e.own != nil && target == e.own }
+
+// deviceError puts an error from the layers below in this package's terms,
+// once: the pool's and scope's sentinels match this package's, and the
+// message is this package's, with no prefix of a lower layer. Errors
+// already in these terms, and errors of other origin, pass unchanged.
 func deviceError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, pool.ErrClosed) && !errors.Is(err, ErrDeviceClosed) {
-		return fmt.Errorf("%w: %w", ErrDeviceClosed, err)
+	if _, ok := err.(*crossedError); ok {
+		return err
 	}
 	for _, p := range lowerSentinels {
 		if errors.Is(err, p.lower) {
-			if errors.Is(err, p.own) {
+			if errors.Is(err, p.own) && !strings.Contains(err.Error(), p.lower.Error()) {
 				return err
 			}
-			return &crossedError{err: err, own: p.own}
+			return &crossedError{err: err, own: p.own, lower: p.lower}
 		}
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "scope") || strings.HasPrefix(msg, "pool:") {
+		return &crossedError{err: err}
 	}
 	return err
 }

@@ -115,3 +115,22 @@ func TestAScopeInsideAnotherDevicesScopeStillHasItsOwnDevicesParent(t *testing.T
 	}, gpu.Name("outer"), gpu.Limit(1<<20))
 	require.NoError(t, err)
 }
+
+// What Limit's doc says: a scope's own reservation counts against its own
+// limit, and an allocation its reservation serves is not charged again.
+func TestAScopesOwnReservationCountsAgainstItsLimitOnce(t *testing.T) {
+	dev := testDevice(t, 0)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		assert.Equal(t, int64(3<<20), s.Stats().Live, "the reservation is charged")
+		_, err := s.Alloc(3 << 20)
+		require.NoError(t, err)
+		assert.Equal(t, int64(3<<20), s.Stats().Live, "served by the reservation: not charged again")
+		_, err = s.Alloc(2 << 20)
+		var le *gpu.LimitError
+		require.ErrorAs(t, err, &le, "3 MiB reserved and 2 MiB more pass the 4 MiB limit")
+		_, err = s.Alloc(1 << 20)
+		assert.NoError(t, err, "exactly at the limit")
+		return nil
+	}, gpu.Reserve(3<<20), gpu.Limit(4<<20))
+	require.NoError(t, err)
+}

@@ -21,9 +21,9 @@ func TestOutOfMemoryLeaksNothing(t *testing.T) {
 		require.ErrorAs(t, err, &oom)
 		assert.Equal(t, int64(40<<20), oom.Requested)
 		if gpu.CUDA {
-			assert.Equal(t, int64(64<<20), oom.Limit)
+			assert.Equal(t, int64(64<<20), oom.Device.Limit)
 		} else {
-			assert.Equal(t, int64(64<<20), oom.DeviceTotal)
+			assert.Equal(t, int64(64<<20), oom.Device.DeviceTotal)
 		}
 		assert.Equal(t, 1, s.Stats().Allocations, "the failed allocation is not tracked")
 		assert.Equal(t, int64(40<<20), s.Stats().Live)

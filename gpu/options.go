@@ -139,9 +139,12 @@ func Reserve(bytes int64) ScopeOption {
 }
 
 // Limit caps the bytes the scope and its children take from the device:
-// each allocation as the pool rounds it (a multiple of 512 bytes), and the
-// reservations of its children. An allocation past it fails with an error
-// that is ErrOutOfMemory and a *LimitError.
+// each allocation as the pool rounds it (a multiple of 512 bytes), and
+// every reservation among them, the scope's own ([Reserve]) included. An
+// allocation served from a reservation is not charged again: the
+// reservation was. An allocation past the limit fails with an *OOMError
+// (ErrOutOfMemory) whose cause is a *LimitError. docs/scopes.md has the
+// rules in full.
 func Limit(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 {

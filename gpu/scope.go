@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +64,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		if torn && !errors.Is(err, ErrDeviceClosed) {
 			err = errors.Join(err, fmt.Errorf("gpu: WithScope: %w while the scope was open", ErrDeviceClosed))
 		}
-		err = deviceError(errors.Join(err, cerr))
+		err = errors.Join(err, deviceError(cerr))
 	}()
 	return fn(s)
 }
@@ -95,6 +96,9 @@ func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
 	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream})
 	if err != nil {
+		if isOutOfMemory(err) { // its reservation found no room
+			return nil, d.outOfMemory(cmp.Or(o.name, "(a new scope's reservation)"), o.reserve, err)
+		}
 		return nil, deviceError(err)
 	}
 	return &Scope{s: h, dev: d}, nil
@@ -160,11 +164,10 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 func (s *Scope) allocOnce(size int64) (Buffer, error) {
 	ref, err := s.s.Alloc(size)
 	if err != nil {
-		err = deviceError(err)
 		if isOutOfMemory(err) {
-			err = s.dev.outOfMemory(s.s.Path(), err)
+			return Buffer{}, s.dev.outOfMemory(s.s.Path(), size, err)
 		}
-		return Buffer{}, err
+		return Buffer{}, deviceError(err)
 	}
 	if s.s.Zeroed() {
 		// On the memory's stream: work its previous owner queued there may

@@ -120,11 +120,17 @@ func TestAnOutOfMemoryErrorNamesTheHolders(t *testing.T) {
 	var oom *gpu.OOMError
 	require.ErrorAs(t, err, &oom, "the detail is still there")
 	msg := err.Error()
-	assert.Contains(t, msg, `out of memory in scope "batch"`)
+	assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: device host has no room for 30.00 MiB in scope "batch"`), msg)
 	assert.Contains(t, msg, `scope "weights" 50.00 MiB in 1 buffers`)
 	assert.Contains(t, msg, "TestAnOutOfMemoryErrorNamesTheHolders", "and where it was allocated")
 	assert.Contains(t, msg, "largest allocation sites:")
-	assert.Contains(t, msg, "EmptyCache")
+	require.NotEmpty(t, oom.Holders, "the holders are fields, not only text")
+	assert.Equal(t, "weights", oom.Holders[0].Scope)
+	assert.Equal(t, int64(50<<20), oom.Holders[0].Bytes)
+	require.NotEmpty(t, oom.Sites)
+	assert.Contains(t, oom.Sites[0].Site, "TestAnOutOfMemoryErrorNamesTheHolders")
+	assert.Nil(t, oom.Limit, "the device refused it, not a limit")
+	require.NotNil(t, oom.Device)
 }
 
 func TestTheOutOfMemoryObserverMayEmptyTheCache(t *testing.T) {

@@ -238,7 +238,7 @@ func (s Scope) Closed() bool {
 // once it ended, its context's cause once that is done; nil otherwise.
 func (s Scope) Err() error {
 	if !s.lock() {
-		return fmt.Errorf("scope: %w", ErrClosed)
+		return fmt.Errorf("%w: the scope has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	return s.n.usable()
@@ -311,7 +311,7 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 		return Ref{}, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
 	}
 	if !s.lock() {
-		return Ref{}, fmt.Errorf("scope: %w", ErrClosed)
+		return Ref{}, fmt.Errorf("%w: allocating through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	return s.n.allocLocked(size)
@@ -345,7 +345,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
 		if err != nil {
 			n.uncharge(m.taken, nil)
-			return Ref{}, fmt.Errorf("scope %q: %w", n.path, err)
+			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
@@ -418,11 +418,11 @@ func (n *node) releaseReservationIfEmpty() error {
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
 	if n.closed() {
-		return fmt.Errorf("scope %q: %w", n.path, ErrClosed)
+		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.path)
 	}
 	select {
 	case <-n.done:
-		return fmt.Errorf("scope %q: %w", n.path, context.Cause(n.opened))
+		return fmt.Errorf("scope %q cancelled: %w", n.path, context.Cause(n.opened))
 	default:
 		return nil
 	}
@@ -529,7 +529,7 @@ func (n *node) take(r Ref, to uint64) error {
 // (a second Free is ErrFreed, as after any other).
 func (s Scope) Free(r Ref) error {
 	if !s.lock() {
-		return fmt.Errorf("scope: Free through a scope that has ended: %w", ErrClosed)
+		return fmt.Errorf("%w: Free through a scope that has ended", ErrClosed)
 	}
 	n := s.n
 	if err := n.take(r, freed); err != nil {
@@ -566,7 +566,7 @@ func (s Scope) Free(r Ref) error {
 // scope.
 func (s Scope) Keep(r Ref) error {
 	if !s.lock() {
-		return fmt.Errorf("scope: Keep through a scope that has ended: %w", ErrClosed)
+		return fmt.Errorf("%w: Keep through a scope that has ended", ErrClosed)
 	}
 	n := s.n
 	defer n.mu.Unlock()
@@ -592,7 +592,7 @@ func (s Scope) Keep(r Ref) error {
 	if p.closed() {
 		a.owner.Store(n)
 		n.link(a)
-		return fmt.Errorf("scope: Keep in %q: parent %w", n.path, ErrClosed)
+		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
 	}
 	if p.stream != a.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
@@ -674,7 +674,7 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 		return Owned{}, errors.New("scope: OwnResource: no function")
 	}
 	if !s.lock() {
-		return Owned{}, fmt.Errorf("scope: Own: %w", ErrClosed)
+		return Owned{}, fmt.Errorf("%w: Own through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
@@ -746,7 +746,7 @@ func (n *node) resourcesLocked() []ResourceInfo {
 // adopt registers child c. It fails if s has ended.
 func (s Scope) adopt(c *node) error {
 	if !s.lock() {
-		return fmt.Errorf("scope: opening a scope in one that has ended: %w", ErrClosed)
+		return fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
 	s.n.children.push(c)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -159,7 +161,7 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 			return Scope{}, errors.New("scope: the parent belongs to another tree")
 		}
 		if !parent.lock() {
-			return Scope{}, fmt.Errorf("scope: opening a scope in one that has ended: %w", ErrClosed)
+			return Scope{}, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 		}
 		// Read the parent under its lock; adopt below checks it is open.
 		pn = parent.n
@@ -270,16 +272,16 @@ func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
 		n.stream = pn.stream
 	}
 	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
-	n.path = o.Name
-	if n.path == "" {
-		n.path = "scope"
-	}
-	if pn != nil {
-		n.path = pn.path + "/" + n.path
-	}
 	n.stack = nil
 	if t.record.Load() {
 		n.stack = callers(4)
+	}
+	n.path = o.Name
+	if n.path == "" {
+		n.path = unnamed(n.id, n.stack)
+	}
+	if pn != nil {
+		n.path = pn.path + "/" + n.path
 	}
 	if n.peak.Load() != 0 { // live is 0: everything was released
 		n.peak.Store(0)
@@ -379,6 +381,27 @@ func FromContext(ctx context.Context) (Scope, bool) {
 		return Scope{}, false
 	}
 	return e.s, true
+}
+
+// unnamed names a scope opened without a name, so that a person can find
+// it: the function that opened it, where its stack is recorded, and its ID
+// ("main.loadBatch#12"); else "scope#12".
+func unnamed(id uint64, stack []uintptr) string {
+	name := "scope"
+	frames := runtime.CallersFrames(stack)
+	for len(stack) > 0 {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "github.com/gpuscope/gpuscope/gpu.") &&
+			!strings.HasPrefix(f.Function, "github.com/gpuscope/gpuscope/scope.") &&
+			!strings.HasPrefix(f.Function, "runtime.") && f.Function != "" {
+			name = f.Function[strings.LastIndex(f.Function, "/")+1:]
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	return name + "#" + strconv.FormatUint(id, 10)
 }
 
 // callers records the stack above skip frames.

@@ -20,8 +20,9 @@ type meter struct {
 
 	mu       sync.Mutex // protects the fields below
 	tally    tally
-	handles  map[uint64]int64 // handle -> size, to price a release
-	measured time.Duration    // time spent in the source
+	handles  map[uint64]int64  // handle -> size, to price a release
+	mapped   map[uintptr]int64 // mapping start -> size, to price an access call by the handles it covers
+	measured time.Duration     // time spent in the source
 }
 
 // tally is what a stretch of a replay cost in driver calls.
@@ -46,7 +47,7 @@ func newMeter(src pool.Source, model sim.CostTable) (pool.Source, *meter, error)
 	if !ok {
 		return nil, nil, errors.New("the source has no events")
 	}
-	m := &meter{src: src, ev: ev, model: model, tally: newTally(), handles: map[uint64]int64{}}
+	m := &meter{src: src, ev: ev, model: model, tally: newTally(), handles: map[uint64]int64{}, mapped: map[uintptr]int64{}}
 	if pm, ok := src.(pool.PageMapper); ok {
 		return meteredMapper{m, pm}, m, nil
 	}
@@ -55,6 +56,12 @@ func newMeter(src pool.Source, model sim.CostTable) (pool.Source, *meter, error)
 
 // call runs fn, one driver call of kind on size bytes, and counts it.
 func (m *meter) call(kind string, size int64, fn func() error) error {
+	return m.callOver(kind, size, 0, fn)
+}
+
+// callOver is call for a call whose cost also grows with the handles it
+// covers beyond the first (extra): an access call over a range.
+func (m *meter) callOver(kind string, size int64, extra int, fn func() error) error {
 	start := time.Now()
 	err := fn()
 	took := time.Since(start)
@@ -63,6 +70,8 @@ func (m *meter) call(kind string, size int64, fn func() error) error {
 	m.measured += took
 	if m.model != nil {
 		took, _ = m.model.Cost(kind, size)
+		per, _ := m.model.Cost(sim.PriceSetAccessExtraHandle, 0)
+		took += time.Duration(extra) * per
 	}
 	m.tally.Calls[kind]++
 	m.tally.Ns += took.Nanoseconds()
@@ -146,13 +155,41 @@ func (m meteredMapper) Release(h uint64) error {
 }
 
 func (m meteredMapper) Map(ptr uintptr, size int64, h uint64) error {
-	return m.call(sim.CallMap, size, func() error { return m.pm.Map(ptr, size, h) })
+	err := m.call(sim.CallMap, size, func() error { return m.pm.Map(ptr, size, h) })
+	if err == nil {
+		m.mu.Lock()
+		m.mapped[ptr] = size
+		m.mu.Unlock()
+	}
+	return err
 }
 
+// SetAccess is priced by the first handle's size and the handles after it
+// (sim.PriceSetAccessExtraHandle).
 func (m meteredMapper) SetAccess(ptr uintptr, size int64) error {
-	return m.call(sim.CallSetAccess, size, func() error { return m.pm.SetAccess(ptr, size) })
+	first, n := size, 0
+	m.mu.Lock()
+	for at := ptr; at < ptr+uintptr(size); {
+		hs, ok := m.mapped[at]
+		if !ok {
+			break // not a range of whole mappings: priced as one
+		}
+		if n == 0 {
+			first = hs
+		}
+		n++
+		at += uintptr(hs)
+	}
+	m.mu.Unlock()
+	return m.callOver(sim.CallSetAccess, first, max(n-1, 0), func() error { return m.pm.SetAccess(ptr, size) })
 }
 
 func (m meteredMapper) Unmap(ptr uintptr, size int64) error {
-	return m.call(sim.CallUnmap, size, func() error { return m.pm.Unmap(ptr, size) })
+	err := m.call(sim.CallUnmap, size, func() error { return m.pm.Unmap(ptr, size) })
+	if err == nil {
+		m.mu.Lock()
+		delete(m.mapped, ptr)
+		m.mu.Unlock()
+	}
+	return err
 }

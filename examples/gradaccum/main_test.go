@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,6 +24,15 @@ func TestMoreMicroBatchesLowerThePeakAndKeepTheGradient(t *testing.T) {
 	assert.Contains(t, s, "the same gradient both ways: true")
 	assert.Regexp(t, `inside, 8 micro-batch\(es\) done:\s+allocated 4.00 KiB`, s, "only the accumulator outlives the micro-batches")
 	assert.Regexp(t, `after:\s+allocated 0 B`, s)
+	col := -1
+	for _, line := range strings.Split(s, "\n") {
+		if i := strings.Index(line, " allocated "); i >= 0 && !strings.HasPrefix(line, "device") {
+			if col < 0 {
+				col = i
+			}
+			assert.Equal(t, col, i, "the columns line up: %q", line)
+		}
+	}
 }
 
 func TestMain(m *testing.M) {

@@ -101,11 +101,15 @@ func run(w io.Writer) error {
 }
 
 // verdict is the gputest.TestingT the example hands Steady: it keeps the
-// first line of the report.
+// report's summary and its first growth, on one line.
 type verdict struct{ grew string }
 
 func (v *verdict) Error(args ...any) {
-	v.grew, _, _ = strings.Cut(strings.TrimPrefix(fmt.Sprint(args...), "gputest: "), "\n")
+	lines := strings.Split(strings.TrimPrefix(fmt.Sprint(args...), "gputest: "), "\n")
+	v.grew = strings.TrimSuffix(lines[0], ":")
+	if len(lines) > 1 && strings.TrimSpace(lines[1]) != "" {
+		v.grew += " (the first: " + strings.TrimSpace(lines[1]) + ")"
+	}
 }
 
 // cache keeps the last n results, freeing the oldest.

@@ -32,7 +32,11 @@ func run(w io.Writer) error {
 		if !errors.Is(err, gpu.ErrNoDevice) {
 			return err
 		}
-		fmt.Fprintf(w, "No GPU (%v).\nRunning on the host-memory device instead.\n\n", err)
+		why := "this build has no CUDA support; build with -tags cuda to run on GPU 0"
+		if gpu.CUDA {
+			why = err.Error()
+		}
+		fmt.Fprintf(w, "No GPU (%s).\nRunning on the host-memory device instead.\n\n", why)
 		if dev, err = gpu.OpenHost(gpu.HostMemory(2 << 30)); err != nil {
 			return err
 		}

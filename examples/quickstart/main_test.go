@@ -23,6 +23,7 @@ func TestQuickstartShowsMemoryComingBack(t *testing.T) {
 	s := out.String()
 	if !gpu.CUDA {
 		assert.Contains(t, s, "Running on the host-memory device instead.")
+		assert.NotContains(t, s, "OpenHost", "it is doing so already: no advice to")
 	}
 	assert.Contains(t, s, "all equal")
 	assert.Regexp(t, `inside the scope:\s+allocated 3.81 MiB`, s)

@@ -24,6 +24,11 @@ const (
 	CallDestroyEvent   = "destroy_event"   // cuEventDestroy
 )
 
+// PriceSetAccessExtraHandle is no call: it prices what each handle beyond
+// the first adds to one cuMemSetAccess over a range of several handles.
+// The driver's work grows with the handles in the range, not the bytes.
+const PriceSetAccessExtraHandle = "set_access_extra_handle"
+
 // CostPoint is the measured time of one call on size bytes.
 type CostPoint struct {
 	Size int64
@@ -81,12 +86,17 @@ var H200 = CostTable{
 	// For 512 MiB the first create of the run: later ones, each after the
 	// release of the one before, took 400 to 980 us, waiting for that
 	// release; the pool never releases while it grows.
-	CallCreate:         {{2 * mib, 8600 * ns}, {20 * mib, 13580 * ns}, {64 * mib, 21570 * ns}, {512 * mib, 27600 * ns}},
-	CallMap:            {{2 * mib, 1710 * ns}, {20 * mib, 1000 * ns}, {64 * mib, 1870 * ns}, {512 * mib, 990 * ns}},
-	CallSetAccess:      {{2 * mib, 35110 * ns}, {20 * mib, 33860 * ns}, {64 * mib, 46850 * ns}, {512 * mib, 57660 * ns}},
-	CallUnmap:          {{2 * mib, 25730 * ns}, {20 * mib, 22920 * ns}, {64 * mib, 27690 * ns}, {512 * mib, 29490 * ns}},
-	CallRelease:        {{2 * mib, 12760 * ns}, {20 * mib, 16320 * ns}, {64 * mib, 30010 * ns}, {512 * mib, 228430 * ns}},
-	CallReserveAddress: {{256 * gib, 1660 * ns}},
+	CallCreate:    {{2 * mib, 8600 * ns}, {20 * mib, 13580 * ns}, {64 * mib, 21570 * ns}, {512 * mib, 27600 * ns}},
+	CallMap:       {{2 * mib, 1710 * ns}, {20 * mib, 1000 * ns}, {64 * mib, 1870 * ns}, {512 * mib, 990 * ns}},
+	CallSetAccess: {{2 * mib, 35110 * ns}, {20 * mib, 33860 * ns}, {64 * mib, 46850 * ns}, {512 * mib, 57660 * ns}},
+	CallUnmap:     {{2 * mib, 25730 * ns}, {20 * mib, 22920 * ns}, {64 * mib, 27690 * ns}, {512 * mib, 29490 * ns}},
+	// Each handle after the first in one set-access range: resnet50_train
+	// replayed on the H200 at its smallest cap made 145 access calls over
+	// 688 mapped handles in 18.41 ms; less the first handle's 37 us each,
+	// 24 us a handle (docs/data/h200-2026-12-01-pressure).
+	PriceSetAccessExtraHandle: {{0, 24000 * ns}},
+	CallRelease:               {{2 * mib, 12760 * ns}, {20 * mib, 16320 * ns}, {64 * mib, 30010 * ns}, {512 * mib, 228430 * ns}},
+	CallReserveAddress:        {{256 * gib, 1660 * ns}},
 	// cuMemAddressFree: not measured; taken as a reservation's cost.
 	CallReleaseAddress: {{256 * gib, 1660 * ns}},
 	CallRecordEvent:    {{0, 1720 * ns}},

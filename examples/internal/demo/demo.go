@@ -28,13 +28,21 @@ func Open(w io.Writer, capacity int64) (*gpu.Device, error) {
 	if herr != nil {
 		return nil, herr
 	}
-	fmt.Fprintf(w, "device: %s (no GPU here: %v)\n", dev, errors.Unwrap(err))
+	why := "this build has no CUDA support; build with -tags cuda to run on GPU 0"
+	if gpu.CUDA {
+		why = err.Error()
+	}
+	fmt.Fprintf(w, "device: %s (no GPU: %s)\n", dev, why)
 	return dev, nil
 }
+
+// LabelWidth is the width of Report's labels, colon included: the
+// columns line up for labels up to this long.
+const LabelWidth = 34
 
 // Report prints the device's memory on one line, labelled when.
 func Report(w io.Writer, when string, dev *gpu.Device) {
 	st := dev.Stats()
-	fmt.Fprintf(w, "%-28s allocated %-11s peak %-11s reserved %s\n", when+":",
+	fmt.Fprintf(w, "%-*s allocated %-11s peak %-11s reserved %s\n", LabelWidth, when+":",
 		gpu.Bytes(st.Allocated), gpu.Bytes(st.PeakAllocated), gpu.Bytes(st.Reserved))
 }

@@ -1,0 +1,68 @@
+//go:build cuda
+
+package cuda
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+
+static CUresult gs_alloc_async_on(CUdeviceptr *p, size_t n, CUstream s) {
+	return cuMemAllocAsync(p, n, s);
+}
+
+static CUresult gs_free_async_on(CUdeviceptr p, CUstream s) {
+	return cuMemFreeAsync(p, s);
+}
+*/
+import "C"
+
+import "fmt"
+
+// AllocAsync allocates size bytes from CUDA's own stream-ordered pool
+// (cuMemAllocAsync), ordered on stream (0: the default stream), bypassing
+// gpuscope's pool: it is the baseline that benchmarks compare scopes
+// with. Free it with FreeAsync.
+func (d *Driver) AllocAsync(size int64, stream uintptr) (ptr uintptr, err error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("cuda: AllocAsync(%d): size must be positive", size)
+	}
+	st, err := d.stream(stream)
+	if err != nil {
+		return 0, err
+	}
+	err = d.Do(func() error {
+		var p C.CUdeviceptr
+		if r := C.gs_alloc_async_on(&p, C.size_t(size), rawStream(st)); r != C.CUDA_SUCCESS {
+			return resultError("cuMemAllocAsync", int(r))
+		}
+		ptr = uintptr(p)
+		return nil
+	})
+	return ptr, err
+}
+
+// FreeAsync frees memory from AllocAsync once the work queued on stream
+// before it has run (cuMemFreeAsync).
+func (d *Driver) FreeAsync(ptr, stream uintptr) error {
+	st, err := d.stream(stream)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error {
+		if r := C.gs_free_async_on(C.CUdeviceptr(ptr), rawStream(st)); r != C.CUDA_SUCCESS {
+			return resultError("cuMemFreeAsync", int(r))
+		}
+		return nil
+	})
+}
+
+// KeepAsyncPool makes CUDA's stream-ordered pool of the device keep the
+// memory FreeAsync returns (its release threshold at the maximum), as a
+// caching allocator does, so that a benchmark compares caching with
+// caching.
+func (d *Driver) KeepAsyncPool() error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.Do(func() error { return keepAsyncPool(d.ordinal) })
+}

@@ -238,6 +238,9 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 		tl = bw
 	}
 	res, err := replay(p, openTraceFile(file, stderr), m, o.repeat, tl)
+	if serr := m.streams.close(p); err == nil && serr != nil {
+		err = serr
+	}
 	if cerr := p.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -17,6 +17,8 @@ type meter struct {
 	src   pool.Source
 	ev    pool.EventSource
 	model sim.CostTable // nil: report measured time
+	// streams maps a trace's streams to the source's.
+	streams *streamTable
 
 	mu       sync.Mutex // protects the fields below
 	tally    tally
@@ -47,7 +49,8 @@ func newMeter(src pool.Source, model sim.CostTable) (pool.Source, *meter, error)
 	if !ok {
 		return nil, nil, errors.New("the source has no events")
 	}
-	m := &meter{src: src, ev: ev, model: model, tally: newTally(), handles: map[uint64]int64{}, mapped: map[uintptr]int64{}}
+	m := &meter{src: src, ev: ev, model: model, tally: newTally(), handles: map[uint64]int64{}, mapped: map[uintptr]int64{},
+		streams: newStreamTable(src)}
 	if pm, ok := src.(pool.PageMapper); ok {
 		return meteredMapper{m, pm}, m, nil
 	}

@@ -105,9 +105,14 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 			}
 		}
 		r := newReplayer(p, &res, timeline, pass == 0)
+		r.streams = m.streams
 		var wall time.Duration
 		for err == nil {
 			chunk, err = readChunk(evs, chunk[:0])
+			if serr := m.streams.prepare(chunk); serr != nil {
+				err = serr
+				break
+			}
 			start := clock()
 			if rerr := r.run(chunk); rerr != nil {
 				err = rerr
@@ -181,8 +186,9 @@ func readChunk(evs events, buf []event) ([]event, error) {
 type replayer struct {
 	p        *pool.Pool
 	res      *result
-	timeline io.Writer // nil: none
-	count    bool      // the first pass counts the trace's events
+	timeline io.Writer    // nil: none
+	count    bool         // the first pass counts the trace's events
+	streams  *streamTable // the source's stream for each of the trace's; nil: the same numbers
 
 	requested int64 // bytes the trace holds live, counted from the trace itself
 	live      map[uint64]liveBlock
@@ -246,7 +252,11 @@ func (r *replayer) event(ev event) error {
 		r.forget(ev.addr)
 		r.requested += ev.size
 		r.res.PeakRequestedBytes = max(r.res.PeakRequestedBytes, r.requested)
-		b, err := r.p.AllocOn(ev.size, uintptr(ev.stream))
+		stream := uintptr(ev.stream)
+		if r.streams != nil {
+			stream = r.streams.of(ev.stream)
+		}
+		b, err := r.p.AllocOn(ev.size, stream)
 		r.res.Allocs++
 		if errors.Is(err, pool.ErrOutOfMemory) {
 			r.failed[ev.addr] = ev.size

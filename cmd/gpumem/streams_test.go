@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/pool/sim"
+)
+
+// streamingSource is a simulated source that, as a GPU's driver, knows
+// only the streams it made.
+type streamingSource struct {
+	*sim.Source
+	mu        sync.Mutex
+	next      uintptr
+	live      map[uintptr]bool
+	destroyed int
+}
+
+func (s *streamingSource) NewStream() (uintptr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.live[1000+s.next] = true
+	return 1000 + s.next, nil
+}
+
+func (s *streamingSource) DestroyStream(st uintptr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.live[st] {
+		return errors.New("no such stream")
+	}
+	delete(s.live, st)
+	s.destroyed++
+	return nil
+}
+
+func TestATraceOnStreamsReplaysOnStreamsTheSourceMade(t *testing.T) {
+	events := []event{
+		{line: 2, action: "alloc", addr: 1, size: 4096, stream: 0},
+		{line: 3, action: "alloc", addr: 2, size: 4096, stream: 7},
+		{line: 4, action: "alloc", addr: 3, size: 1 << 21, stream: 9},
+		{line: 5, action: "free_requested", addr: 2, size: 4096, stream: 7},
+		{line: 6, action: "alloc", addr: 4, size: 8192, stream: 7},
+	}
+	src := &streamingSource{Source: sim.New(0, 0), live: map[uintptr]bool{}}
+	msrc, m, err := newMeter(src, sim.H200)
+	require.NoError(t, err)
+	p, err := pool.New(msrc, pool.Shards(1))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	seen := map[uintptr]bool{}
+	p.Observe(func(alloc bool, b pool.Block) {
+		mu.Lock()
+		seen[b.Stream()] = true
+		mu.Unlock()
+	})
+	res, err := replay(p, inMemory(events), m, 2, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.Allocs/2)
+	assert.Equal(t, map[uintptr]bool{0: true, 1001: true, 1002: true}, seen,
+		"the trace's streams 7 and 9 ran on streams the source made, once each over both passes")
+	require.NoError(t, m.streams.close(p))
+	assert.Equal(t, 2, src.destroyed)
+	assert.Empty(t, src.live)
+	require.NoError(t, p.Close())
+}

@@ -56,7 +56,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
 	d.tree = scope.NewTree(p, name)
 	if o.scrub {
-		d.tree.SetScrub(func(ptr uintptr, n int64) error { return drv.Memset(ptr, 0, n, 0) })
+		d.tree.SetScrub(func(ptr uintptr, n int64, stream uintptr) error { return drv.Memset(ptr, 0, n, stream) })
 	}
 	d.tree.OnRelease(d.waiters.released)
 	register(d)

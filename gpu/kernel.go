@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // Module is compiled device code (PTX or a cubin) loaded on a device, owned
@@ -53,7 +54,9 @@ func (s *Scope) LoadModule(image []byte) (*Module, error) {
 		return nil, deviceError(fmt.Errorf("gpu: LoadModule: %w", err))
 	}
 	m := &Module{dev: s.dev, kl: kl, id: id}
-	if err := s.s.Own(m.end); err != nil {
+	// Unloaded once the scope's memory is released: after its streams'
+	// work, whenever they were made.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "module", Final: m.end}); err != nil {
 		return nil, deviceError(errors.Join(err, m.end()))
 	}
 	return m, nil
@@ -74,8 +77,8 @@ var errModuleEnded = fmt.Errorf("%w: the module was unloaded with its scope", Er
 
 // Function returns the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
-	if m == nil {
-		return nil, fmt.Errorf("%w: nil Module", ErrScopeClosed)
+	if m == nil || m.kl == nil {
+		return nil, fmt.Errorf("%w: nil or zero Module", ErrScopeClosed)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -104,12 +107,15 @@ func (b Buffer) buffer() Buffer { return b }
 // a scope on st, or one the launch recorded on st, is not reused before
 // st has passed the kernel).
 func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...any) error {
-	if f == nil {
-		return fmt.Errorf("%w: nil Function", ErrScopeClosed)
+	if f == nil || f.mod == nil || f.mod.kl == nil {
+		return fmt.Errorf("%w: nil or zero Function", ErrScopeClosed)
 	}
 	m := f.mod
 	var stream uintptr
 	if st != nil {
+		if !st.valid() {
+			return errNilStream
+		}
 		if st.dev != m.dev {
 			return fmt.Errorf("%w: a stream of device %s for a kernel of %s", ErrWrongScope, st.dev.name, m.dev.name)
 		}

@@ -78,6 +78,44 @@ func TestChildReservationsCountAgainstAncestorLimits(t *testing.T) {
 	require.NoError(t, err)
 }
 
+func TestPeakCountsOnlyAllocationsThatHeld(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	parent, err := dev.NewScope(gpu.Limit(1 << 20))
+	require.NoError(t, err)
+	defer parent.Close()
+	require.NoError(t, gpu.WithScope(parent.Context(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(2 << 20)
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory, "the parent's limit refuses it")
+		_, err = s.Alloc(1 << 30)
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory, "the device refuses it")
+		assert.Equal(t, gpu.ScopeStats{}, gpu.ScopeStats{Live: s.Stats().Live, Peak: s.Stats().Peak})
+		return nil
+	}))
+	err = gpu.WithScope(parent.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.Reserve(2<<20))
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory, "the parent's limit refuses the reservation")
+	assert.Zero(t, parent.Stats().Peak, "no allocation held")
+
+	b, err := parent.Alloc(512 << 10)
+	require.NoError(t, err)
+	require.NoError(t, parent.Free(b))
+	assert.Equal(t, int64(512<<10), parent.Stats().Peak, "one that held counts")
+}
+
+func TestAScopeInsideAnotherDevicesScopeStillHasItsOwnDevicesParent(t *testing.T) {
+	a, b := openHost(t), openHost(t)
+	err := gpu.WithScope(context.Background(), a, func(outer *gpu.Scope) error {
+		return gpu.WithScope(outer.Context(), b, func(other *gpu.Scope) error {
+			return gpu.WithScope(other.Context(), a, func(inner *gpu.Scope) error {
+				assert.Equal(t, "outer/inner", inner.Path(), "a child of the nearest scope of its device")
+				_, err := inner.Alloc(2 << 20)
+				assert.ErrorIs(t, err, gpu.ErrOutOfMemory, "the outer scope's limit holds")
+				return nil
+			}, gpu.Name("inner"))
+		})
+	}, gpu.Name("outer"), gpu.Limit(1<<20))
+	require.NoError(t, err)
+}
+
 // What Limit's doc says: a scope's own reservation counts against its own
 // limit, and an allocation its reservation serves is not charged again.
 func TestAScopesOwnReservationCountsAgainstItsLimitOnce(t *testing.T) {

@@ -47,7 +47,9 @@ func PoolOptions(opts ...pool.Option) DeviceOption {
 // ScrubFreed makes the device zero every buffer's memory when it is freed,
 // before it goes back to the cache: no later owner, in any scope, can read
 // what an earlier one wrote. For multi-tenant servers; it costs a memset per
-// free.
+// free. The zeros are queued on the buffer's stream, after its work there;
+// a buffer that other streams used is zeroed after their work too, which
+// its free waits for.
 func ScrubFreed() DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.scrub = true; return o })
 }
@@ -177,12 +179,13 @@ func WaitForMemory() ScopeOption {
 // children's unless they name a stream of their own: memory a scope frees
 // is reused at once for work on st, and on other streams only after st's
 // work at the free has completed. Such a scope cannot Reserve (a
-// reservation is memory of one stream its children share), and it draws
-// only on reservations of scopes on the same stream.
+// reservation is memory of one stream its children share), nor can the
+// scopes inside it that inherit its stream, and it draws only on
+// reservations of scopes on the same stream.
 func OnStream(st *Stream) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
-		if st == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnStream(nil)"))
+		if !st.valid() {
+			o.errs = append(o.errs, fmt.Errorf("gpu: OnStream: %w", errNilStream))
 		}
 		o.stream = st
 		return o

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // HostSlice is page-locked host memory of n elements of T, owned by a
@@ -43,16 +45,24 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	if n <= 0 || int64(n) > math.MaxInt64/size {
 		return HostSlice[T]{}, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
 	}
+	if err := s.s.Err(); err != nil {
+		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
+	}
 	ha, ok := s.dev.drv.(driver.HostAllocator)
 	if !ok {
 		return HostSlice[T]{}, fmt.Errorf("%w: device %s has no page-locked host memory", ErrNotSupported, s.dev.name)
 	}
 	p, err := ha.HostAlloc(int64(n) * size)
 	if err != nil {
+		if pool.IsSourceOutOfMemory(err) {
+			return HostSlice[T]{}, fmt.Errorf("%w: AllocHost of %s: %w", ErrOutOfMemory, pool.FormatBytes(int64(n)*size), err)
+		}
 		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
 	}
 	m := &pinned{drv: ha, dev: s.dev, p: p, size: int64(n) * size}
-	if err := s.s.Own(m.end); err != nil {
+	// Freed once the scope's memory is released: after its streams' work,
+	// whenever they were made.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: m.size, Final: m.end}); err != nil {
 		return HostSlice[T]{}, deviceError(errors.Join(err, m.end()))
 	}
 	return HostSlice[T]{m: m, n: n}, nil

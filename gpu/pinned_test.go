@@ -2,6 +2,8 @@ package gpu_test
 
 import (
 	"context"
+	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,4 +83,35 @@ func TestAsynchronousCopiesWaitForTheirStream(t *testing.T) {
 	var zero gpu.HostSlice[int8]
 	assert.True(t, zero.IsZero())
 	assert.ErrorIs(t, zero.Use(func([]int8) error { return nil }), gpu.ErrWrongScope)
+}
+
+func TestAllocHostOfMoreThanTheMachineHoldsFailsWithoutCrashing(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := gpu.AllocHost[byte](s, 1<<40)
+		assert.ErrorIs(t, err, gpu.ErrOutOfMemory, "1 TiB")
+		_, err = gpu.AllocHost[int64](s, math.MaxInt64/8)
+		assert.ErrorIs(t, err, gpu.ErrOutOfMemory, "a count times the element size near MaxInt64")
+		_, err = gpu.AllocHost[int64](s, math.MaxInt64/8+1)
+		assert.ErrorIs(t, err, gpu.ErrInvalidSize, "one that overflows")
+		h, err := gpu.AllocHost[byte](s, 1<<20)
+		require.NoError(t, err, "a size that fits")
+		assert.Equal(t, 1<<20, h.Len())
+		return nil
+	}))
+}
+
+func TestAllocHostInACancelledScopeFailsWithTheCause(t *testing.T) {
+	dev := openHost(t)
+	cause := errors.New("request abandoned")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	err := gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+		cancel(cause)
+		_, err := gpu.AllocHost[byte](s, 4096)
+		assert.ErrorIs(t, err, cause, "as Alloc does")
+		_, err = s.Alloc(4096)
+		assert.ErrorIs(t, err, cause)
+		return nil
+	})
+	assert.ErrorIs(t, err, cause)
 }

@@ -61,14 +61,17 @@ func (r *Recording) note(alloc bool, b pool.Block) {
 }
 
 // Stop ends the recording, flushes what it wrote and returns the first
-// error writing it met. Stop is idempotent.
+// error writing it met. Stop is idempotent, and touches only its own
+// recording: a second Stop leaves the device's next recording running.
 func (r *Recording) Stop() error {
-	r.dev.pool.Observe(nil)
-	r.dev.recording.CompareAndSwap(r, nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.stopped {
 		r.stopped = true
+		// Only the first Stop clears the device's observer, and no other
+		// recording can start before the swap below: the observer is ours.
+		r.dev.pool.Observe(nil)
+		r.dev.recording.CompareAndSwap(r, nil)
 		if err := r.w.Flush(); r.err == nil {
 			r.err = err
 		}

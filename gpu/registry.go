@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -72,14 +73,28 @@ func recordForcedClose(scopes []ScopeSnapshot) {
 }
 
 // TakeForcedCloses returns, and forgets, the scopes that Device.Close found
-// open since the last call, as they were just before it closed them. A
-// device closed with scopes open frees their memory, so no later look at the
-// device shows the leak; gputest reports these instead.
-func TakeForcedCloses() []ScopeSnapshot {
+// open since the last call, as they were just before it closed them: those
+// of the devices named (see Device.Name), or of every device where none is.
+// The other devices' stay for their own check. A device closed with scopes
+// open frees their memory, so no later look at the device shows the leak;
+// gputest reports these instead.
+func TakeForcedCloses(devices ...string) []ScopeSnapshot {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	out := registry.forced
-	registry.forced = nil
+	if len(devices) == 0 {
+		out := registry.forced
+		registry.forced = nil
+		return out
+	}
+	var out, kept []ScopeSnapshot
+	for _, s := range registry.forced {
+		if slices.Contains(devices, s.Device) {
+			out = append(out, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	registry.forced = kept
 	return out
 }
 

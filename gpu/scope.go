@@ -170,7 +170,10 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		return Buffer{}, deviceError(err)
 	}
 	if s.s.Zeroed() {
-		if err := ref.Use(func(ptr uintptr) error { return s.dev.drv.Memset(ptr, 0, size, 0) }); err != nil {
+		// On the memory's stream: work its previous owner queued there may
+		// still write to it, and must land before the zeros.
+		zero := func(ptr, stream uintptr) error { return s.dev.drv.Memset(ptr, 0, size, stream) }
+		if err := ref.UseOn(0, zero); err != nil {
 			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
 		}
 	}

@@ -44,6 +44,17 @@ type ScopeSnapshot struct {
 	Own      int64            `json:"own"` // bytes of the buffers it owns itself, as asked for
 	Buffers  []BufferSnapshot `json:"buffers"`
 	OpenedAt []string         `json:"opened_at,omitempty"`
+	// What else it owns: streams, events, modules, page-locked memory.
+	Resources []ResourceSnapshot `json:"resources,omitempty"`
+}
+
+// ResourceSnapshot is something other than device memory that a scope
+// owns.
+type ResourceSnapshot struct {
+	ID     uint64   `json:"-"`    // unique in the process
+	Kind   string   `json:"kind"` // "stream", "event", "module" or "page-locked memory"
+	Bytes  int64    `json:"bytes,omitempty"`
+	MadeAt []string `json:"made_at,omitempty"` // "function file:line", innermost first
 }
 
 // BufferSnapshot is one live buffer.
@@ -86,6 +97,11 @@ func (d *Device) scopeSnapshot(s scope.Info) ScopeSnapshot {
 	st := s.Stats
 	out := ScopeSnapshot{ID: s.ID, Name: s.Name, Device: d.name, Path: s.Path, Live: st.Live, Peak: st.Peak,
 		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack)}
+	for _, r := range s.Resources {
+		if r.Kind != "" {
+			out.Resources = append(out.Resources, ResourceSnapshot{ID: r.ID, Kind: r.Kind, Bytes: r.Bytes, MadeAt: frames(r.Stack)})
+		}
+	}
 	for _, a := range s.Allocations {
 		out.Own += a.Size
 		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a.Ref}, Address: a.Ptr, Size: a.Size,
@@ -136,36 +152,58 @@ func (d *Device) Summary() string {
 	fmt.Fprintf(&b, "  %-10s %12d   peak %12d\n", "buffers", st.ActiveBlocks, st.PeakActiveBlocks)
 	fmt.Fprintf(&b, "  %-10s %d allocations (%s), %d frees (%s), %d served from the cache, %d out of memory\n",
 		"in all", st.Allocs, pool.FormatBytes(st.AllocatedBytes), st.Frees, pool.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
-	if len(snap.Scopes) == 0 {
+	// The tree is walked, not rebuilt from paths: names may hold "/", and
+	// scopes of one path are distinct scopes.
+	var roots []scopeNode
+	n := 0
+	for _, r := range d.tree.Roots() {
+		if node, ok := d.summaryNode(r, &n); ok {
+			roots = append(roots, node)
+		}
+	}
+	if n == 0 {
 		b.WriteString("no scope open\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%d scopes open (bytes taken with their children, peak, own buffers), largest first:\n", len(snap.Scopes))
-	children := map[string][]ScopeSnapshot{}
-	for _, s := range snap.Scopes {
-		parent := ""
-		if i := strings.LastIndex(s.Path, "/"); i >= 0 {
-			parent = s.Path[:i]
-		}
-		children[parent] = append(children[parent], s)
-	}
-	var walk func(parent string, depth int)
-	walk = func(parent string, depth int) {
-		kids := children[parent]
-		sortByLive(kids)
-		for _, s := range kids {
-			name := s.Path[strings.LastIndex(s.Path, "/")+1:]
+	fmt.Fprintf(&b, "%d scopes open (bytes taken with their children, peak, own buffers), largest first:\n", n)
+	var walk func(nodes []scopeNode, depth int)
+	walk = func(nodes []scopeNode, depth int) {
+		slices.SortStableFunc(nodes, func(x, y scopeNode) int { return cmp.Compare(y.Live, x.Live) })
+		for _, s := range nodes {
+			name := s.Name
+			if name == "" {
+				name = "scope"
+			}
 			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %d buffers (%s)\n", strings.Repeat("  ", depth)+name,
 				pool.FormatBytes(s.Live), pool.FormatBytes(s.Peak), len(s.Buffers), pool.FormatBytes(s.Own))
-			walk(s.Path, depth+1)
+			walk(s.children, depth+1)
 		}
 	}
-	walk("", 0)
+	walk(roots, 0)
 	return b.String()
 }
 
-func sortByLive(ss []ScopeSnapshot) {
-	slices.SortStableFunc(ss, func(x, y ScopeSnapshot) int { return cmp.Compare(y.Live, x.Live) })
+// scopeNode is a scope of Summary's tree, with its children.
+type scopeNode struct {
+	ScopeSnapshot
+	children []scopeNode
+}
+
+// summaryNode describes s and the scopes under it, counting them in n;
+// false where s ended meanwhile.
+func (d *Device) summaryNode(s scope.Scope, n *int) (scopeNode, bool) {
+	info, ok := s.Info()
+	if !ok {
+		return scopeNode{}, false
+	}
+	*n++
+	node := scopeNode{ScopeSnapshot: d.scopeSnapshot(info)}
+	for _, c := range s.Children() {
+		if cn, ok := d.summaryNode(c, n); ok {
+			node.children = append(node.children, cn)
+		}
+	}
+	return node, true
 }
 
 // ownFrame reports whether function is this library's, not its user's.

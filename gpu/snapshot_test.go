@@ -166,3 +166,25 @@ func TestStatsMarshalAsTheDevicesStats(t *testing.T) {
 		return nil
 	}))
 }
+
+func TestSummaryListsTheTreeOfScopesNotTheirNames(t *testing.T) {
+	dev := openHost(t)
+	var sum string
+	// Two requests, each with a decode child, and a name with a slash.
+	request := func(ctx context.Context, inner func() error) error {
+		return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+			return gpu.WithScope(s.Context(), dev, func(*gpu.Scope) error { return inner() }, gpu.Name("decode"))
+		}, gpu.Name("request"))
+	}
+	require.NoError(t, request(context.Background(), func() error {
+		return request(context.Background(), func() error {
+			return gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error {
+				sum = dev.Summary()
+				return nil
+			}, gpu.Name("GET /v1/infer"))
+		})
+	}))
+	assert.Contains(t, sum, "5 scopes open")
+	assert.Equal(t, 2, strings.Count(sum, "decode"), "one decode scope under each request:\n%s", sum)
+	assert.Contains(t, sum, "  GET /v1/infer ", "a name with a slash is listed whole:\n%s", sum)
+}

@@ -4,19 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // Stream is a queue of device work, owned by the scope that made it: when
-// the scope ends, the stream is destroyed after the work queued on it has
-// completed, and before the scope's memory is released. Its methods fail
-// with ErrScopeClosed after that.
+// the scope ends, the work queued on the stream completes before the
+// scope's memory is released, and the stream is destroyed after (releasing
+// memory may queue zeros on it, see [ScrubFreed]). Its methods fail with
+// ErrScopeClosed from the moment the scope begins to release.
 type Stream struct {
-	dev *Device
-	id  uintptr
+	dev   *Device
+	id    uintptr
+	owner scope.Scope // the scope that made it, which owns its events too
 
-	mu     sync.Mutex // protects done and events
-	done   bool
-	events []*Event
+	mu   sync.Mutex // protects done
+	done bool
 }
 
 // NewStream makes a stream owned by the scope.
@@ -28,9 +31,12 @@ func (s *Scope) NewStream() (*Stream, error) {
 	if err != nil {
 		return nil, deviceError(fmt.Errorf("gpu: NewStream: %w", err))
 	}
-	st := &Stream{dev: s.dev, id: id}
-	if err := s.s.Own(st.end); err != nil {
-		return nil, deviceError(errors.Join(err, st.end()))
+	st := &Stream{dev: s.dev, id: id, owner: s.s}
+	// Its work completes before the scope's memory is released; it is
+	// destroyed after, since releasing memory (ScrubFreed) queues work on
+	// it.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "stream", End: st.finish, Final: st.end}); err != nil {
+		return nil, deviceError(errors.Join(err, st.finish(), st.end()))
 	}
 	return st, nil
 }
@@ -52,14 +58,21 @@ func (st *Stream) ID() uintptr {
 	return st.id
 }
 
+// valid reports whether st is a stream this package made: not nil, not a
+// zero Stream.
+func (st *Stream) valid() bool { return st != nil && st.dev != nil }
+
+// errNilStream is what the methods of a nil or zero *Stream return.
+var errNilStream = fmt.Errorf("%w: nil or zero Stream", ErrScopeClosed)
+
 // errStreamEnded is what the methods of a Stream return once it has ended.
 var errStreamEnded = fmt.Errorf("%w: the stream ended with its scope", ErrScopeClosed)
 
 // Synchronize waits until the work queued on the stream has completed, and
 // reports the first error of work that ran asynchronously.
 func (st *Stream) Synchronize() error {
-	if st == nil {
-		return fmt.Errorf("%w: nil Stream", ErrScopeClosed)
+	if !st.valid() {
+		return errNilStream
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -69,30 +82,38 @@ func (st *Stream) Synchronize() error {
 	return deviceError(st.dev.drv.Synchronize(st.id))
 }
 
-// end waits for the stream's work, tells the pool to stop waiting on it,
-// and destroys it. It runs once, when the scope ends.
-func (st *Stream) end() error {
+// finish waits for the work queued on the stream and takes it out of
+// use: the scope calls it as it ends, before its memory is released.
+func (st *Stream) finish() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
 		return nil
 	}
 	st.done = true
-	errs := []error{st.dev.pool.RetireStream(st.id)} // waits for the stream's work
-	for _, ev := range st.events {
-		errs = append(errs, ev.end())
+	return st.dev.drv.Synchronize(st.id)
+}
+
+// end tells the pool to stop waiting on the stream and destroys it, once
+// the scope's memory is released. It runs once.
+func (st *Stream) end() error {
+	err := st.dev.pool.RetireStream(st.id) // waits for what the release queued
+	errs := []error{err, st.dev.drv.DestroyStream(st.id)}
+	if err != nil {
+		// Destroyed, its work is done: the pool may let it go now.
+		errs = append(errs, st.dev.pool.RetireStream(st.id))
 	}
-	st.events = nil
-	errs = append(errs, st.dev.drv.DestroyStream(st.id))
 	return errors.Join(errs...)
 }
 
 // Event marks a point in a stream's work: it is done once the work queued
 // on the stream before it has completed. It belongs to the stream's scope
-// and ends with it.
+// and ends with it, or with [Event.Release], whichever comes first: an
+// event of a long-lived stream lives until Release.
 type Event struct {
-	st *Stream
-	id uintptr
+	st    *Stream
+	id    uintptr
+	owned scope.Owned
 
 	mu   sync.Mutex // protects done
 	done bool
@@ -100,8 +121,8 @@ type Event struct {
 
 // Record records an event at the end of the work queued on st so far.
 func (st *Stream) Record() (*Event, error) {
-	if st == nil {
-		return nil, fmt.Errorf("%w: nil Stream", ErrScopeClosed)
+	if !st.valid() {
+		return nil, errNilStream
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -113,17 +134,25 @@ func (st *Stream) Record() (*Event, error) {
 		return nil, deviceError(fmt.Errorf("gpu: recording an event: %w", err))
 	}
 	ev := &Event{st: st, id: id}
-	st.events = append(st.events, ev)
+	if ev.owned, err = st.owner.OwnResource(scope.Resource{Kind: "event", End: ev.end}); err != nil {
+		return nil, deviceError(errors.Join(err, ev.end()))
+	}
 	return ev, nil
 }
+
+// valid reports whether ev is an event this package made.
+func (ev *Event) valid() bool { return ev != nil && ev.st != nil }
+
+// errNilEvent is what the methods of a nil or zero *Event return.
+var errNilEvent = fmt.Errorf("%w: nil or zero Event", ErrScopeClosed)
 
 // errEventEnded is what an Event's methods return once its stream ended.
 var errEventEnded = fmt.Errorf("%w: the event ended with its stream", ErrScopeClosed)
 
 // Done reports whether the work before the event has completed.
 func (ev *Event) Done() (bool, error) {
-	if ev == nil {
-		return false, fmt.Errorf("%w: nil Event", ErrScopeClosed)
+	if !ev.valid() {
+		return false, errNilEvent
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
@@ -136,8 +165,8 @@ func (ev *Event) Done() (bool, error) {
 
 // Wait waits until the work before the event has completed.
 func (ev *Event) Wait() error {
-	if ev == nil {
-		return fmt.Errorf("%w: nil Event", ErrScopeClosed)
+	if !ev.valid() {
+		return errNilEvent
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
@@ -147,7 +176,17 @@ func (ev *Event) Wait() error {
 	return deviceError(ev.st.dev.drv.WaitEvent(ev.id))
 }
 
-// end destroys the event; its stream calls it as it ends.
+// Release destroys the event now rather than with its stream's scope.
+// Its methods fail with ErrScopeClosed after. Release is idempotent.
+func (ev *Event) Release() error {
+	if !ev.valid() {
+		return errNilEvent
+	}
+	ev.owned.Disown() // else the scope is ending it, and end runs once
+	return deviceError(ev.end())
+}
+
+// end destroys the event, once: Release, or its scope as it ends.
 func (ev *Event) end() error {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()

@@ -221,3 +221,163 @@ func TestReservedMemoryStaysOnItsStream(t *testing.T) {
 		return b.Memset(1) // and nothing changed
 	}, gpu.Reserve(1<<20)))
 }
+
+func TestZeroStreamsEventsModulesAndFunctionsAreErrorsNotPanics(t *testing.T) {
+	dev := openHost(t)
+	var st gpu.Stream
+	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed)
+	_, err := st.Record()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	var ev gpu.Event
+	_, err = ev.Done()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	assert.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
+	var mod gpu.Module
+	_, err = mod.Function("k")
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+	var fn gpu.Function
+	assert.ErrorIs(t, fn.Launch(gpu.Dim{X: 1}, gpu.Dim{X: 1}, 0, nil), gpu.ErrScopeClosed)
+	err = gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }, gpu.OnStream(&gpu.Stream{}))
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed, "OnStream of a zero Stream")
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(512)
+		require.NoError(t, err)
+		assert.ErrorIs(t, b.RecordUse(&gpu.Stream{}), gpu.ErrWrongScope)
+		return nil
+	}))
+}
+
+func TestAChildInheritingAStreamCannotReserve(t *testing.T) {
+	dev := openHost(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		return gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+			opened := false
+			err := gpu.WithScope(on.Context(), dev, func(*gpu.Scope) error { opened = true; return nil }, gpu.Reserve(1<<20))
+			assert.ErrorContains(t, err, "cannot reserve", "its reservation would return to the default stream under the stream's work")
+			assert.False(t, opened)
+			return nil
+		}, gpu.OnStream(st))
+	}))
+	assert.Zero(t, dev.Stats().Allocated)
+}
+
+func TestReleasedEventsEndBeforeTheirStream(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	long, err := dev.NewScope(gpu.Name("server"))
+	require.NoError(t, err)
+	st, err := long.NewStream()
+	require.NoError(t, err)
+	for range 1000 {
+		ev, err := st.Record()
+		require.NoError(t, err)
+		require.NoError(t, ev.Wait())
+		require.NoError(t, ev.Release())
+		require.NoError(t, ev.Release(), "Release is idempotent")
+		assert.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
+	}
+	_, events, _ := drv.Handles()
+	assert.Zero(t, events, "the released events are gone while the stream lives")
+	kept, err := st.Record()
+	require.NoError(t, err)
+	require.NoError(t, long.Close())
+	_, err = kept.Done()
+	assert.ErrorIs(t, err, gpu.ErrScopeClosed, "one never released ends with the stream's scope")
+	streams, events, _ := drv.Handles()
+	assert.Zero(t, streams+events)
+}
+
+func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	var failEvents atomic.Bool
+	drv.FailWhen(func(op host.Op, _ int64) bool { return op == host.OpEvent && failEvents.Load() })
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		other, release := heldStream(t, s)
+		defer release()
+		var ptr uintptr
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {
+			b, err := prev.Alloc(4096)
+			require.NoError(t, err)
+			ptr = b.Ptr()
+			require.NoError(t, b.RecordUse(other))
+			require.NoError(t, drv.Memset(ptr, 0xAA, 4096, other.ID())) // still queued
+			failEvents.Store(true)
+			err = prev.Free(b)
+			failEvents.Store(false)
+			assert.ErrorContains(t, err, "held", "the failed event is reported")
+			return nil
+		}))
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(next *gpu.Scope) error {
+			b, err := next.Alloc(4096)
+			require.NoError(t, err)
+			assert.NotEqual(t, ptr, b.Ptr(), "the memory the other stream still writes is not handed out")
+			return nil
+		}))
+		release()
+		return other.Synchronize()
+	}))
+	require.NoError(t, dev.EmptyCache(), "once an event can be recorded and completes, the block goes back")
+	assert.Zero(t, dev.Stats().Reserved)
+}
+
+func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
+	dev := openHost(t)
+	drv := dev.Driver().(*host.Driver)
+	var failOnce, armed atomic.Bool
+	drv.FailWhen(func(op host.Op, _ int64) bool {
+		return op == host.OpEvent && armed.Load() && failOnce.CompareAndSwap(false, true)
+	})
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		require.NoError(t, gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+			_, err := on.Alloc(8 << 20)
+			return err
+		}, gpu.OnStream(st)))
+		armed.Store(true) // retiring the stream fails at the scope's end
+		return nil
+	})
+	assert.ErrorIs(t, err, host.ErrInjected, "the failure is reported")
+	require.True(t, failOnce.Load())
+	require.NoError(t, dev.EmptyCache(), "the destroyed stream does not fail it")
+	assert.Zero(t, dev.Stats().Reserved, "and its memory went back")
+}
+
+func TestAStreamPerRequestLeavesNoAddressSpaceBehind(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	request := func() {
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			st, err := s.NewStream()
+			require.NoError(t, err)
+			return gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+				_, err := on.Alloc(1 << 20)
+				return err
+			}, gpu.OnStream(st))
+		}))
+	}
+	request()
+	segments := dev.Stats().Segments
+	for range 50 {
+		request()
+	}
+	assert.Equal(t, segments, dev.Stats().Segments, "each ended stream's arena gave its address space back")
+	snap, err := dev.Snapshot()
+	require.NoError(t, err)
+	for _, s := range snap.Pool.Segments {
+		assert.Zero(t, s.Stream, "only the default stream's arenas are left")
+	}
+}
+
+// heldStream makes a stream of s on the host device, held busy until
+// release is called (host.Driver.Hold).
+func heldStream(t *testing.T, s *gpu.Scope) (st *gpu.Stream, release func()) {
+	t.Helper()
+	st, err := s.NewStream()
+	require.NoError(t, err)
+	release, err = s.Device().Driver().(*host.Driver).Hold(st.ID())
+	require.NoError(t, err)
+	return st, release
+}

@@ -29,6 +29,7 @@ type block struct {
 	gen        uint64                // handout count; a Block carries the gen it was given
 	live       uint64                // gen while allocated, 0 otherwise: guards double frees; under shard's mu
 	events     []uintptr             // while pending: events on other streams
+	unrecorded []uintptr             // while pending: other streams no event could be recorded on yet
 	uses       []uintptr             // streams besides its own that used it
 }
 

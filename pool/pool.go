@@ -586,7 +586,8 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 func (p *Pool) EmptyCache() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked(context.Background()))
+	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked(context.Background()),
+		p.releaseRetiredLocked())
 }
 
 // releaseCachedLocked is EmptyCache with growMu held. Memory of a stream
@@ -706,15 +707,28 @@ func (p *Pool) Close() error {
 func (p *Pool) releaseAddressSpace() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
+	return p.releaseAddressSpaceLocked(false)
+}
+
+// releaseAddressSpaceLocked is releaseAddressSpace with growMu held, for
+// every arena or, with retiredOnly, those of retired streams, which are
+// dropped once they hold no segment.
+func (p *Pool) releaseAddressSpaceLocked(retiredOnly bool) error {
 	p.mu.Lock()
 	var segs []*segment
-	for _, a := range p.arenas {
+	for k, a := range p.arenas {
+		if retiredOnly && !p.retired[k.stream] {
+			continue
+		}
 		for _, s := range append([]*segment(nil), a.segments...) {
 			if a.expandable && s.first.state == stateHole && s.first.next == nil {
 				a.holes.remove(s.first)
 				a.segments = slices.DeleteFunc(a.segments, func(t *segment) bool { return t == s })
 				segs = append(segs, s)
 			}
+		}
+		if retiredOnly && len(a.segments) == 0 {
+			delete(p.arenas, k)
 		}
 	}
 	p.mu.Unlock()
@@ -730,6 +744,13 @@ func (p *Pool) releaseAddressSpace() error {
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statsLocked(true)
+}
+
+// statsLocked is Stats with p.mu held, and every shard's mu too unless
+// lockShards (Snapshot holds them all).
+func (p *Pool) statsLocked(lockShards bool) Stats {
 	st := Stats{
 		Reserved:     p.reserved,
 		PeakReserved: p.peakReserved,
@@ -749,7 +770,9 @@ func (p *Pool) Stats() Stats {
 	}
 	for i := range p.shards {
 		s := &p.shards[i]
-		s.mu.Lock()
+		if lockShards {
+			s.mu.Lock()
+		}
 		st.Allocs += s.allocs
 		st.CacheHits += s.hits
 		st.Frees += s.frees
@@ -758,13 +781,14 @@ func (p *Pool) Stats() Stats {
 		st.AllocatedBytes += s.bytesIn
 		st.FreedBytes += s.bytesOut
 		s.bins.each(func(b *bin) { st.CachedBlocks += int64(len(b.blocks)) })
-		s.mu.Unlock()
+		if lockShards {
+			s.mu.Unlock()
+		}
 	}
 	for _, a := range p.arenas {
 		st.CachedBlocks += int64(a.free.len())
 	}
 	st.PeakAllocated = max(p.peakAllocated.Load(), st.Allocated)
-	p.mu.Unlock()
 	st.ActiveBlocks = st.Allocs - st.Frees
 	st.PeakActiveBlocks = max(p.peakBlocks.Load(), st.ActiveBlocks)
 	st.Cached = st.Reserved - st.Allocated

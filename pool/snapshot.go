@@ -44,10 +44,10 @@ const (
 	BlockMoving    = "moving"    // being unmapped or released right now
 )
 
-// Snapshot returns the layout of the pool's memory. It holds the pool's
-// locks while it copies, so it is for diagnostics, not a hot path.
+// Snapshot returns the layout of the pool's memory and its counters, of one
+// moment. It holds the pool's locks while it copies, so it is for
+// diagnostics, not a hot path.
 func (p *Pool) Snapshot() Snapshot {
-	st := p.Stats()
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
 	p.mu.Lock()
@@ -57,7 +57,7 @@ func (p *Pool) Snapshot() Snapshot {
 		p.shards[i].mu.Lock()
 		defer p.shards[i].mu.Unlock()
 	}
-	snap := Snapshot{Stats: st}
+	snap := Snapshot{Stats: p.statsLocked(false)} // with the blocks, not before them
 	for _, hd := range p.idle {
 		snap.IdleBytes += hd.size
 	}

@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"encoding/json"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,4 +57,56 @@ func TestSnapshotShowsEveryByteReserved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatedSource holds its next Alloc until gate is closed, after telling
+// entered.
+type gatedSource struct {
+	pool.Source
+	entered, gate chan struct{}
+}
+
+func (g *gatedSource) Alloc(size int64) (uintptr, error) {
+	close(g.entered)
+	<-g.gate
+	return g.Source.Alloc(size)
+}
+
+// waitBlockedIn waits until a goroutine is blocked on a mutex inside fn.
+func waitBlockedIn(fn string) {
+	buf := make([]byte, 1<<20)
+	for {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "sync.(*Mutex).Lock") {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestASnapshotIsOneMomentUnderConcurrentGrowth(t *testing.T) {
+	src := &gatedSource{Source: sim.New(0, 0).Plain(), entered: make(chan struct{}), gate: make(chan struct{})}
+	p := newPool(t, src)
+	grown := make(chan pool.Block)
+	go func() {
+		b, err := p.Alloc(8 << 20)
+		assert.NoError(t, err)
+		grown <- b
+	}()
+	<-src.entered // the pool is growing, inside the source
+	snapped := make(chan pool.Snapshot)
+	go func() { snapped <- p.Snapshot() }()
+	waitBlockedIn("pool.(*Pool).Snapshot")
+	close(src.gate)
+	snap := <-snapped
+	require.NoError(t, p.Free(<-grown))
+
+	var mapped int64
+	for _, s := range snap.Segments {
+		for _, b := range s.Blocks {
+			mapped += b.Size
+		}
+	}
+	assert.Equal(t, snap.Stats.Reserved, mapped, "the blocks add up to what its stats say is reserved")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -45,6 +46,35 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	return nil
 }
 
+// WaitForUses waits until the work queued so far has completed on b's own
+// stream and on every other stream that used it ([Pool.RecordUse]), but
+// for except: the stream the caller queues its next work on, after that
+// work in order. A device that zeroes freed memory calls it before the
+// zeros, so that they land after every write of the block's owner.
+func (p *Pool) WaitForUses(b Block, except uintptr) error {
+	blk := b.blk
+	if blk == nil || blk.seg.arena.pool != p {
+		return fmt.Errorf("%w: WaitForUses on a block of another pool, or none", ErrInvalidBlock)
+	}
+	p.mu.Lock()
+	streams := append([]uintptr{b.stream}, blk.uses...)
+	p.mu.Unlock()
+	streams = slices.DeleteFunc(streams, func(s uintptr) bool { return s == except })
+	_, err := p.waitStreams(context.Background(), streams)
+	return err
+}
+
+// IsStreamGone reports whether err is an EventSource's way of saying a
+// stream does not exist (destroyed without [Pool.RetireStream], the
+// "deleted stream" case): an error with a method StreamGone that returns
+// true. The pool then takes the stream as retired, its work done, so that
+// EmptyCache and Close still give its memory back: destroy a stream only
+// once its work has completed.
+func IsStreamGone(err error) bool {
+	var g interface{ StreamGone() bool }
+	return errors.As(err, &g) && g.StreamGone()
+}
+
 // RetireStream tells the pool that stream is about to be destroyed: it
 // waits until the work queued on it so far has completed, and from then on
 // treats the stream as idle, recording and waiting for no event on it, so
@@ -63,13 +93,32 @@ func (p *Pool) RetireStream(stream uintptr) error {
 	if _, err := p.waitStreams(context.Background(), []uintptr{stream}); err != nil {
 		return err
 	}
+	p.retire(stream)
+	return p.EmptyCache()
+}
+
+// releaseRetiredLocked gives back the address space of retired streams'
+// arenas that hold nothing, and drops those arenas: a stream per request
+// must not leave a reservation per request behind. Called with growMu
+// held, by EmptyCache (RetireStream's among them).
+func (p *Pool) releaseRetiredLocked() error {
 	p.mu.Lock()
+	none := len(p.retired) == 0
+	p.mu.Unlock()
+	if none {
+		return nil
+	}
+	return p.releaseAddressSpaceLocked(true)
+}
+
+// retire marks stream retired: idle for good.
+func (p *Pool) retire(stream uintptr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.retired == nil {
 		p.retired = map[uintptr]bool{}
 	}
 	p.retired[stream] = true
-	p.mu.Unlock()
-	return p.EmptyCache()
 }
 
 // isRetired reports whether stream was retired (see RetireStream).
@@ -80,36 +129,47 @@ func (p *Pool) isRetired(stream uintptr) bool {
 }
 
 // freeAfterEvents records an event on every other stream that used blk and
-// parks it until they complete.
+// parks it until they complete. Where an event cannot be recorded, the
+// block stays parked until one can, and has completed: the error says so.
 func (p *Pool) freeAfterEvents(blk *block) error {
 	p.mu.Lock()
 	uses := append([]uintptr(nil), blk.uses...)
 	p.mu.Unlock()
-	var events []uintptr
-	for _, s := range uses {
-		if p.isRetired(s) {
-			continue // its work has completed, and it records no more
-		}
-		ev, err := p.events.RecordEvent(s)
-		if err != nil {
-			// Without the event the block cannot be proven idle: wait for
-			// what was recorded so far and keep the block out of use until
-			// then by parking it with the events we have.
-			p.park(blk, events)
-			return fmt.Errorf("pool: recording an event on stream %#x at free: %w", s, err)
-		}
-		events = append(events, ev)
+	events, unrecorded, err := p.recordOn(nil, uses)
+	p.mu.Lock()
+	blk.state = statePending
+	blk.events, blk.unrecorded = events, unrecorded
+	p.pending = append(p.pending, blk)
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("pool: the block at %#x is held until an event can be recorded: %w", blk.ptr, err)
 	}
-	p.park(blk, events)
 	return nil
 }
 
-func (p *Pool) park(blk *block, events []uintptr) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	blk.state = statePending
-	blk.events = events
-	p.pending = append(p.pending, blk)
+// recordOn records an event on each stream, appending it to events, and
+// returns the streams it could not record one on, with the first error.
+// A retired stream needs none, nor one the source says is gone (which it
+// retires).
+func (p *Pool) recordOn(events, streams []uintptr) (_, failed []uintptr, err error) {
+	for _, s := range streams {
+		if p.isRetired(s) {
+			continue // its work has completed, and it records no more
+		}
+		ev, rerr := p.events.RecordEvent(s)
+		switch {
+		case rerr == nil:
+			events = append(events, ev)
+		case IsStreamGone(rerr):
+			p.retire(s)
+		default:
+			failed = append(failed, s)
+			if err == nil {
+				err = fmt.Errorf("pool: recording an event on stream %#x: %w", s, rerr)
+			}
+		}
+	}
+	return events, failed, err
 }
 
 // collectPending returns parked blocks whose events have all completed to
@@ -126,8 +186,16 @@ func (p *Pool) collectPending() error {
 	var errs []error
 	var done, waiting []*block
 	for _, b := range parked {
-		ok := true
+		if len(b.unrecorded) > 0 {
+			// Its free could not record these: try again. The error was
+			// the free's; the block stays parked meanwhile.
+			b.events, b.unrecorded, _ = p.recordOn(b.events, b.unrecorded)
+		}
+		ok := len(b.unrecorded) == 0
 		for _, ev := range b.events {
+			if !ok {
+				break
+			}
 			fin, err := p.events.EventDone(ev)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("pool: querying an event: %w", err))
@@ -172,6 +240,10 @@ func (p *Pool) waitStreams(ctx context.Context, streams []uintptr) (failed map[u
 			continue
 		}
 		ev, err := p.events.RecordEvent(s)
+		if IsStreamGone(err) {
+			p.retire(s) // destroyed without RetireStream: its work is done
+			continue
+		}
 		if err == nil {
 			err = p.waitEvent(ctx, ev)
 			if derr := p.events.DestroyEvent(ev); err == nil {
@@ -217,13 +289,19 @@ func (p *Pool) waitPending(ctx context.Context) error {
 	if p.events == nil {
 		return nil
 	}
+	var errs []error
+	if err := p.collectPending(); err != nil { // which records what frees could not
+		errs = append(errs, err)
+	}
 	p.mu.Lock()
 	var events []uintptr
 	for _, b := range p.pending {
 		events = append(events, b.events...)
+		for _, s := range b.unrecorded {
+			errs = append(errs, fmt.Errorf("pool: a freed block at %#x is held: no event can be recorded on stream %#x", b.ptr, s))
+		}
 	}
 	p.mu.Unlock()
-	var errs []error
 	for _, ev := range events {
 		if err := p.waitEvent(ctx, ev); err != nil {
 			if ctx.Err() != nil {

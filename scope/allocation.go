@@ -4,7 +4,6 @@ import (
 	"errors"
 	"runtime"
 	"sync/atomic"
-	"time"
 
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -99,7 +98,7 @@ func (r Ref) Ptr() uintptr {
 	var ptr uintptr
 	if r.acquire() == nil {
 		ptr = r.a.ptr
-		r.a.st.Add(^uint64(0))
+		r.a.leave()
 	}
 	return ptr
 }
@@ -116,7 +115,7 @@ func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
-	defer r.a.st.Add(^uint64(0))
+	defer r.a.leave()
 	return fn(r.a.ptr + off)
 }
 
@@ -126,7 +125,7 @@ func (r Ref) UseOn(off uintptr, fn func(ptr, stream uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
-	defer r.a.st.Add(^uint64(0))
+	defer r.a.leave()
 	return fn(r.a.ptr+off, r.a.stream.Load())
 }
 
@@ -136,7 +135,7 @@ func (r Ref) RecordUse(stream uintptr) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
-	defer r.a.st.Add(^uint64(0))
+	defer r.a.leave()
 	if stream == r.a.stream.Load() {
 		return nil
 	}
@@ -147,6 +146,16 @@ func (r Ref) RecordUse(stream uintptr) error {
 		return errors.New("scope: memory of a reservation is used on its own stream only")
 	}
 	return r.a.tree.pool.RecordUse(r.a.block, stream)
+}
+
+// leave ends a running Use counted by acquire. The last one to leave an
+// allocation that is no longer live wakes the release waiting for it.
+func (a *slot) leave() {
+	if w := a.st.Add(^uint64(0)); w&usersMask == 0 && stateOf(w) != live {
+		a.tree.useMu.Lock()
+		a.tree.useDone.Broadcast()
+		a.tree.useMu.Unlock()
+	}
 }
 
 // acquire counts a running Use, if r is live.
@@ -212,13 +221,23 @@ func (a *slot) mark(to uint64) bool {
 // start; it waits for those running, which the contract says finish before
 // the scope ends (a copy, a kernel launch).
 func (a *slot) releaseMemory(t *Tree) error {
-	for wait := time.Microsecond; a.st.Load()&usersMask != 0; wait = min(2*wait, time.Millisecond) {
-		runtime.Gosched()
-		time.Sleep(wait)
+	if a.st.Load()&usersMask != 0 {
+		t.useMu.Lock()
+		for a.st.Load()&usersMask != 0 {
+			t.useDone.Wait() // the last Use to leave wakes it (see leave)
+		}
+		t.useMu.Unlock()
 	}
 	var scrubbed error
 	if t.scrub != nil {
-		scrubbed = t.scrub(a.ptr, a.size)
+		stream := a.stream.Load()
+		if a.region == nil {
+			// Work on another stream that used the memory (its first
+			// owner's, after a Keep; a RecordUse) is not ordered before
+			// the zeros: wait for it, so that the zeros come last.
+			scrubbed = t.pool.WaitForUses(a.block, stream)
+		}
+		scrubbed = errors.Join(scrubbed, t.scrub(a.ptr, a.size, stream))
 	}
 	var err error
 	if a.region != nil {

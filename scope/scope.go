@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -59,8 +58,9 @@ type node struct {
 	head, tail *slot
 	count      int
 	children   scopeList
-	spare      []*slot        // slots ready for allocations (see slotTable)
-	resources  []func() error // what else the scope owns (Scope.Own), ended first
+	spare      []*slot      // slots ready for allocations (see slotTable)
+	resources  resourceList // what else the scope owns (Scope.OwnResource), ended first
+	left       sync.Cond    // on mu: a child left children (End waits for the last)
 }
 
 // scopeList is a list of scopes, linked through their prevSib and nextSib,
@@ -185,7 +185,8 @@ func (s Scope) Context() context.Context {
 	}
 	defer s.n.mu.Unlock()
 	if s.n.ctx == nil {
-		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, s)
+		outer, _ := s.n.opened.Value(scopeKey{}).(*ctxScope)
+		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, &ctxScope{s: s, outer: outer})
 	}
 	return s.n.ctx
 }
@@ -199,6 +200,7 @@ type Info struct {
 	Stack       []uintptr // where it was opened, when stacks were recorded
 	Stats       Stats
 	Allocations []AllocationInfo // the live allocations it owns, oldest first
+	Resources   []ResourceInfo   // what else it owns, oldest first
 }
 
 // Info returns what the scope is now, read in one look; false once it
@@ -210,7 +212,7 @@ func (s Scope) Info() (Info, bool) {
 	defer s.n.mu.Unlock()
 	n := s.n
 	return Info{Scope: s, ID: n.id, Name: n.name, Path: n.path, Stack: n.stack, Stats: n.statsLocked(),
-		Allocations: n.allocationsLocked()}, true
+		Allocations: n.allocationsLocked(), Resources: n.resourcesLocked()}, true
 }
 
 // Zeroed reports whether the scope's allocations are to start zeroed: it or
@@ -230,6 +232,16 @@ func (s Scope) Closed() bool {
 	}
 	e := s.n.epoch.Load()
 	return e != s.epoch || e&1 == 0
+}
+
+// Err returns why the scope cannot allocate, as Alloc would: ErrClosed
+// once it ended, its context's cause once that is done; nil otherwise.
+func (s Scope) Err() error {
+	if !s.lock() {
+		return fmt.Errorf("%w: the scope has ended", ErrClosed)
+	}
+	defer s.n.mu.Unlock()
+	return s.n.usable()
 }
 
 // Stats returns the scope's counters; zero once it ended.
@@ -337,6 +349,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
+	n.holds(m.resOf)
 	a := n.takeSlot()
 	if a.tree == nil {
 		a.tree = n.tree
@@ -426,13 +439,19 @@ func (n *node) charge(size int64, stop *node) error {
 			}
 			return &LimitError{Path: a.path, Limit: a.limit, Live: v - size, Requested: size}
 		}
-		for v > a.peak.Load() {
-			if p := a.peak.Load(); a.peak.CompareAndSwap(p, v) {
-				break
-			}
-		}
 	}
 	return nil
+}
+
+// holds raises the peaks of the scope and its ancestors up to stop to what
+// is live now: once a charge's allocation holds, not before, since Peak is
+// the most Live has been and a refused allocation never was.
+func (n *node) holds(stop *node) {
+	for a := n; a != stop; a = a.parent {
+		v := a.live.Load()
+		for p := a.peak.Load(); v > p && !a.peak.CompareAndSwap(p, v); p = a.peak.Load() {
+		}
+	}
 }
 
 // uncharge undoes charge(size, stop).
@@ -602,12 +621,126 @@ func (s Scope) Own(end func() error) error {
 	if end == nil {
 		return errors.New("scope: Own: nil function")
 	}
+	_, err := s.OwnResource(Resource{End: end})
+	return err
+}
+
+// Resource is something other than memory that a scope owns: a stream, an
+// event, a loaded module, page-locked host memory.
+type Resource struct {
+	Kind  string       // what it is, for leak reports: "stream", "module"; "" for none
+	Bytes int64        // its size, where it has one
+	End   func() error // if not nil, called as the scope ends, before its memory is released
+	Final func() error // if not nil, called once the scope's memory is released
+}
+
+// Owned names a resource a scope owns, for Disown.
+type Owned struct {
+	r     *resource
+	scope Scope
+}
+
+type resource struct {
+	Resource
+	id         uint64
+	stack      []uintptr
+	owned      bool // on its scope's list, under the scope's mu
+	prev, next *resource
+}
+
+// resourceList is a scope's resources, oldest first.
+type resourceList struct {
+	head, tail *resource
+	n          int
+}
+
+// ResourceInfo is a resource as Info saw it.
+type ResourceInfo struct {
+	ID    uint64 // no other resource of the process has it
+	Kind  string
+	Bytes int64
+	Stack []uintptr // where it was made, when stacks were recorded
+}
+
+// OwnResource makes the scope own r: when the scope ends, after its
+// children, r.End is called (last owned first), then the scope's memory is
+// released, then r.Final is called (last owned first). Work queued on a
+// stream must complete in End for its memory to go back safely; what the
+// release itself may queue on the stream (zeroing freed memory) must come
+// before Final destroys it. It fails with ErrClosed, calling nothing, once
+// the scope has ended.
+func (s Scope) OwnResource(r Resource) (Owned, error) {
+	if r.End == nil && r.Final == nil {
+		return Owned{}, errors.New("scope: OwnResource: no function")
+	}
 	if !s.lock() {
-		return fmt.Errorf("%w: Own through a scope that has ended", ErrClosed)
+		return Owned{}, fmt.Errorf("%w: Own through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	s.n.resources = append(s.n.resources, end)
-	return nil
+	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
+	if s.n.tree.record.Load() {
+		res.stack = callers(3)
+	}
+	l := &s.n.resources
+	res.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = res
+	} else {
+		l.head = res
+	}
+	l.tail = res
+	l.n++
+	return Owned{r: res, scope: s}, nil
+}
+
+// Disown takes the resource o names from its scope, which will not end it:
+// its owner ends it now. It reports false where the scope has ended, or
+// ends it now, or o was disowned already: the scope ends it then.
+func (o Owned) Disown() bool {
+	if o.r == nil || !o.scope.lock() {
+		return false
+	}
+	n := o.scope.n
+	defer n.mu.Unlock()
+	r := o.r
+	if !r.owned {
+		return false
+	}
+	r.owned = false
+	l := &n.resources
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		l.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		l.tail = r.prev
+	}
+	r.prev, r.next = nil, nil
+	l.n--
+	return true
+}
+
+// Resources returns the resources the scope owns, oldest first.
+func (s Scope) Resources() []ResourceInfo {
+	if !s.lock() {
+		return nil
+	}
+	defer s.n.mu.Unlock()
+	return s.n.resourcesLocked()
+}
+
+func (n *node) resourcesLocked() []ResourceInfo {
+	if n.resources.n == 0 {
+		return nil
+	}
+	out := make([]ResourceInfo, 0, n.resources.n)
+	for r := n.resources.head; r != nil; r = r.next {
+		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
+	}
+	return out
 }
 
 // adopt registers child c. It fails if s has ended.
@@ -624,6 +757,7 @@ func (n *node) removeChild(c *node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.children.remove(c)
+	n.left.Broadcast()
 }
 
 // Close ends the scope: open children are closed first, then every
@@ -657,21 +791,28 @@ func (s Scope) End() (path string, err error) {
 		// A child whose Close another goroutine began is still releasing
 		// into this scope's counters: wait until it has left.
 		n.mu.Lock()
-		for wait := time.Microsecond; n.children.n > 0; wait = min(2*wait, time.Millisecond) {
-			n.mu.Unlock()
-			time.Sleep(wait)
-			n.mu.Lock()
+		for n.children.n > 0 {
+			n.left.Wait()
 		}
 	}
-	if len(n.resources) > 0 {
+	var finals []*resource
+	if n.resources.n > 0 {
 		// Streams and the like end first: their queued work may still use
 		// the memory released below.
-		ends := n.resources
-		n.resources = nil
+		last := n.resources.tail
+		for r := last; r != nil; r = r.prev {
+			r.owned = false // no Disown from now on
+		}
+		n.resources = resourceList{}
 		n.mu.Unlock()
-		for i := len(ends) - 1; i >= 0; i-- {
-			if err := ends[i](); err != nil {
-				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+		for r := last; r != nil; r = r.prev {
+			if r.End != nil {
+				if err := r.End(); err != nil {
+					errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+				}
+			}
+			if r.Final != nil {
+				finals = append(finals, r)
 			}
 		}
 		n.mu.Lock()
@@ -710,6 +851,11 @@ func (s Scope) End() (path string, err error) {
 		n.mu.Lock()
 		n.spare = ended
 		n.mu.Unlock()
+	}
+	for _, r := range finals {
+		if err := r.Final(); err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
+		}
 	}
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when

@@ -18,10 +18,13 @@ type Tree struct {
 	pool   *pool.Pool
 	device string
 	record atomic.Bool
-	scrub  func(ptr uintptr, n int64) error // run on memory before it goes back; set before use
-	onFree func()                           // run after memory went back; set before use
+	scrub  func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
+	onFree func()                                           // run after memory went back; set before use
 
 	slots slotTable
+
+	useMu   sync.Mutex // with useDone: a release waits there for the last running Use
+	useDone sync.Cond
 
 	mu     sync.Mutex // protects roots, free and closed
 	roots  scopeList
@@ -78,8 +81,10 @@ func (t *slotTable) give(slots []*slot) {
 
 // SetScrub makes every release run fn over the memory first, before it goes
 // back to the reservation or the pool (a device that zeroes freed memory).
-// Call it before the first scope opens.
-func (t *Tree) SetScrub(fn func(ptr uintptr, n int64) error) { t.scrub = fn }
+// fn gets the stream the memory's owner ordered its work on: the scrub is
+// to be queued there, after that work, since the memory is reused on that
+// stream at once. Call it before the first scope opens.
+func (t *Tree) SetScrub(fn func(ptr uintptr, n int64, stream uintptr) error) { t.scrub = fn }
 
 // OnRelease makes every release of memory call fn after the memory went
 // back (a device whose allocations wait for memory). Call it before the
@@ -88,7 +93,9 @@ func (t *Tree) OnRelease(fn func()) { t.onFree = fn }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string) *Tree {
-	return &Tree{pool: p, device: device}
+	t := &Tree{pool: p, device: device}
+	t.useDone.L = &t.useMu
+	return t
 }
 
 // Pool returns the tree's pool.
@@ -139,8 +146,13 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	}
 	if parent.IsZero() {
 		// A context from a scope of this tree makes the new one its child.
-		if ps, ok := FromContext(ctx); ok && ps.n.tree == t {
-			parent = ps
+		// Not only the innermost: between scopes of one device, ctx may
+		// carry another device's (A, then B, then A again).
+		for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
+			if e.s.n.tree == t {
+				parent = e.s
+				break
+			}
 		}
 	}
 	var pn *node
@@ -153,6 +165,13 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		}
 		// Read the parent under its lock; adopt below checks it is open.
 		pn = parent.n
+		if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
+			// Its allocations would go on the stream it inherits; the
+			// reservation's memory, on the default stream, would return
+			// there while that stream's work still used it.
+			pn.mu.Unlock()
+			return Scope{}, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
+		}
 	}
 	if pn == nil && o.Reserve == 0 {
 		// The common case, a root with no reservation: one critical
@@ -219,6 +238,9 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		t.discard(n)
 		return Scope{}, err
 	}
+	if n.region != nil {
+		n.holds(nil) // the reservation holds
+	}
 	return s, nil
 }
 
@@ -231,7 +253,9 @@ func (t *Tree) freeNode() *node {
 		t.free = t.free[:k-1]
 		return n
 	}
-	return &node{}
+	n := &node{}
+	n.left.L = &n.mu
+	return n
 }
 
 // setUp makes n the node of a new scope, child of pn (nil: a root), and
@@ -291,6 +315,14 @@ func (t *Tree) retire(n *node) {
 	}
 }
 
+// Roots returns the open root scopes, oldest first; their children are
+// Scope.Children.
+func (t *Tree) Roots() []Scope {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.roots.handles()
+}
+
 // Scopes returns every open scope, parents before children. A scope may
 // end right after: read it with Scope.Info.
 func (t *Tree) Scopes() []Scope {
@@ -330,6 +362,13 @@ func (t *Tree) Close() (leftOpen []string, err error) {
 
 type scopeKey struct{}
 
+// ctxScope is what a scope's Context carries: the scope, and what the
+// context it was opened with carried, of whichever tree.
+type ctxScope struct {
+	s     Scope
+	outer *ctxScope
+}
+
 // nextID numbers scopes, so that a scope can be told apart from a later one
 // at the same path.
 var nextID atomic.Uint64
@@ -337,8 +376,11 @@ var nextID atomic.Uint64
 // FromContext returns the scope that ctx was made by ([Scope.Context]). It
 // may have ended since.
 func FromContext(ctx context.Context) (Scope, bool) {
-	s, ok := ctx.Value(scopeKey{}).(Scope)
-	return s, ok
+	e, ok := ctx.Value(scopeKey{}).(*ctxScope)
+	if !ok {
+		return Scope{}, false
+	}
+	return e.s, true
 }
 
 // unnamed names a scope opened without a name, so that a person can find

@@ -346,7 +346,7 @@ func (d *Driver) stream(s uintptr) (cu.Stream, error) {
 	}
 	st, ok := d.streams[s]
 	if !ok {
-		return cu.Stream{}, fmt.Errorf("cuda: stream %#x does not exist", s)
+		return cu.Stream{}, &driver.NoStreamError{Driver: "cuda", Stream: s}
 	}
 	return st, nil
 }

@@ -9,6 +9,7 @@ package driver
 
 import (
 	"errors"
+	"fmt"
 	"unsafe"
 )
 
@@ -95,6 +96,22 @@ func (e *OutOfMemoryError) OutOfMemory() bool { return true }
 
 // Unwrap returns the driver's own error.
 func (e *OutOfMemoryError) Unwrap() error { return e.Err }
+
+// NoStreamError is the error a driver returns for a stream it does not
+// know: destroyed, or never made. Package pool recognizes it by its method
+// StreamGone (pool.IsStreamGone) and takes the stream as retired, its work
+// done: a driver's DestroyStream waits for the stream's work.
+type NoStreamError struct {
+	Driver string // the driver's package: "host", "cuda"
+	Stream uintptr
+}
+
+func (e *NoStreamError) Error() string {
+	return fmt.Sprintf("%s: stream %#x does not exist", e.Driver, e.Stream)
+}
+
+// StreamGone reports true: the stream's work, if it ever had any, is done.
+func (e *NoStreamError) StreamGone() bool { return true }
 
 // KernelLauncher is the optional capability to load compiled kernels and
 // launch them. A driver without it cannot run kernels (the host device).

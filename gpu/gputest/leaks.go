@@ -15,8 +15,9 @@ type TestingT interface {
 	Error(args ...any)
 }
 
-// Find returns an error describing every open scope and live buffer on the
-// devices open now, or nil. It retries with a bounded backoff first, so
+// Find returns an error describing every open scope, live buffer and
+// other resource a scope owns (streams, events, modules, page-locked
+// memory) on the devices open now, or nil. It retries with a bounded backoff first, so
 // that a scope another goroutine is closing is not reported.
 func Find(opts ...Option) error {
 	o := buildOptions(opts)
@@ -68,8 +69,8 @@ func VerifyNone(t TestingT, opts ...Option) {
 // look, not ignored: their memory is gone, the leak is not.
 func forcedCloses(o *options) []gpu.ScopeSnapshot {
 	var leaks []gpu.ScopeSnapshot
-	for _, s := range gpu.TakeForcedCloses() {
-		if len(o.devices) > 0 && !slices.Contains(o.devices, s.Device) || o.ignored(s) {
+	for _, s := range gpu.TakeForcedCloses(o.devices...) {
+		if o.ignored(s) {
 			continue
 		}
 		s.Path += " (closed by Device.Close)"
@@ -98,10 +99,16 @@ func collect(o *options) []gpu.ScopeSnapshot {
 					bufs = append(bufs, b)
 				}
 			}
-			if o.ignoredScopes[s.ID] && len(bufs) == 0 {
+			var res []gpu.ResourceSnapshot
+			for _, r := range s.Resources {
+				if !o.ignoredRes[r.ID] {
+					res = append(res, r)
+				}
+			}
+			if o.ignoredScopes[s.ID] && len(bufs) == 0 && len(res) == 0 {
 				continue
 			}
-			s.Buffers = bufs
+			s.Buffers, s.Resources = bufs, res
 			leaks = append(leaks, s)
 		}
 	}
@@ -124,6 +131,11 @@ func (o *options) ignored(s gpu.ScopeSnapshot) bool {
 			return false
 		}
 	}
+	for _, r := range s.Resources {
+		if !o.ignoredRes[r.ID] {
+			return false
+		}
+	}
 	return true
 }
 
@@ -138,8 +150,15 @@ func report(leaks []gpu.ScopeSnapshot) string {
 			n++
 		}
 	}
-	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live\n",
-		len(leaks), n, gpu.Bytes(total))
+	others := 0
+	for _, s := range leaks {
+		others += len(s.Resources)
+	}
+	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live", len(leaks), n, gpu.Bytes(total))
+	if others > 0 {
+		fmt.Fprintf(&b, ", and %d streams, events, modules or page-locked allocations", others)
+	}
+	b.WriteString("\n")
 	for _, s := range leaks {
 		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, gpu.Bytes(s.Live))
 		writeStack(&b, "opened at", s.OpenedAt)
@@ -147,6 +166,18 @@ func report(leaks []gpu.ScopeSnapshot) string {
 			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
 				gpu.Bytes(buf.Size), buf.Address, s.Path, s.Device)
 			writeStack(&b, "allocated at", buf.AllocatedAt)
+		}
+		for _, r := range s.Resources {
+			size := ""
+			if r.Bytes > 0 {
+				size = " of " + gpu.Bytes(r.Bytes).String()
+			}
+			kind := r.Kind
+			if kind != "" {
+				kind = strings.ToUpper(kind[:1]) + kind[1:]
+			}
+			fmt.Fprintf(&b, "\n[%s%s in scope %q on device %s]\n", kind, size, s.Path, s.Device)
+			writeStack(&b, "made at", r.MadeAt)
 		}
 	}
 	return b.String()

@@ -2,6 +2,7 @@ package gputest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,6 +64,36 @@ func TestIgnoreCurrentHidesWhatExistedBefore(t *testing.T) {
 	assert.Error(t, gputest.Find(gputest.Devices("host"), fast()))
 }
 
+func TestStreamsAndPageLockedMemoryLeakedIntoAnInheritedScopeAreReported(t *testing.T) {
+	dev := openHost(t)
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
+	server, err := dev.NewScope(gpu.Name("server"))
+	require.NoError(t, err)
+	defer server.Close()
+	_, err = server.NewStream()
+	require.NoError(t, err)
+	ignore := gputest.IgnoreCurrent()
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, ignore, fast())
+	require.Empty(t, ft.errs, "what the test inherits is not its leak")
+
+	// The test's leaks: 64 MiB of page-locked memory and 8 streams.
+	_, err = gpu.AllocHost[byte](server, 64<<20)
+	require.NoError(t, err)
+	for range 8 {
+		_, err := server.NewStream()
+		require.NoError(t, err)
+	}
+	gputest.VerifyNone(ft, ignore, fast())
+	require.Len(t, ft.errs, 1)
+	msg := ft.errs[0]
+	assert.Contains(t, msg, "9 streams, events, modules or page-locked allocations")
+	assert.Contains(t, msg, `[Page-locked memory of 64.00 MiB in scope "server" on device host]`)
+	assert.Equal(t, 8, strings.Count(msg, `[Stream in scope "server"`), "not the inherited one")
+	assert.Contains(t, msg, "TestStreamsAndPageLockedMemoryLeakedIntoAnInheritedScopeAreReported", "with the stack that made them")
+}
+
 func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {
 	dev := openHost(t)
 	s, err := dev.NewScope(gpu.Name("closing"))
@@ -84,15 +115,22 @@ func TestNoFalsePositiveWhileAFreeIsInFlight(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
+// closeWithAScopeOpen closes a host device with a scope "forgotten" open,
+// as a test whose "defer dev.Close()" runs before "defer
+// gputest.VerifyNone(t)" does.
+func closeWithAScopeOpen(t *testing.T) {
+	t.Helper()
 	dev, err := gpu.OpenHost()
 	require.NoError(t, err)
 	s, err := dev.NewScope(gpu.Name("forgotten"))
 	require.NoError(t, err)
 	_, err = s.Alloc(4096)
 	require.NoError(t, err)
-	// As in a test whose "defer dev.Close()" runs before "defer gputest.VerifyNone(t)".
 	assert.Error(t, dev.Close())
+}
+
+func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
+	closeWithAScopeOpen(t)
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1, "the memory went back with Close; the leak is still reported")
@@ -101,6 +139,16 @@ func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
 	ft = &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	assert.Empty(t, ft.errs, "reported once")
+}
+
+func TestACheckOfSomeDevicesLeavesTheOthersReports(t *testing.T) {
+	closeWithAScopeOpen(t)
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast(), gputest.Devices("cuda:0"))
+	assert.Empty(t, ft.errs, "not a leak of cuda:0")
+	gputest.VerifyNone(ft, fast(), gputest.Devices("host"))
+	require.Len(t, ft.errs, 1, "the host device's check still sees it")
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten (closed by Device.Close)" open on device host`)
 }
 
 func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {

@@ -17,6 +17,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	ignoredScopes map[uint64]bool // by ID, from IgnoreCurrent
 	ignoredBufs   map[gpu.BufferKey]bool
+	ignoredRes    map[uint64]bool // resources, by ID
 	ignoredNames  []string
 	devices       []string
 	maxRetries    int
@@ -49,20 +50,24 @@ func (o *options) validFor(caller string, testMain bool) error {
 	return nil
 }
 
-// IgnoreCurrent ignores the scopes and buffers that are live when it is
-// called: memory a test inherits is not its leak.
+// IgnoreCurrent ignores the scopes, buffers and other resources (streams,
+// events, modules, page-locked memory) that are live when it is called:
+// what a test inherits is not its leak.
 func IgnoreCurrent() Option {
-	scopes, bufs := map[uint64]bool{}, map[gpu.BufferKey]bool{}
+	scopes, bufs, res := map[uint64]bool{}, map[gpu.BufferKey]bool{}, map[uint64]bool{}
 	for _, snap := range gpu.Snapshots() {
 		for _, s := range snap.Scopes {
 			scopes[s.ID] = true
 			for _, b := range s.Buffers {
 				bufs[b.Key] = true
 			}
+			for _, r := range s.Resources {
+				res[r.ID] = true
+			}
 		}
 	}
 	return optionFunc(func(o *options) {
-		o.ignoredScopes, o.ignoredBufs = scopes, bufs
+		o.ignoredScopes, o.ignoredBufs, o.ignoredRes = scopes, bufs, res
 	})
 }
 

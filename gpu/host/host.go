@@ -245,7 +245,7 @@ func (d *Driver) resolve(ptr uintptr, n int64) ([]byte, error) {
 
 func (d *Driver) checkStream(stream uintptr) error {
 	if _, ok := d.streams[stream]; !ok {
-		return fmt.Errorf("host: stream %#x does not exist", stream)
+		return noStreamError(stream)
 	}
 	return nil
 }

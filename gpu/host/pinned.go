@@ -10,7 +10,10 @@ import (
 var _ driver.HostAllocator = (*Driver)(nil)
 
 // HostAlloc implements driver.HostAllocator: on the host device, "pinned"
-// memory is ordinary memory the driver keeps until HostFree.
+// memory is ordinary memory the driver keeps until HostFree. It holds at
+// most the device's capacity at a time, on top of the device's memory: a
+// request past that is out of memory, where the Go runtime would end the
+// process instead.
 func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("host: HostAlloc(%d): size must be positive", size)
@@ -19,6 +22,14 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, ErrClosed
+	}
+	var held int64
+	for _, mem := range d.pinned {
+		held += int64(len(mem))
+	}
+	if size > d.capacity-held {
+		return nil, &driver.OutOfMemoryError{Requested: size,
+			Err: fmt.Errorf("host: HostAlloc of %d bytes, %d of %d held", size, held, d.capacity)}
 	}
 	mem := alignedBytes(size, hostAlignment)
 	p := unsafe.Pointer(unsafe.SliceData(mem))

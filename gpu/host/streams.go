@@ -2,8 +2,9 @@ package host
 
 import (
 	"errors"
-	"fmt"
 	"sync"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
 )
 
 // stream is a non-default stream: a FIFO of work run by a goroutine of its
@@ -154,10 +155,14 @@ func (d *Driver) streamLocked(id uintptr) (*stream, error) {
 	}
 	s, ok := d.streams[id]
 	if !ok {
-		return nil, fmt.Errorf("host: stream %#x does not exist", id)
+		return nil, noStreamError(id)
 	}
 	return s, nil
 }
+
+// noStreamError is the error for a stream that does not exist: destroyed,
+// or never made.
+func noStreamError(id uintptr) error { return &driver.NoStreamError{Driver: "host", Stream: id} }
 
 // lookup is streamLocked for callers that do not hold d.mu.
 func (d *Driver) lookup(id uintptr) (*stream, error) {
@@ -200,4 +205,18 @@ func (d *Driver) Hold(stream uintptr) (release func(), err error) {
 		return nil, err
 	}
 	return release, nil
+}
+
+// Handles counts what the driver holds besides device memory: streams
+// (the default one aside), events, and page-locked allocations. A test
+// checks with it that nothing was left behind.
+func (d *Driver) Handles() (streams, events, pinned int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.streams {
+		if id != 0 {
+			streams++
+		}
+	}
+	return streams, len(d.events), len(d.pinned)
 }

@@ -214,3 +214,21 @@ func TestARetiredStreamLeavesThePoolWorking(t *testing.T) {
 	assert.Zero(t, d.Used())
 	assert.Error(t, p.RetireStream(0))
 }
+
+func TestAStreamDestroyedWithoutRetiringGivesItsMemoryBack(t *testing.T) {
+	d := newDriver(t, 64<<20)
+	p, err := pool.New(d)
+	require.NoError(t, err)
+	st, err := d.NewStream()
+	require.NoError(t, err)
+	for _, n := range []int64{4096, 8 << 20} {
+		b, err := p.AllocOn(n, st)
+		require.NoError(t, err)
+		require.NoError(t, p.Free(b))
+	}
+	require.NoError(t, d.DestroyStream(st)) // the "deleted stream" case: no RetireStream
+	require.NoError(t, p.EmptyCache())
+	assert.Zero(t, p.Stats().Reserved, "everything went back")
+	require.NoError(t, p.Close())
+	assert.Zero(t, d.Used())
+}

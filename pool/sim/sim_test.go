@@ -138,3 +138,21 @@ func TestWrapFailsAPassingRunThatLeftMemoryHeld(t *testing.T) {
 	assert.Equal(t, 0, sim.Wrap(runFunc(func() int { return 0 })).Run(), "nothing held: it passes")
 	assert.Equal(t, 7, sim.Wrap(runFunc(func() int { return 7 })).Run(), "a failed run keeps its code")
 }
+
+func TestReleasingAddressSpaceLooksAtWhatIsMappedNotAtEveryPage(t *testing.T) {
+	s := sim.New(0, 0)
+	const G = sim.DefaultPageSize
+	// 2^37 pages: a scan of them would not end within the test's time.
+	const huge = 1 << 58
+	va, err := s.ReserveAddress(huge)
+	require.NoError(t, err)
+	h, err := s.Create(G)
+	require.NoError(t, err)
+	require.NoError(t, s.Map(va+huge/2, G, h))
+	assert.ErrorContains(t, s.ReleaseAddress(va, huge), "still mapped", "a mapping inside it is found")
+	require.NoError(t, s.Unmap(va+huge/2, G))
+	require.NoError(t, s.Release(h))
+	require.NoError(t, s.ReleaseAddress(va, huge))
+	_, _, reserves, _ := s.Live()
+	assert.Zero(t, reserves)
+}

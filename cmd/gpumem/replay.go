@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 
 	"github.com/gpuscope/gpuscope/pool"
@@ -113,6 +114,10 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 				err = serr
 				break
 			}
+			// Reading the chunk allocated; collect it now, so that no
+			// collection runs, nor its write barriers, while the pool is
+			// timed.
+			runtime.GC()
 			start := clock()
 			if rerr := r.run(chunk); rerr != nil {
 				err = rerr

@@ -7,7 +7,9 @@ are made here, at the run's commit, by
 
     python3 scripts/smallest_device.py --times 1 GPUMEM TRACES > LOGDIR/sim_smallest.jsonl
     python3 scripts/pressure_report.py --sim-at-gpu-caps GPUMEM LOGDIR > LOGDIR/sim_at_gpu_caps.jsonl
-    for t in TRACES; do GPUMEM replay --release-threshold 0 cmd/gpumem/testdata/$t.csv.gz > LOGDIR/sim_release_$t.json; done
+    for t in TRACES; do  # the simulated device as large as the GPU, so that handles are cut alike
+      GPUMEM replay --capacity $((143771 << 20)) --release-threshold 0 cmd/gpumem/testdata/$t.csv.gz > LOGDIR/sim_release_$t.json
+    done
 
 and then
 

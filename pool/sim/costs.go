@@ -75,32 +75,35 @@ const (
 
 // H200 is what each driver call cost on one NVIDIA H200 (driver 580, CUDA
 // 13), one thread, through this project's driver, its cgo and context switch
-// included: gpu/cuda's BenchmarkDriverCalls, the median of three runs of 200
-// calls, docs/data/h200-2026-11-30-b/driver_calls.txt. Where that run has no
-// figure, the table of shared/traces/README.md ("Driver costs measured on the
-// same H200") gives it, and the comment says so.
+// included: gpu/cuda's BenchmarkDriverCalls, the median of five runs of 200
+// calls, docs/data/h200-2026-12-01-pressure/driver_calls.txt (the lent
+// machines differ by up to a third from one lease to the next: the run of
+// 2026-11-30, h200-2026-11-30-b, measured most calls 20-35% cheaper). Where
+// that run has no figure, the table of shared/traces/README.md ("Driver
+// costs measured on the same H200") gives it, and the comment says so.
 var H200 = CostTable{
 	// cuMemAlloc and cuMemFree: the README's table.
 	CallAlloc: {{256, 5100 * ns}, {1 * mib, 29700 * ns}, {64 * mib, 66800 * ns}, {1 * gib, 140800 * ns}},
 	CallFree:  {{256, 3800 * ns}, {1 * mib, 24800 * ns}, {64 * mib, 93100 * ns}, {1 * gib, 624600 * ns}},
-	// For 512 MiB the first create of the run: later ones, each after the
-	// release of the one before, took 400 to 980 us, waiting for that
-	// release; the pool never releases while it grows.
-	CallCreate:    {{2 * mib, 8600 * ns}, {20 * mib, 13580 * ns}, {64 * mib, 21570 * ns}, {512 * mib, 27600 * ns}},
-	CallMap:       {{2 * mib, 1710 * ns}, {20 * mib, 1000 * ns}, {64 * mib, 1870 * ns}, {512 * mib, 990 * ns}},
-	CallSetAccess: {{2 * mib, 35110 * ns}, {20 * mib, 33860 * ns}, {64 * mib, 46850 * ns}, {512 * mib, 57660 * ns}},
-	CallUnmap:     {{2 * mib, 25730 * ns}, {20 * mib, 22920 * ns}, {64 * mib, 27690 * ns}, {512 * mib, 29490 * ns}},
-	// Each handle after the first in one set-access range: resnet50_train
-	// replayed on the H200 at its smallest cap made 145 access calls over
-	// 688 mapped handles in 18.41 ms; less the first handle's 37 us each,
-	// 24 us a handle (docs/data/h200-2026-12-01-pressure).
-	PriceSetAccessExtraHandle: {{0, 24000 * ns}},
-	CallRelease:               {{2 * mib, 12760 * ns}, {20 * mib, 16320 * ns}, {64 * mib, 30010 * ns}, {512 * mib, 228430 * ns}},
-	CallReserveAddress:        {{256 * gib, 1660 * ns}},
+	// For 512 MiB the creates that did not wait for a release (57 and
+	// 82 us): the others, each after the release of the one before, took
+	// 0.93 to 1.05 ms, waiting for that release; the pool never releases
+	// while it grows.
+	CallCreate:    {{2 * mib, 13645 * ns}, {20 * mib, 18077 * ns}, {64 * mib, 15837 * ns}, {512 * mib, 69469 * ns}},
+	CallMap:       {{2 * mib, 2477 * ns}, {20 * mib, 2117 * ns}, {64 * mib, 2525 * ns}, {512 * mib, 2313 * ns}},
+	CallSetAccess: {{2 * mib, 45938 * ns}, {20 * mib, 48309 * ns}, {64 * mib, 47940 * ns}, {512 * mib, 59382 * ns}},
+	CallUnmap:     {{2 * mib, 27288 * ns}, {20 * mib, 27572 * ns}, {64 * mib, 24264 * ns}, {512 * mib, 30331 * ns}},
+	// Each handle after the first in one set-access range: in the same run,
+	// resnet50_train replayed at its smallest cap made 140 access calls
+	// over 416 mapped handles in 14.90 ms; less the first handle's 47 us
+	// each, 30 us a handle (smallest_gpuscope.jsonl there).
+	PriceSetAccessExtraHandle: {{0, 30000 * ns}},
+	CallRelease:               {{2 * mib, 13883 * ns}, {20 * mib, 19973 * ns}, {64 * mib, 47852 * ns}, {512 * mib, 245938 * ns}},
+	CallReserveAddress:        {{256 * gib, 3238 * ns}},
 	// cuMemAddressFree: not measured; taken as a reservation's cost.
-	CallReleaseAddress: {{256 * gib, 1660 * ns}},
-	CallRecordEvent:    {{0, 1720 * ns}},
-	CallEventQuery:     {{0, 980 * ns}},
-	CallWaitEvent:      {{0, 790 * ns}},
-	CallDestroyEvent:   {{0, 900 * ns}},
+	CallReleaseAddress: {{256 * gib, 3238 * ns}},
+	CallRecordEvent:    {{0, 1845 * ns}},
+	CallEventQuery:     {{0, 665 * ns}},
+	CallWaitEvent:      {{0, 631 * ns}},
+	CallDestroyEvent:   {{0, 1005 * ns}},
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -30,53 +27,6 @@ type Tree struct {
 	roots  scopeList
 	free   []*node // nodes of ended scopes, to reuse
 	closed bool
-}
-
-// slotTable holds the tree's allocation slots. Slots are made in chunks
-// and live as long as the tree, since a stale Ref may point to any of them;
-// an ended allocation's slot is reused, with the next generation. Scopes
-// take slots in batches and keep spares, so that the table's lock is rare.
-type slotTable struct {
-	mu    sync.Mutex // protects the fields below
-	spare []*slot
-	chunk []slot // what is left of the last chunk made
-	made  int    // slots made, in all
-}
-
-// slotBatch is how many slots a scope takes from the table at once.
-const slotBatch = 32
-
-// take appends up to slotBatch slots to dst.
-func (t *slotTable) take(dst []*slot) []*slot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n := min(len(t.spare), slotBatch); n > 0 {
-		dst = append(dst, t.spare[len(t.spare)-n:]...)
-		clear(t.spare[len(t.spare)-n:])
-		t.spare = t.spare[:len(t.spare)-n]
-		return dst
-	}
-	if len(t.chunk) == 0 {
-		// Chunks grow with the table, from one batch up to 4096 slots.
-		t.chunk = make([]slot, min(max(slotBatch, t.made), 4096))
-		t.made += len(t.chunk)
-	}
-	n := min(len(t.chunk), slotBatch)
-	for i := range n {
-		dst = append(dst, &t.chunk[i])
-	}
-	t.chunk = t.chunk[n:]
-	return dst
-}
-
-// give returns slots to the table.
-func (t *slotTable) give(slots []*slot) {
-	if len(slots) == 0 {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.spare = append(t.spare, slots...)
 }
 
 // SetScrub makes every release run fn over the memory first, before it goes
@@ -110,16 +60,6 @@ func (t *Tree) RecordStacks(on bool) { t.record.Store(on) }
 
 // Recording reports whether stacks are recorded.
 func (t *Tree) Recording() bool { return t.record.Load() }
-
-// Options configure a scope when it opens.
-type Options struct {
-	Name    string  // for diagnostics; its path is its ancestors' names and its own, joined by "/"
-	Reserve int64   // bytes to set aside for the scope and its children (0: none)
-	Limit   int64   // most bytes live in the scope and its children (0: none)
-	Zeroed  bool    // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
-	Wait    bool    // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
-	Stream  uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
-}
 
 // Open opens a scope: a child of parent, or a root where parent is the
 // zero Scope. With a zero parent, a scope of this tree that ctx carries
@@ -360,53 +300,6 @@ func (t *Tree) Close() (leftOpen []string, err error) {
 	return leftOpen, errors.Join(errs...)
 }
 
-type scopeKey struct{}
-
-// ctxScope is what a scope's Context carries: the scope, and what the
-// context it was opened with carried, of whichever tree.
-type ctxScope struct {
-	s     Scope
-	outer *ctxScope
-}
-
 // nextID numbers scopes, so that a scope can be told apart from a later one
 // at the same path.
 var nextID atomic.Uint64
-
-// FromContext returns the scope that ctx was made by ([Scope.Context]). It
-// may have ended since.
-func FromContext(ctx context.Context) (Scope, bool) {
-	e, ok := ctx.Value(scopeKey{}).(*ctxScope)
-	if !ok {
-		return Scope{}, false
-	}
-	return e.s, true
-}
-
-// unnamed names a scope opened without a name, so that a person can find
-// it: the function that opened it, where its stack is recorded, and its ID
-// ("main.loadBatch#12"); else "scope#12".
-func unnamed(id uint64, stack []uintptr) string {
-	name := "scope"
-	frames := runtime.CallersFrames(stack)
-	for len(stack) > 0 {
-		f, more := frames.Next()
-		if !strings.HasPrefix(f.Function, "github.com/gpuscope/gpuscope/gpu.") &&
-			!strings.HasPrefix(f.Function, "github.com/gpuscope/gpuscope/scope.") &&
-			!strings.HasPrefix(f.Function, "runtime.") && f.Function != "" {
-			name = f.Function[strings.LastIndex(f.Function, "/")+1:]
-			break
-		}
-		if !more {
-			break
-		}
-	}
-	return name + "#" + strconv.FormatUint(id, 10)
-}
-
-// callers records the stack above skip frames.
-func callers(skip int) []uintptr {
-	var pcs [32]uintptr
-	n := runtime.Callers(skip, pcs[:])
-	return append([]uintptr(nil), pcs[:n]...)
-}

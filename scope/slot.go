@@ -2,7 +2,6 @@ package scope
 
 import (
 	"errors"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/pool"
@@ -68,86 +67,6 @@ func (a *slot) Ref() Ref {
 	return Ref{a: a, gen: genOf(a.st.Load())}
 }
 
-// Ref names one allocation: a slot and the generation of its use. It is a
-// small comparable value; the zero Ref names nothing. Once the allocation
-// ends, every use of the Ref fails, also after its slot serves another
-// allocation: the generations differ.
-type Ref struct {
-	a   *slot
-	gen uint64
-}
-
-// IsZero reports whether r is the zero Ref.
-func (r Ref) IsZero() bool { return r.a == nil }
-
-// Owner returns the scope that owns the allocation now; the zero Scope
-// where it has ended or r is zero.
-func (r Ref) Owner() Scope {
-	if r.a == nil || r.err() != nil {
-		return Scope{}
-	}
-	if o := r.a.owner.Load(); o != nil {
-		return o.handle()
-	}
-	return Scope{}
-}
-
-// Ptr returns the device address while the allocation is live; 0 once it
-// has ended.
-func (r Ref) Ptr() uintptr {
-	var ptr uintptr
-	if r.acquire() == nil {
-		ptr = r.a.ptr
-		r.a.leave()
-	}
-	return ptr
-}
-
-// Use calls fn with the device address while the allocation is live; the
-// allocation cannot be released until fn returns. It fails with ErrClosed
-// once its scope has ended and ErrFreed once it was freed or its slot
-// serves another allocation.
-func (r Ref) Use(fn func(ptr uintptr) error) error { return r.UseAt(0, fn) }
-
-// UseAt is Use with the address off bytes into the allocation: for views.
-// The caller keeps off within the allocation.
-func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
-	if err := r.acquire(); err != nil {
-		return err
-	}
-	defer r.a.leave()
-	return fn(r.a.ptr + off)
-}
-
-// UseOn is UseAt that also passes the stream the allocation's owner orders
-// its work on.
-func (r Ref) UseOn(off uintptr, fn func(ptr, stream uintptr) error) error {
-	if err := r.acquire(); err != nil {
-		return err
-	}
-	defer r.a.leave()
-	return fn(r.a.ptr+off, r.a.stream.Load())
-}
-
-// RecordUse tells the pool that work on stream uses the allocation, so
-// that its memory is not reused before that work has completed.
-func (r Ref) RecordUse(stream uintptr) error {
-	if err := r.acquire(); err != nil {
-		return err
-	}
-	defer r.a.leave()
-	if stream == r.a.stream.Load() {
-		return nil
-	}
-	if r.a.region != nil {
-		// A reservation reuses its memory in its own stream's order and
-		// knows no other: a use elsewhere could see the memory reused
-		// under it.
-		return errors.New("scope: memory of a reservation is used on its own stream only")
-	}
-	return r.a.tree.pool.RecordUse(r.a.block, stream)
-}
-
 // leave ends a running Use counted by acquire. The last one to leave an
 // allocation that is no longer live wakes the release waiting for it.
 func (a *slot) leave() {
@@ -156,51 +75,6 @@ func (a *slot) leave() {
 		a.tree.useDone.Broadcast()
 		a.tree.useMu.Unlock()
 	}
-}
-
-// acquire counts a running Use, if r is live.
-func (r Ref) acquire() error {
-	if r.a == nil {
-		return ErrFreed
-	}
-	for {
-		w := r.a.st.Load()
-		if err := r.check(w); err != nil {
-			return err
-		}
-		if w&usersMask == usersMask {
-			runtime.Gosched() // as many Use calls as the word counts: wait for one
-			continue
-		}
-		if r.a.st.CompareAndSwap(w, w+1) {
-			return nil
-		}
-	}
-}
-
-// check returns why r cannot be used, given its slot's word w.
-func (r Ref) check(w uint64) error {
-	if genOf(w) != r.gen {
-		return ErrFreed // the slot serves another allocation now
-	}
-	return stateErr(stateOf(w))
-}
-
-func (r Ref) err() error {
-	if r.a == nil {
-		return ErrFreed
-	}
-	return r.check(r.a.st.Load())
-}
-
-func stateErr(state uint64) error {
-	switch state {
-	case freed:
-		return ErrFreed
-	case released:
-		return ErrClosed
-	}
-	return nil
 }
 
 // mark moves the allocation from live to state to, keeping the count of

@@ -1,0 +1,293 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// node is the state of one open scope at a time. Its identity (tree,
+// parent, name, limit, flags, context) changes only when it is reused,
+// under mu; everything that reads it through a Scope takes mu and checks
+// the epoch first. Pointers between nodes (parent, owners, reservations)
+// are used only while the node they point to is open.
+type node struct {
+	epoch    atomic.Uint64 // its use: odd while a scope is open in it, even from the moment it ends
+	tree     *Tree
+	id       uint64
+	parent   *node
+	name     string
+	path     string
+	limit    int64
+	zeroed   bool            // allocations start zeroed (Options.Zeroed, here or above)
+	waits    bool            // allocations wait for memory (Options.Wait, here or above)
+	opened   context.Context // the context it was opened with
+	ctx      context.Context // opened with the scope in it, made on first use
+	done     <-chan struct{}
+	stack    []uintptr
+	region   *pool.Region // the reservation, if any
+	resBlock *pool.Block  // the memory behind region
+	reserves bool         // it or an ancestor has a reservation
+	stream   uintptr      // the stream its allocations are ordered on
+
+	live atomic.Int64 // bytes live here and in descendants
+	peak atomic.Int64
+
+	prevSib, nextSib *node // in the parent's children or the tree's roots, under that one's mu
+
+	mu         sync.Mutex // protects the fields below
+	head, tail *slot
+	count      int
+	children   scopeList
+	spare      []*slot      // slots ready for allocations (see slotTable)
+	resources  resourceList // what else the scope owns (Scope.OwnResource), ended first
+	left       sync.Cond    // on mu: a child left children (End waits for the last)
+}
+
+// closed reports whether the scope open in n has ended.
+func (n *node) closed() bool { return n.epoch.Load()&1 == 0 }
+
+// handle returns a Scope naming n's current use.
+func (n *node) handle() Scope {
+	return Scope{n: n, epoch: n.epoch.Load(), zeroed: n.zeroed, waits: n.waits}
+}
+
+func (n *node) statsLocked() Stats {
+	st := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.count, Children: n.children.n, Limit: n.limit}
+	if n.region != nil {
+		st.Reserved = n.region.Size()
+	}
+	return st
+}
+
+func (n *node) allocationsLocked() []AllocationInfo {
+	out := make([]AllocationInfo, 0, n.count)
+	for a := n.head; a != nil; a = a.next {
+		out = append(out, AllocationInfo{Ref: a.Ref(), Ptr: a.ptr, Size: a.size, Stack: a.stack})
+	}
+	return out
+}
+
+func (n *node) allocLocked(size int64) (Ref, error) {
+	if err := n.usable(); err != nil {
+		return Ref{}, err
+	}
+	m := memory{size: size, taken: pool.Rounded(size)}
+	for r := n; r != nil && n.reserves; r = r.parent {
+		if r.region == nil || r.stream != n.stream {
+			continue // a reservation serves the scopes of its own stream
+		}
+		if ptr, _, ok := r.region.Alloc(size); ok {
+			m.ptr, m.region, m.resOf = ptr, r.region, r
+			break
+		}
+	}
+	// The memory is new to the scopes below the reservation that served it,
+	// or, from the pool, to every scope up to the root: charge those.
+	if err := n.charge(m.taken, m.resOf); err != nil {
+		if m.region != nil {
+			err = errors.Join(err, m.region.Free(m.ptr), m.resOf.releaseReservationIfEmpty())
+		}
+		return Ref{}, err
+	}
+	if m.region == nil {
+		// Short of memory, the pool may wait for other streams' work; it
+		// stops when the scope's context is done.
+		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
+		if err != nil {
+			n.uncharge(m.taken, nil)
+			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
+		}
+		m.ptr, m.block = b.Ptr(), b
+	}
+	n.holds(m.resOf)
+	a := n.takeSlot()
+	if a.tree == nil {
+		a.tree = n.tree
+	}
+	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
+	if a.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
+		a.stream.Store(n.stream)
+	}
+	if n.tree.record.Load() {
+		a.stack = callers(4)
+	}
+	gen := nextGen(genOf(a.st.Load()))
+	a.st.Store(word(gen, live))
+	if a.owner.Load() != n {
+		a.owner.Store(n)
+	}
+	n.link(a)
+	return Ref{a: a, gen: gen}, nil
+}
+
+// memory is what an allocation holds, before it has a slot.
+type memory struct {
+	ptr         uintptr
+	size, taken int64
+	block       pool.Block
+	region      *pool.Region
+	resOf       *node
+}
+
+// slot returns a slot for a new allocation. Called with n.mu held.
+func (n *node) takeSlot() *slot {
+	if len(n.spare) == 0 {
+		n.spare = n.tree.slots.take(n.spare)
+	}
+	a := n.spare[len(n.spare)-1]
+	n.spare = n.spare[:len(n.spare)-1]
+	return a
+}
+
+// recycle makes the slot of an ended allocation ready for another, keeping
+// its word: a stale Ref keeps failing as it did until the slot serves
+// again. Called with n.mu held, after its memory went back.
+func (n *node) recycle(a *slot) {
+	a.clear()
+	n.spare = append(n.spare, a)
+}
+
+// releaseReservationIfEmpty returns the scope's reservation to the pool once
+// the scope has closed and nothing is allocated from it; exactly one caller
+// does it. Nodes with a reservation are not reused (see Tree.free), so n
+// is still this scope's.
+func (n *node) releaseReservationIfEmpty() error {
+	if n.region == nil || !n.closed() || !n.region.CloseIfEmpty() {
+		return nil
+	}
+	n.uncharge(pool.Rounded(n.region.Size()), nil)
+	if err := n.tree.pool.Free(*n.resBlock); err != nil {
+		return fmt.Errorf("scope %q: releasing its reservation: %w", n.path, err)
+	}
+	if n.tree.onFree != nil {
+		n.tree.onFree()
+	}
+	return nil
+}
+
+// usable reports why the scope cannot allocate, if it cannot.
+func (n *node) usable() error {
+	if n.closed() {
+		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.path)
+	}
+	select {
+	case <-n.done:
+		return fmt.Errorf("scope %q cancelled: %w", n.path, context.Cause(n.opened))
+	default:
+		return nil
+	}
+}
+
+// charge counts size bytes against the scope and every ancestor, failing
+// where a limit would be passed.
+func (n *node) charge(size int64, stop *node) error {
+	for a := n; a != stop; a = a.parent {
+		v := a.live.Add(size)
+		if a.limit > 0 && v > a.limit {
+			for b := n; b != a.parent; b = b.parent {
+				b.live.Add(-size)
+			}
+			return &LimitError{Path: a.path, Limit: a.limit, Live: v - size, Requested: size}
+		}
+	}
+	return nil
+}
+
+// holds raises the peaks of the scope and its ancestors up to stop to what
+// is live now: once a charge's allocation holds, not before, since Peak is
+// the most Live has been and a refused allocation never was.
+func (n *node) holds(stop *node) {
+	for a := n; a != stop; a = a.parent {
+		v := a.live.Load()
+		for p := a.peak.Load(); v > p && !a.peak.CompareAndSwap(p, v); p = a.peak.Load() {
+		}
+	}
+}
+
+// uncharge undoes charge(size, stop).
+func (n *node) uncharge(size int64, stop *node) {
+	for a := n; a != stop; a = a.parent {
+		a.live.Add(-size)
+	}
+}
+
+// link appends a to the list. Called with n.mu held.
+func (n *node) link(a *slot) {
+	a.prev, a.next = n.tail, nil
+	if n.tail != nil {
+		n.tail.next = a
+	} else {
+		n.head = a
+	}
+	n.tail = a
+	n.count++
+}
+
+// unlink removes a from the list. Called with n.mu held.
+func (n *node) unlink(a *slot) {
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		n.head = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	} else {
+		n.tail = a.prev
+	}
+	a.prev, a.next = nil, nil
+	n.count--
+}
+
+// take checks that n owns the allocation r names, live, and takes it off
+// the list, marking it with state to. The state of the allocations on n's
+// list changes only under n.mu, so that Close, Free and Keep agree on who
+// ends each one. Called with n.mu held.
+func (n *node) take(r Ref, to uint64) error {
+	if r.IsZero() {
+		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
+	}
+	if err := r.err(); err != nil {
+		return err
+	}
+	a := r.a
+	switch o := a.owner.Load(); {
+	case o == nil:
+		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
+	case o.tree != n.tree:
+		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
+	case o != n:
+		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.path)
+	}
+	if to != live && !a.mark(to) {
+		panic("scope: bug: an allocation on a scope's list is not live")
+	}
+	n.unlink(a)
+	if to == live {
+		a.owner.Store(nil) // in transit: on no list
+	}
+	return nil
+}
+
+func (n *node) resourcesLocked() []ResourceInfo {
+	if n.resources.n == 0 {
+		return nil
+	}
+	out := make([]ResourceInfo, 0, n.resources.n)
+	for r := n.resources.head; r != nil; r = r.next {
+		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
+	}
+	return out
+}
+
+func (n *node) removeChild(c *node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.children.remove(c)
+	n.left.Broadcast()
+}

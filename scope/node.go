@@ -37,15 +37,14 @@ type node struct {
 	live atomic.Int64 // bytes live here and in descendants
 	peak atomic.Int64
 
-	prevSib, nextSib *node // in the parent's children or the tree's roots, under that one's mu
+	siblings links[node] // in the parent's children or the tree's roots, under that one's mu
 
-	mu         sync.Mutex // protects the fields below
-	head, tail *slot
-	count      int
-	children   scopeList
-	spare      []*slot      // slots ready for allocations (see slotTable)
-	resources  resourceList // what else the scope owns (Scope.OwnResource), ended first
-	left       sync.Cond    // on mu: a child left children (End waits for the last)
+	mu        sync.Mutex // protects the fields below
+	allocs    slotList
+	children  scopeList
+	spare     []*slot      // slots ready for allocations (see slotTable)
+	resources resourceList // what else the scope owns (Scope.OwnResource), ended first
+	left      sync.Cond    // on mu: a child left children (End waits for the last)
 }
 
 // closed reports whether the scope open in n has ended.
@@ -57,7 +56,7 @@ func (n *node) handle() Scope {
 }
 
 func (n *node) statsLocked() Stats {
-	st := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.count, Children: n.children.n, Limit: n.limit}
+	st := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
 	if n.region != nil {
 		st.Reserved = n.region.Size()
 	}
@@ -65,8 +64,8 @@ func (n *node) statsLocked() Stats {
 }
 
 func (n *node) allocationsLocked() []AllocationInfo {
-	out := make([]AllocationInfo, 0, n.count)
-	for a := n.head; a != nil; a = a.next {
+	out := make([]AllocationInfo, 0, n.allocs.n)
+	for a := n.allocs.head; a != nil; a = a.next {
 		out = append(out, AllocationInfo{Ref: a.Ref(), Ptr: a.ptr, Size: a.size, Stack: a.stack})
 	}
 	return out
@@ -121,7 +120,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if a.owner.Load() != n {
 		a.owner.Store(n)
 	}
-	n.link(a)
+	n.allocs.push(a)
 	return Ref{a: a, gen: gen}, nil
 }
 
@@ -216,34 +215,6 @@ func (n *node) uncharge(size int64, stop *node) {
 	}
 }
 
-// link appends a to the list. Called with n.mu held.
-func (n *node) link(a *slot) {
-	a.prev, a.next = n.tail, nil
-	if n.tail != nil {
-		n.tail.next = a
-	} else {
-		n.head = a
-	}
-	n.tail = a
-	n.count++
-}
-
-// unlink removes a from the list. Called with n.mu held.
-func (n *node) unlink(a *slot) {
-	if a.prev != nil {
-		a.prev.next = a.next
-	} else {
-		n.head = a.next
-	}
-	if a.next != nil {
-		a.next.prev = a.prev
-	} else {
-		n.tail = a.prev
-	}
-	a.prev, a.next = nil, nil
-	n.count--
-}
-
 // take checks that n owns the allocation r names, live, and takes it off
 // the list, marking it with state to. The state of the allocations on n's
 // list changes only under n.mu, so that Close, Free and Keep agree on who
@@ -267,7 +238,7 @@ func (n *node) take(r Ref, to uint64) error {
 	if to != live && !a.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")
 	}
-	n.unlink(a)
+	n.allocs.remove(a)
 	if to == live {
 		a.owner.Store(nil) // in transit: on no list
 	}
@@ -291,3 +262,5 @@ func (n *node) removeChild(c *node) {
 	n.children.remove(c)
 	n.left.Broadcast()
 }
+
+func (n *node) listLinks() *links[node] { return &n.siblings }

@@ -17,16 +17,10 @@ type Owned struct {
 
 type resource struct {
 	Resource
-	id         uint64
-	stack      []uintptr
-	owned      bool // on its scope's list, under the scope's mu
-	prev, next *resource
-}
-
-// resourceList is a scope's resources, oldest first.
-type resourceList struct {
-	head, tail *resource
-	n          int
+	id              uint64
+	stack           []uintptr
+	owned           bool // on its scope's list, under the scope's mu
+	links[resource]      // on its scope's list
 }
 
 // Disown takes the resource o names from its scope, which will not end it:
@@ -43,18 +37,8 @@ func (o Owned) Disown() bool {
 		return false
 	}
 	r.owned = false
-	l := &n.resources
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else {
-		l.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else {
-		l.tail = r.prev
-	}
-	r.prev, r.next = nil, nil
-	l.n--
+	n.resources.remove(r)
 	return true
 }
+
+func (r *resource) listLinks() *links[resource] { return &r.links }

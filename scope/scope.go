@@ -155,7 +155,7 @@ func (s Scope) Children() []Scope {
 		return nil
 	}
 	defer s.n.mu.Unlock()
-	return s.n.children.handles()
+	return handles(&s.n.children)
 }
 
 // Alloc allocates size bytes owned by the scope: from the nearest
@@ -242,7 +242,7 @@ func (s Scope) Keep(r Ref) error {
 	a := r.a
 	if a.resOf == n {
 		a.owner.Store(n)
-		n.link(a)
+		n.allocs.push(a)
 		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.path)
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
@@ -250,7 +250,7 @@ func (s Scope) Keep(r Ref) error {
 	defer p.mu.Unlock()
 	if p.closed() {
 		a.owner.Store(n)
-		n.link(a)
+		n.allocs.push(a)
 		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
 	}
 	if p.stream != a.stream.Load() {
@@ -260,13 +260,13 @@ func (s Scope) Keep(r Ref) error {
 		// of its own stream, and so do the scopes between it and them.)
 		if err := n.tree.pool.RecordUse(a.block, p.stream); err != nil {
 			a.owner.Store(n)
-			n.link(a)
+			n.allocs.push(a)
 			return fmt.Errorf("scope: Keep in %q: %w", n.path, err)
 		}
 	}
 	a.stream.Store(p.stream) // copies through the handle now go on the parent's stream
 	a.owner.Store(p)
-	p.link(a)
+	p.allocs.push(a)
 	n.live.Add(-a.taken) // the parent held it already, as n's ancestor
 	return nil
 }
@@ -303,15 +303,7 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	if s.n.tree.record.Load() {
 		res.stack = callers(3)
 	}
-	l := &s.n.resources
-	res.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = res
-	} else {
-		l.head = res
-	}
-	l.tail = res
-	l.n++
+	s.n.resources.push(res)
 	return Owned{r: res, scope: s}, nil
 }
 
@@ -355,7 +347,7 @@ func (s Scope) End() (path string, err error) {
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
 	var errs []error
 	if n.children.n > 0 {
-		kids := n.children.handles()
+		kids := handles(&n.children)
 		n.mu.Unlock()
 		for i := len(kids) - 1; i >= 0; i-- {
 			if err := kids[i].Close(); err != nil {
@@ -394,13 +386,13 @@ func (s Scope) End() (path string, err error) {
 	// Every allocation is marked released under the lock, then the list,
 	// taken whole, is released outside it, last allocated first: no Free
 	// or Keep can take a released allocation off it meanwhile.
-	for a := n.tail; a != nil; a = a.prev {
+	for a := n.allocs.tail; a != nil; a = a.prev {
 		if !a.mark(released) {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
 	}
-	last := n.tail
-	n.head, n.tail, n.count = nil, nil, 0
+	last := n.allocs.tail
+	n.allocs = slotList{}
 	n.mu.Unlock()
 	var ended []*slot
 	for a := last; a != nil; {

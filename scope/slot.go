@@ -53,7 +53,7 @@ type slot struct {
 	stream atomic.Uintptr // the stream its owner orders work on: Keep changes it while Use may read it
 	stack  []uintptr
 
-	prev, next *slot // in the owner's list, guarded by the owner's mu
+	links[slot] // on the owner's list, guarded by the owner's mu
 }
 
 // clear forgets what the slot held, keeping its word (see recycle).
@@ -125,3 +125,5 @@ func (a *slot) releaseMemory(t *Tree) error {
 	}
 	return err
 }
+
+func (a *slot) listLinks() *links[slot] { return &a.links }

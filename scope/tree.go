@@ -260,14 +260,14 @@ func (t *Tree) retire(n *node) {
 func (t *Tree) Roots() []Scope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.roots.handles()
+	return handles(&t.roots)
 }
 
 // Scopes returns every open scope, parents before children. A scope may
 // end right after: read it with Scope.Info.
 func (t *Tree) Scopes() []Scope {
 	t.mu.Lock()
-	roots := t.roots.handles()
+	roots := handles(&t.roots)
 	t.mu.Unlock()
 	var out []Scope
 	var walk func(s Scope)
@@ -288,7 +288,7 @@ func (t *Tree) Scopes() []Scope {
 func (t *Tree) Close() (leftOpen []string, err error) {
 	t.mu.Lock()
 	t.closed = true
-	roots := t.roots.handles()
+	roots := handles(&t.roots)
 	t.mu.Unlock()
 	var errs []error
 	for i := len(roots) - 1; i >= 0; i-- {

@@ -6,8 +6,8 @@ package scope
 // generation g: a test reaches the end of the 48 bits without 2^48 uses.
 // The allocation must be live.
 func SetGeneration(r Ref, g uint64) Ref {
-	w := r.a.st.Load()
-	r.a.st.Store(word(g, stateOf(w)) | w&usersMask)
+	w := r.slot.word.Load()
+	r.slot.word.Store(packWord(g, stateOf(w)) | w&usersMask)
 	r.gen = g
 	return r
 }

@@ -56,17 +56,17 @@ func (n *node) handle() Scope {
 }
 
 func (n *node) statsLocked() Stats {
-	st := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
+	stats := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
 	if n.region != nil {
-		st.Reserved = n.region.Size()
+		stats.Reserved = n.region.Size()
 	}
-	return st
+	return stats
 }
 
 func (n *node) allocationsLocked() []AllocationInfo {
 	out := make([]AllocationInfo, 0, n.allocs.n)
-	for a := n.allocs.head; a != nil; a = a.next {
-		out = append(out, AllocationInfo{Ref: a.Ref(), Ptr: a.ptr, Size: a.size, Stack: a.stack})
+	for sl := n.allocs.head; sl != nil; sl = sl.next {
+		out = append(out, AllocationInfo{Ref: sl.Ref(), Ptr: sl.ptr, Size: sl.size, Stack: sl.stack})
 	}
 	return out
 }
@@ -75,21 +75,21 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if err := n.usable(); err != nil {
 		return Ref{}, err
 	}
-	m := memory{size: size, taken: pool.Rounded(size)}
+	m := memory{size: size, charged: pool.Rounded(size)}
 	for r := n; r != nil && n.reserves; r = r.parent {
 		if r.region == nil || r.stream != n.stream {
 			continue // a reservation serves the scopes of its own stream
 		}
 		if ptr, _, ok := r.region.Alloc(size); ok {
-			m.ptr, m.region, m.resOf = ptr, r.region, r
+			m.ptr, m.region, m.reservedIn = ptr, r.region, r
 			break
 		}
 	}
 	// The memory is new to the scopes below the reservation that served it,
 	// or, from the pool, to every scope up to the root: charge those.
-	if err := n.charge(m.taken, m.resOf); err != nil {
+	if err := n.charge(m.charged, m.reservedIn); err != nil {
 		if m.region != nil {
-			err = errors.Join(err, m.region.Free(m.ptr), m.resOf.releaseReservationIfEmpty())
+			err = errors.Join(err, m.region.Free(m.ptr), m.reservedIn.releaseReservationIfEmpty())
 		}
 		return Ref{}, err
 	}
@@ -98,57 +98,57 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		// stops when the scope's context is done.
 		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
 		if err != nil {
-			n.uncharge(m.taken, nil)
+			n.uncharge(m.charged, nil)
 			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
-	n.holds(m.resOf)
-	a := n.takeSlot()
-	if a.tree == nil {
-		a.tree = n.tree
+	n.holds(m.reservedIn)
+	sl := n.spareSlot()
+	if sl.tree == nil {
+		sl.tree = n.tree
 	}
-	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
-	if a.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
-		a.stream.Store(n.stream)
+	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn = m.ptr, m.size, m.charged, m.block, m.region, m.reservedIn
+	if sl.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
+		sl.stream.Store(n.stream)
 	}
-	if n.tree.record.Load() {
-		a.stack = callers(4)
+	if n.tree.recordStacks.Load() {
+		sl.stack = callers(4)
 	}
-	gen := nextGen(genOf(a.st.Load()))
-	a.st.Store(word(gen, live))
-	if a.owner.Load() != n {
-		a.owner.Store(n)
+	gen := nextGen(genOf(sl.word.Load()))
+	sl.word.Store(packWord(gen, live))
+	if sl.owner.Load() != n {
+		sl.owner.Store(n)
 	}
-	n.allocs.push(a)
-	return Ref{a: a, gen: gen}, nil
+	n.allocs.push(sl)
+	return Ref{slot: sl, gen: gen}, nil
 }
 
 // memory is what an allocation holds, before it has a slot.
 type memory struct {
-	ptr         uintptr
-	size, taken int64
-	block       pool.Block
-	region      *pool.Region
-	resOf       *node
+	ptr           uintptr
+	size, charged int64
+	block         pool.Block
+	region        *pool.Region
+	reservedIn    *node
 }
 
-// slot returns a slot for a new allocation. Called with n.mu held.
-func (n *node) takeSlot() *slot {
+// spareSlot returns a slot for a new allocation. Called with n.mu held.
+func (n *node) spareSlot() *slot {
 	if len(n.spare) == 0 {
-		n.spare = n.tree.slots.take(n.spare)
+		n.spare = n.tree.slots.takeBatch(n.spare)
 	}
-	a := n.spare[len(n.spare)-1]
+	sl := n.spare[len(n.spare)-1]
 	n.spare = n.spare[:len(n.spare)-1]
-	return a
+	return sl
 }
 
 // recycle makes the slot of an ended allocation ready for another, keeping
 // its word: a stale Ref keeps failing as it did until the slot serves
 // again. Called with n.mu held, after its memory went back.
-func (n *node) recycle(a *slot) {
-	a.clear()
-	n.spare = append(n.spare, a)
+func (n *node) recycle(sl *slot) {
+	sl.clear()
+	n.spare = append(n.spare, sl)
 }
 
 // releaseReservationIfEmpty returns the scope's reservation to the pool once
@@ -185,13 +185,13 @@ func (n *node) usable() error {
 // charge counts size bytes against the scope and every ancestor, failing
 // where a limit would be passed.
 func (n *node) charge(size int64, stop *node) error {
-	for a := n; a != stop; a = a.parent {
-		v := a.live.Add(size)
-		if a.limit > 0 && v > a.limit {
-			for b := n; b != a.parent; b = b.parent {
+	for up := n; up != stop; up = up.parent {
+		v := up.live.Add(size)
+		if up.limit > 0 && v > up.limit {
+			for b := n; b != up.parent; b = b.parent {
 				b.live.Add(-size)
 			}
-			return &LimitError{Path: a.path, Limit: a.limit, Live: v - size, Requested: size}
+			return &LimitError{Path: up.path, Limit: up.limit, Live: v - size, Requested: size}
 		}
 	}
 	return nil
@@ -201,33 +201,33 @@ func (n *node) charge(size int64, stop *node) error {
 // is live now: once a charge's allocation holds, not before, since Peak is
 // the most Live has been and a refused allocation never was.
 func (n *node) holds(stop *node) {
-	for a := n; a != stop; a = a.parent {
-		v := a.live.Load()
-		for p := a.peak.Load(); v > p && !a.peak.CompareAndSwap(p, v); p = a.peak.Load() {
+	for up := n; up != stop; up = up.parent {
+		v := up.live.Load()
+		for p := up.peak.Load(); v > p && !up.peak.CompareAndSwap(p, v); p = up.peak.Load() {
 		}
 	}
 }
 
 // uncharge undoes charge(size, stop).
 func (n *node) uncharge(size int64, stop *node) {
-	for a := n; a != stop; a = a.parent {
-		a.live.Add(-size)
+	for up := n; up != stop; up = up.parent {
+		up.live.Add(-size)
 	}
 }
 
-// take checks that n owns the allocation r names, live, and takes it off
+// detach checks that n owns the allocation r names, live, and takes it off
 // the list, marking it with state to. The state of the allocations on n's
 // list changes only under n.mu, so that Close, Free and Keep agree on who
 // ends each one. Called with n.mu held.
-func (n *node) take(r Ref, to uint64) error {
+func (n *node) detach(r Ref, to uint64) error {
 	if r.IsZero() {
 		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
 	}
 	if err := r.err(); err != nil {
 		return err
 	}
-	a := r.a
-	switch o := a.owner.Load(); {
+	sl := r.slot
+	switch o := sl.owner.Load(); {
 	case o == nil:
 		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
 	case o.tree != n.tree:
@@ -235,12 +235,12 @@ func (n *node) take(r Ref, to uint64) error {
 	case o != n:
 		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.path)
 	}
-	if to != live && !a.mark(to) {
+	if to != live && !sl.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")
 	}
-	n.allocs.remove(a)
+	n.allocs.remove(sl)
 	if to == live {
-		a.owner.Store(nil) // in transit: on no list
+		sl.owner.Store(nil) // in transit: on no list
 	}
 	return nil
 }

@@ -10,20 +10,20 @@ import (
 // ends, every use of the Ref fails, also after its slot serves another
 // allocation: the generations differ.
 type Ref struct {
-	a   *slot
-	gen uint64
+	slot *slot
+	gen  uint64
 }
 
 // IsZero reports whether r is the zero Ref.
-func (r Ref) IsZero() bool { return r.a == nil }
+func (r Ref) IsZero() bool { return r.slot == nil }
 
 // Owner returns the scope that owns the allocation now; the zero Scope
 // where it has ended or r is zero.
 func (r Ref) Owner() Scope {
-	if r.a == nil || r.err() != nil {
+	if r.slot == nil || r.err() != nil {
 		return Scope{}
 	}
-	if o := r.a.owner.Load(); o != nil {
+	if o := r.slot.owner.Load(); o != nil {
 		return o.handle()
 	}
 	return Scope{}
@@ -34,8 +34,8 @@ func (r Ref) Owner() Scope {
 func (r Ref) Ptr() uintptr {
 	var ptr uintptr
 	if r.acquire() == nil {
-		ptr = r.a.ptr
-		r.a.leave()
+		ptr = r.slot.ptr
+		r.slot.leave()
 	}
 	return ptr
 }
@@ -52,8 +52,8 @@ func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
-	defer r.a.leave()
-	return fn(r.a.ptr + off)
+	defer r.slot.leave()
+	return fn(r.slot.ptr + off)
 }
 
 // UseOn is UseAt that also passes the stream the allocation's owner orders
@@ -62,8 +62,8 @@ func (r Ref) UseOn(off uintptr, fn func(ptr, stream uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
-	defer r.a.leave()
-	return fn(r.a.ptr+off, r.a.stream.Load())
+	defer r.slot.leave()
+	return fn(r.slot.ptr+off, r.slot.stream.Load())
 }
 
 // RecordUse tells the pool that work on stream uses the allocation, so
@@ -72,26 +72,26 @@ func (r Ref) RecordUse(stream uintptr) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
-	defer r.a.leave()
-	if stream == r.a.stream.Load() {
+	defer r.slot.leave()
+	if stream == r.slot.stream.Load() {
 		return nil
 	}
-	if r.a.region != nil {
+	if r.slot.region != nil {
 		// A reservation reuses its memory in its own stream's order and
 		// knows no other: a use elsewhere could see the memory reused
 		// under it.
 		return errors.New("scope: memory of a reservation is used on its own stream only")
 	}
-	return r.a.tree.pool.RecordUse(r.a.block, stream)
+	return r.slot.tree.pool.RecordUse(r.slot.block, stream)
 }
 
 // acquire counts a running Use, if r is live.
 func (r Ref) acquire() error {
-	if r.a == nil {
+	if r.slot == nil {
 		return ErrFreed
 	}
 	for {
-		w := r.a.st.Load()
+		w := r.slot.word.Load()
 		if err := r.check(w); err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func (r Ref) acquire() error {
 			runtime.Gosched() // as many Use calls as the word counts: wait for one
 			continue
 		}
-		if r.a.st.CompareAndSwap(w, w+1) {
+		if r.slot.word.CompareAndSwap(w, w+1) {
 			return nil
 		}
 	}
@@ -114,10 +114,10 @@ func (r Ref) check(w uint64) error {
 }
 
 func (r Ref) err() error {
-	if r.a == nil {
+	if r.slot == nil {
 		return ErrFreed
 	}
-	return r.check(r.a.st.Load())
+	return r.check(r.slot.word.Load())
 }
 
 func stateErr(state uint64) error {

@@ -191,27 +191,27 @@ func (s Scope) Free(r Ref) error {
 		return fmt.Errorf("%w: Free through a scope that has ended", ErrClosed)
 	}
 	n := s.n
-	if err := n.take(r, freed); err != nil {
+	if err := n.detach(r, freed); err != nil {
 		n.mu.Unlock()
 		return err
 	}
-	a := r.a
-	size := a.size
-	n.uncharge(a.taken, a.resOf)
+	sl := r.slot
+	size := sl.size
+	n.uncharge(sl.charged, sl.reservedIn)
 	var err error
-	if a.region == nil && n.tree.scrub == nil && a.st.Load()&usersMask == 0 {
+	if sl.region == nil && n.tree.scrub == nil && sl.word.Load()&usersMask == 0 {
 		// The common case, done under the lock already held: nothing to
 		// wait for, nothing slow before the memory goes back.
-		err = a.releaseMemory(n.tree)
-		n.recycle(a)
+		err = sl.releaseMemory(n.tree)
+		n.recycle(sl)
 		n.mu.Unlock()
 	} else {
 		// Use calls to wait for, or slow work: outside the lock. The scope
 		// may end meanwhile, so the slot goes back to the table.
 		n.mu.Unlock()
-		err = a.releaseMemory(n.tree)
-		a.clear()
-		n.tree.slots.give([]*slot{a})
+		err = sl.releaseMemory(n.tree)
+		sl.clear()
+		n.tree.slots.give([]*slot{sl})
 	}
 	if err != nil {
 		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", size, err)
@@ -236,38 +236,38 @@ func (s Scope) Keep(r Ref) error {
 	if p == nil {
 		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.path)
 	}
-	if err := n.take(r, live); err != nil {
+	if err := n.detach(r, live); err != nil {
 		return err
 	}
-	a := r.a
-	if a.resOf == n {
-		a.owner.Store(n)
-		n.allocs.push(a)
+	sl := r.slot
+	if sl.reservedIn == n {
+		sl.owner.Store(n)
+		n.allocs.push(sl)
 		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.path)
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed() {
-		a.owner.Store(n)
-		n.allocs.push(a)
+		sl.owner.Store(n)
+		n.allocs.push(sl)
 		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
 	}
-	if p.stream != a.stream.Load() {
+	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
 		// must not reuse it on its own before that work is done. (Memory of
 		// a reservation never gets here: a scope draws only on reservations
 		// of its own stream, and so do the scopes between it and them.)
-		if err := n.tree.pool.RecordUse(a.block, p.stream); err != nil {
-			a.owner.Store(n)
-			n.allocs.push(a)
+		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
+			sl.owner.Store(n)
+			n.allocs.push(sl)
 			return fmt.Errorf("scope: Keep in %q: %w", n.path, err)
 		}
 	}
-	a.stream.Store(p.stream) // copies through the handle now go on the parent's stream
-	a.owner.Store(p)
-	p.allocs.push(a)
-	n.live.Add(-a.taken) // the parent held it already, as n's ancestor
+	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
+	sl.owner.Store(p)
+	p.allocs.push(sl)
+	n.live.Add(-sl.charged) // the parent held it already, as n's ancestor
 	return nil
 }
 
@@ -300,7 +300,7 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	}
 	defer s.n.mu.Unlock()
 	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
-	if s.n.tree.record.Load() {
+	if s.n.tree.recordStacks.Load() {
 		res.stack = callers(3)
 	}
 	s.n.resources.push(res)
@@ -386,8 +386,8 @@ func (s Scope) End() (path string, err error) {
 	// Every allocation is marked released under the lock, then the list,
 	// taken whole, is released outside it, last allocated first: no Free
 	// or Keep can take a released allocation off it meanwhile.
-	for a := n.allocs.tail; a != nil; a = a.prev {
-		if !a.mark(released) {
+	for sl := n.allocs.tail; sl != nil; sl = sl.prev {
+		if !sl.mark(released) {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
 	}
@@ -395,23 +395,23 @@ func (s Scope) End() (path string, err error) {
 	n.allocs = slotList{}
 	n.mu.Unlock()
 	var ended []*slot
-	for a := last; a != nil; {
-		prev := a.prev
-		a.prev, a.next = nil, nil
-		err := a.releaseMemory(n.tree)
-		n.uncharge(a.taken, a.resOf)
+	for sl := last; sl != nil; {
+		prev := sl.prev
+		sl.prev, sl.next = nil, nil
+		err := sl.releaseMemory(n.tree)
+		n.uncharge(sl.charged, sl.reservedIn)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, a.size, a.ptr, err))
+			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, sl.size, sl.ptr, err))
 		}
-		a.clear()
+		sl.clear()
 		if ended == nil {
 			n.mu.Lock()
 			ended = n.spare
 			n.spare = nil
 			n.mu.Unlock()
 		}
-		ended = append(ended, a) // the node keeps its slots when it is reused
-		a = prev
+		ended = append(ended, sl) // the node keeps its slots when it is reused
+		sl = prev
 	}
 	if ended != nil {
 		n.mu.Lock()

@@ -18,8 +18,8 @@ type slotTable struct {
 // slotBatch is how many slots a scope takes from the table at once.
 const slotBatch = 32
 
-// take appends up to slotBatch slots to dst.
-func (t *slotTable) take(dst []*slot) []*slot {
+// takeBatch appends up to slotBatch slots to dst.
+func (t *slotTable) takeBatch(dst []*slot) []*slot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := min(len(t.spare), slotBatch); n > 0 {

@@ -12,11 +12,11 @@ import (
 
 // Tree holds the scopes of one device over its pool.
 type Tree struct {
-	pool   *pool.Pool
-	device string
-	record atomic.Bool
-	scrub  func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
-	onFree func()                                           // run after memory went back; set before use
+	pool         *pool.Pool
+	device       string
+	recordStacks atomic.Bool
+	scrub        func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
+	onFree       func()                                           // run after memory went back; set before use
 
 	slots slotTable
 
@@ -56,10 +56,10 @@ func (t *Tree) Device() string { return t.device }
 
 // RecordStacks turns recording of allocation and scope-opening stacks on or
 // off for scopes and allocations made from now on.
-func (t *Tree) RecordStacks(on bool) { t.record.Store(on) }
+func (t *Tree) RecordStacks(on bool) { t.recordStacks.Store(on) }
 
 // Recording reports whether stacks are recorded.
-func (t *Tree) Recording() bool { return t.record.Load() }
+func (t *Tree) Recording() bool { return t.recordStacks.Load() }
 
 // Open opens a scope: a child of parent, or a root where parent is the
 // zero Scope. With a zero parent, a scope of this tree that ctx carries
@@ -213,7 +213,7 @@ func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
 	}
 	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
 	n.stack = nil
-	if t.record.Load() {
+	if t.recordStacks.Load() {
 		n.stack = callers(4)
 	}
 	n.path = o.Name

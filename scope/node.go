@@ -112,9 +112,6 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if sl.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
 		sl.stream.Store(n.stream)
 	}
-	if n.tree.recordStacks.Load() {
-		sl.stack = callers(4)
-	}
 	gen := nextGen(genOf(sl.word.Load()))
 	sl.word.Store(packWord(gen, live))
 	if sl.owner.Load() != n {

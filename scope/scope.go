@@ -175,7 +175,11 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 		return Ref{}, fmt.Errorf("%w: allocating through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	return s.n.allocLocked(size)
+	r, err := s.n.allocLocked(size)
+	if err == nil && s.n.tree.recordStacks.Load() {
+		r.slot.stack = callerStack()
+	}
+	return r, err
 }
 
 // Free releases the allocation r names before the scope ends. Freeing
@@ -301,7 +305,7 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	defer s.n.mu.Unlock()
 	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
 	if s.n.tree.recordStacks.Load() {
-		res.stack = callers(3)
+		res.stack = callerStack()
 	}
 	s.n.resources.push(res)
 	return Owned{r: res, scope: s}, nil

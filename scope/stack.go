@@ -27,9 +27,16 @@ func unnamed(id uint64, stack []uintptr) string {
 	return name + "#" + strconv.FormatUint(id, 10)
 }
 
-// callers records the stack above skip frames.
-func callers(skip int) []uintptr {
-	var pcs [32]uintptr
+// stackDepth is the most frames a recorded stack holds.
+const stackDepth = 32
+
+// callerStack records the stack of the user's call into this package. The
+// exported function the user called (Tree.Open, Scope.Alloc,
+// Scope.OwnResource) calls it itself, so that the frames it skips are
+// always the same.
+func callerStack() []uintptr {
+	const skip = 3 // runtime.Callers, callerStack, the exported function
+	var pcs [stackDepth]uintptr
 	n := runtime.Callers(skip, pcs[:])
 	return append([]uintptr(nil), pcs[:n]...)
 }

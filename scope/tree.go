@@ -72,116 +72,156 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	if err := context.Cause(ctx); err != nil {
 		return Scope{}, err
 	}
-	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return Scope{}, fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
-	}
-	if o.Limit > 0 && o.Reserve > o.Limit {
-		return Scope{}, fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
-	}
-	if o.Reserve > 0 && o.Stream != 0 {
-		// A reservation is memory of one stream that its children share;
-		// on a stream of its own, every allocation would be a use on
-		// another stream. Refused rather than made slow.
-		return Scope{}, errors.New("scope: a scope on a stream of its own cannot reserve memory")
+	if err := o.check(); err != nil {
+		return Scope{}, err
 	}
 	if parent.IsZero() {
-		// A context from a scope of this tree makes the new one its child.
-		// Not only the innermost: between scopes of one device, ctx may
-		// carry another device's (A, then B, then A again).
-		for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
-			if e.s.n.tree == t {
-				parent = e.s
-				break
-			}
-		}
+		parent = t.parentIn(ctx)
 	}
-	var pn *node
-	if !parent.IsZero() {
-		if parent.n.tree != t {
-			return Scope{}, errors.New("scope: the parent belongs to another tree")
-		}
-		if !parent.lock() {
-			return Scope{}, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
-		}
-		// Read the parent under its lock; adopt below checks it is open.
-		pn = parent.n
-		if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
-			// Its allocations would go on the stream it inherits; the
-			// reservation's memory, on the default stream, would return
-			// there while that stream's work still used it.
-			pn.mu.Unlock()
-			return Scope{}, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
-		}
+	pn, err := t.lockParent(parent, o)
+	if err != nil {
+		return Scope{}, err
+	}
+	var stack []uintptr
+	if t.recordStacks.Load() {
+		stack = callerStack()
 	}
 	if pn == nil && o.Reserve == 0 {
-		// The common case, a root with no reservation: one critical
-		// section takes the node and lists it.
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if t.closed {
-			return Scope{}, ErrClosed
-		}
-		n := t.freeNode()
-		t.setUp(n, ctx, nil, o)
-		t.roots.push(n)
-		return n.handle(), nil
+		return t.openRoot(ctx, o, stack)
 	}
 	t.mu.Lock()
 	n := t.freeNode()
 	t.mu.Unlock()
-	t.setUp(n, ctx, pn, o)
+	t.setUp(n, ctx, pn, o, stack)
 	if pn != nil {
 		pn.mu.Unlock()
 	}
-	path := n.path
 	s := n.handle()
+	op := opening{tree: t, n: n}
 	if o.Reserve > 0 {
-		// A reservation is memory taken: it counts against the limits of
-		// the scope and every ancestor, as its allocations then do not.
-		// Rounded as any allocation is, so that every size works.
-		taken := pool.Rounded(o.Reserve)
-		if err := n.charge(taken, nil); err != nil {
-			t.discard(n)
-			return Scope{}, fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), path, err)
+		if err := op.reserve(o.Reserve); err != nil {
+			return Scope{}, op.undo(err)
 		}
-		a, err := t.pool.Alloc(taken)
-		if err != nil {
-			n.uncharge(taken, nil)
-			t.discard(n)
-			return Scope{}, fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), path, err)
-		}
-		r, err := pool.NewRegion(a.Ptr(), taken)
-		if err != nil {
-			n.uncharge(taken, nil)
-			t.discard(n)
-			return Scope{}, errors.Join(err, t.pool.Free(a))
-		}
-		n.resBlock, n.region = &a, r
 	}
-	var err error
-	if pn != nil {
-		err = parent.adopt(n)
-	} else {
-		t.mu.Lock()
-		if t.closed {
-			err = ErrClosed
-		} else {
-			t.roots.push(n)
-		}
-		t.mu.Unlock()
-	}
-	if err != nil {
-		if n.region != nil {
-			n.uncharge(pool.Rounded(o.Reserve), nil)
-			err = errors.Join(err, t.pool.Free(*n.resBlock))
-		}
-		t.discard(n)
-		return Scope{}, err
+	if err := t.attach(n, parent); err != nil {
+		return Scope{}, op.undo(err)
 	}
 	if n.region != nil {
 		n.holds(nil) // the reservation holds
 	}
 	return s, nil
+}
+
+// parentIn returns the scope of this tree that ctx carries; the zero Scope
+// where it carries none. Not only the innermost: between scopes of one
+// device, ctx may carry another device's (A, then B, then A again).
+func (t *Tree) parentIn(ctx context.Context) Scope {
+	for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
+		if e.s.n.tree == t {
+			return e.s
+		}
+	}
+	return Scope{}
+}
+
+// lockParent locks the node of parent, where it is not the zero Scope, and
+// returns it, after checking that a child with options o may open in it.
+// On an error nothing is locked.
+func (t *Tree) lockParent(parent Scope, o Options) (*node, error) {
+	if parent.IsZero() {
+		return nil, nil
+	}
+	if parent.n.tree != t {
+		return nil, errors.New("scope: the parent belongs to another tree")
+	}
+	if !parent.lock() {
+		return nil, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
+	}
+	// Read the parent under its lock; attach checks it is still open.
+	pn := parent.n
+	if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
+		// Its allocations would go on the stream it inherits; the
+		// reservation's memory, on the default stream, would return
+		// there while that stream's work still used it.
+		pn.mu.Unlock()
+		return nil, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
+	}
+	return pn, nil
+}
+
+// openRoot opens a root scope with no reservation, the common case: one
+// critical section takes the node and lists it.
+func (t *Tree) openRoot(ctx context.Context, o Options, stack []uintptr) (Scope, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return Scope{}, ErrClosed
+	}
+	n := t.freeNode()
+	t.setUp(n, ctx, nil, o, stack)
+	t.roots.push(n)
+	return n.handle(), nil
+}
+
+// attach lists the set-up node n: among parent's children, or the tree's
+// roots where parent is the zero Scope. It fails where that one has ended.
+func (t *Tree) attach(n *node, parent Scope) error {
+	if !parent.IsZero() {
+		return parent.adopt(n)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	t.roots.push(n)
+	return nil
+}
+
+// opening is what Open has taken for a node that may yet fail to open, so
+// that one undo gives it all back.
+type opening struct {
+	tree    *Tree
+	n       *node
+	charged int64       // bytes charged against the scope and its ancestors
+	block   *pool.Block // the reservation's memory, once allocated
+}
+
+// reserve sets size bytes aside for the scope. A reservation is memory
+// taken: it counts against the limits of the scope and every ancestor, as
+// its allocations then do not. Rounded as any allocation is, so that every
+// size works.
+func (op *opening) reserve(size int64) error {
+	n, p := op.n, op.tree.pool
+	charged := pool.Rounded(size)
+	if err := n.charge(charged, nil); err != nil {
+		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.path, err)
+	}
+	op.charged = charged
+	b, err := p.Alloc(charged)
+	if err != nil {
+		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.path, err)
+	}
+	op.block = &b
+	r, err := pool.NewRegion(b.Ptr(), charged)
+	if err != nil {
+		return err
+	}
+	n.resBlock, n.region = &b, r
+	return nil
+}
+
+// undo gives back what the open took and discards the node, returning err
+// joined with any error from giving memory back.
+func (op *opening) undo(err error) error {
+	if op.charged > 0 {
+		op.n.uncharge(op.charged, nil)
+	}
+	if op.block != nil {
+		err = errors.Join(err, op.tree.pool.Free(*op.block))
+	}
+	op.tree.discard(op.n)
+	return err
 }
 
 // freeNode returns a node to open a scope in: one of an ended scope, or
@@ -202,7 +242,8 @@ func (t *Tree) freeNode() *node {
 // opens it. The node is on no list and no handle names its new use yet:
 // handles to its old uses fail their epoch check and read nothing else, so
 // it is set up without its lock. pn's lock is held, where pn is not nil.
-func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
+// stack is where it was opened, when stacks are recorded.
+func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options, stack []uintptr) {
 	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
 	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
 	n.waits = o.Wait || pn != nil && pn.waits
@@ -212,10 +253,7 @@ func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
 		n.stream = pn.stream
 	}
 	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
-	n.stack = nil
-	if t.recordStacks.Load() {
-		n.stack = callers(4)
-	}
+	n.stack = stack
 	n.path = o.Name
 	if n.path == "" {
 		n.path = unnamed(n.id, n.stack)

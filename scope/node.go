@@ -261,3 +261,106 @@ func (n *node) removeChild(c *node) {
 }
 
 func (n *node) listLinks() *links[node] { return &n.siblings }
+
+// closeChildren closes the scope's open children, last opened first, and
+// waits until every child has left, appending their errors to errs. Called
+// with n.mu held, which it releases while children close.
+func (n *node) closeChildren(errs []error) []error {
+	if n.children.n == 0 {
+		return errs
+	}
+	kids := handles(&n.children)
+	n.mu.Unlock()
+	for i := len(kids) - 1; i >= 0; i-- {
+		if err := kids[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// A child whose Close another goroutine began is still releasing
+	// into this scope's counters: wait until it has left.
+	n.mu.Lock()
+	for n.children.n > 0 {
+		n.left.Wait()
+	}
+	return errs
+}
+
+// endResources ends the resources the scope owns, last owned first, and
+// returns those with a Final to call once the memory is released. Streams
+// and the like end before the memory: their queued work may still use it.
+// Called with n.mu held, which it releases while resources end.
+func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
+	if n.resources.n == 0 {
+		return nil, errs
+	}
+	last := n.resources.tail
+	for r := last; r != nil; r = r.prev {
+		r.owned = false // no Disown from now on
+	}
+	n.resources = resourceList{}
+	n.mu.Unlock()
+	for r := last; r != nil; r = r.prev {
+		if r.End != nil {
+			if err := r.End(); err != nil {
+				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
+			}
+		}
+		if r.Final != nil {
+			finals = append(finals, r)
+		}
+	}
+	n.mu.Lock()
+	return finals, errs
+}
+
+// releaseAllocations releases every allocation the scope owns, last
+// allocated first. Each is marked released under the lock, then the list,
+// taken whole, is released outside it: no Free or Keep can take a released
+// allocation off it meanwhile. The slots stay with the node, for its next
+// use. Called with n.mu held; returns with it released.
+func (n *node) releaseAllocations(errs []error) []error {
+	for sl := n.allocs.tail; sl != nil; sl = sl.prev {
+		if !sl.mark(released) {
+			panic("scope: bug: an allocation on a scope's list is not live")
+		}
+	}
+	last := n.allocs.tail
+	n.allocs = slotList{}
+	n.mu.Unlock()
+	var ended []*slot
+	for sl := last; sl != nil; {
+		prev := sl.prev
+		sl.prev, sl.next = nil, nil
+		err := sl.releaseMemory(n.tree)
+		n.uncharge(sl.charged, sl.reservedIn)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, sl.size, sl.ptr, err))
+		}
+		sl.clear()
+		if ended == nil {
+			n.mu.Lock()
+			ended = n.spare
+			n.spare = nil
+			n.mu.Unlock()
+		}
+		ended = append(ended, sl)
+		sl = prev
+	}
+	if ended != nil {
+		n.mu.Lock()
+		n.spare = ended
+		n.mu.Unlock()
+	}
+	return errs
+}
+
+// finalResources calls Final of each of finals, in order, once the scope's
+// memory is released.
+func (n *node) finalResources(finals []*resource, errs []error) []error {
+	for _, r := range finals {
+		if err := r.Final(); err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
+		}
+	}
+	return errs
+}

@@ -349,84 +349,10 @@ func (s Scope) End() (path string, err error) {
 	n := s.n
 	path = n.path
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
-	var errs []error
-	if n.children.n > 0 {
-		kids := handles(&n.children)
-		n.mu.Unlock()
-		for i := len(kids) - 1; i >= 0; i-- {
-			if err := kids[i].Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		// A child whose Close another goroutine began is still releasing
-		// into this scope's counters: wait until it has left.
-		n.mu.Lock()
-		for n.children.n > 0 {
-			n.left.Wait()
-		}
-	}
-	var finals []*resource
-	if n.resources.n > 0 {
-		// Streams and the like end first: their queued work may still use
-		// the memory released below.
-		last := n.resources.tail
-		for r := last; r != nil; r = r.prev {
-			r.owned = false // no Disown from now on
-		}
-		n.resources = resourceList{}
-		n.mu.Unlock()
-		for r := last; r != nil; r = r.prev {
-			if r.End != nil {
-				if err := r.End(); err != nil {
-					errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
-				}
-			}
-			if r.Final != nil {
-				finals = append(finals, r)
-			}
-		}
-		n.mu.Lock()
-	}
-	// Every allocation is marked released under the lock, then the list,
-	// taken whole, is released outside it, last allocated first: no Free
-	// or Keep can take a released allocation off it meanwhile.
-	for sl := n.allocs.tail; sl != nil; sl = sl.prev {
-		if !sl.mark(released) {
-			panic("scope: bug: an allocation on a scope's list is not live")
-		}
-	}
-	last := n.allocs.tail
-	n.allocs = slotList{}
-	n.mu.Unlock()
-	var ended []*slot
-	for sl := last; sl != nil; {
-		prev := sl.prev
-		sl.prev, sl.next = nil, nil
-		err := sl.releaseMemory(n.tree)
-		n.uncharge(sl.charged, sl.reservedIn)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, sl.size, sl.ptr, err))
-		}
-		sl.clear()
-		if ended == nil {
-			n.mu.Lock()
-			ended = n.spare
-			n.spare = nil
-			n.mu.Unlock()
-		}
-		ended = append(ended, sl) // the node keeps its slots when it is reused
-		sl = prev
-	}
-	if ended != nil {
-		n.mu.Lock()
-		n.spare = ended
-		n.mu.Unlock()
-	}
-	for _, r := range finals {
-		if err := r.Final(); err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
-		}
-	}
+	errs := n.closeChildren(nil)
+	finals, errs := n.endResources(errs)
+	errs = n.releaseAllocations(errs)
+	errs = n.finalResources(finals, errs)
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.

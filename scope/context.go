@@ -1,9 +1,5 @@
 package scope
 
-import (
-	"context"
-)
-
 type scopeKey struct{}
 
 // ctxScope is what a scope's Context carries: the scope, and what the
@@ -11,14 +7,4 @@ type scopeKey struct{}
 type ctxScope struct {
 	s     Scope
 	outer *ctxScope
-}
-
-// FromContext returns the scope that ctx was made by ([Scope.Context]). It
-// may have ended since.
-func FromContext(ctx context.Context) (Scope, bool) {
-	e, ok := ctx.Value(scopeKey{}).(*ctxScope)
-	if !ok {
-		return Scope{}, false
-	}
-	return e.s, true
 }

@@ -217,7 +217,7 @@ func (n *node) uncharge(size int64, stop *node) {
 // list changes only under n.mu, so that Close, Free and Keep agree on who
 // ends each one. Called with n.mu held.
 func (n *node) detach(r Ref, to uint64) error {
-	if r.IsZero() {
+	if r.slot == nil {
 		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
 	}
 	if err := r.err(); err != nil {

@@ -14,21 +14,6 @@ type Ref struct {
 	gen  uint64
 }
 
-// IsZero reports whether r is the zero Ref.
-func (r Ref) IsZero() bool { return r.slot == nil }
-
-// Owner returns the scope that owns the allocation now; the zero Scope
-// where it has ended or r is zero.
-func (r Ref) Owner() Scope {
-	if r.slot == nil || r.err() != nil {
-		return Scope{}
-	}
-	if o := r.slot.owner.Load(); o != nil {
-		return o.handle()
-	}
-	return Scope{}
-}
-
 // Ptr returns the device address while the allocation is live; 0 once it
 // has ended.
 func (r Ref) Ptr() uintptr {
@@ -39,12 +24,6 @@ func (r Ref) Ptr() uintptr {
 	}
 	return ptr
 }
-
-// Use calls fn with the device address while the allocation is live; the
-// allocation cannot be released until fn returns. It fails with ErrClosed
-// once its scope has ended and ErrFreed once it was freed or its slot
-// serves another allocation.
-func (r Ref) Use(fn func(ptr uintptr) error) error { return r.UseAt(0, fn) }
 
 // UseAt is Use with the address off bytes into the allocation: for views.
 // The caller keeps off within the allocation.

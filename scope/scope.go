@@ -42,24 +42,6 @@ func (s Scope) lock() bool {
 // IsZero reports whether s is the zero Scope.
 func (s Scope) IsZero() bool { return s.n == nil }
 
-// ID returns a number no other scope of the process has; 0 once it ended.
-func (s Scope) ID() uint64 {
-	if !s.lock() {
-		return 0
-	}
-	defer s.n.mu.Unlock()
-	return s.n.id
-}
-
-// Name returns the scope's name; "" once it ended.
-func (s Scope) Name() string {
-	if !s.lock() {
-		return ""
-	}
-	defer s.n.mu.Unlock()
-	return s.n.name
-}
-
 // Path returns the names from the root to this scope, joined by "/"; ""
 // once it ended.
 func (s Scope) Path() string {
@@ -275,19 +257,6 @@ func (s Scope) Keep(r Ref) error {
 	return nil
 }
 
-// Own makes the scope own a resource other than memory (a stream, a loaded
-// module): end is called when the scope ends, last owned first, after its
-// children have ended and before its memory is released, so that work
-// queued on a stream completes before the memory it uses goes back. It
-// fails with ErrClosed, calling nothing, once the scope has ended.
-func (s Scope) Own(end func() error) error {
-	if end == nil {
-		return errors.New("scope: Own: nil function")
-	}
-	_, err := s.OwnResource(Resource{End: end})
-	return err
-}
-
 // OwnResource makes the scope own r: when the scope ends, after its
 // children, r.End is called (last owned first), then the scope's memory is
 // released, then r.Final is called (last owned first). Work queued on a
@@ -309,15 +278,6 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	}
 	s.n.resources.push(res)
 	return Owned{r: res, scope: s}, nil
-}
-
-// Resources returns the resources the scope owns, oldest first.
-func (s Scope) Resources() []ResourceInfo {
-	if !s.lock() {
-		return nil
-	}
-	defer s.n.mu.Unlock()
-	return s.n.resourcesLocked()
 }
 
 // adopt registers child c. It fails if s has ended.

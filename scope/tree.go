@@ -48,18 +48,12 @@ func NewTree(p *pool.Pool, device string) *Tree {
 	return t
 }
 
-// Pool returns the tree's pool.
-func (t *Tree) Pool() *pool.Pool { return t.pool }
-
 // Device returns the name of the tree's device.
 func (t *Tree) Device() string { return t.device }
 
 // RecordStacks turns recording of allocation and scope-opening stacks on or
 // off for scopes and allocations made from now on.
 func (t *Tree) RecordStacks(on bool) { t.recordStacks.Store(on) }
-
-// Recording reports whether stacks are recorded.
-func (t *Tree) Recording() bool { return t.recordStacks.Load() }
 
 // Open opens a scope: a child of parent, or a root where parent is the
 // zero Scope. With a zero parent, a scope of this tree that ctx carries

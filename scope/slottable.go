@@ -15,8 +15,13 @@ type slotTable struct {
 	made  int    // slots made, in all
 }
 
-// slotBatch is how many slots a scope takes from the table at once.
-const slotBatch = 32
+const (
+	// slotBatch is how many slots a scope takes from the table at once.
+	slotBatch = 32
+	// maxChunk is the most slots the table makes at once: chunks grow with
+	// the table, from one batch up to this.
+	maxChunk = 4096
+)
 
 // takeBatch appends up to slotBatch slots to dst.
 func (t *slotTable) takeBatch(dst []*slot) []*slot {
@@ -29,8 +34,7 @@ func (t *slotTable) takeBatch(dst []*slot) []*slot {
 		return dst
 	}
 	if len(t.chunk) == 0 {
-		// Chunks grow with the table, from one batch up to 4096 slots.
-		t.chunk = make([]slot, min(max(slotBatch, t.made), 4096))
+		t.chunk = make([]slot, min(max(slotBatch, t.made), maxChunk))
 		t.made += len(t.chunk)
 	}
 	n := min(len(t.chunk), slotBatch)

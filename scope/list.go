@@ -1,50 +1,44 @@
 package scope
 
-// links are an element's neighbours on a list.
+// links are an element's place on a list: its neighbours' links, and the
+// element itself.
 type links[T any] struct {
-	prev, next *T
+	prev, next *links[T]
+	elem       *T // the element that holds these links, set as it joins a list
 }
 
-// linked is what a list holds: a pointer to an element that carries its
-// own links.
-type linked[T any] interface {
-	*T
-	listLinks() *links[T]
-}
-
-// list is a list of elements linked through their own links, oldest first,
+// list is a list of elements linked through links they hold, oldest first,
 // so that an element leaves it at no cost however many there are. It is
 // guarded by the lock of whoever holds it.
-type list[T any, P linked[T]] struct {
-	head, tail *T
+type list[T any] struct {
+	head, tail *links[T]
 	n          int
 }
 
-// push appends e.
-func (l *list[T, P]) push(e *T) {
-	el := P(e).listLinks()
-	el.prev, el.next = l.tail, nil
+// push appends e, whose links are el.
+func (l *list[T]) push(e *T, el *links[T]) {
+	el.elem, el.prev, el.next = e, l.tail, nil
 	if l.tail != nil {
-		P(l.tail).listLinks().next = e
+		l.tail.next = el
 	} else {
-		l.head = e
+		l.head = el
 	}
-	l.tail = e
+	l.tail = el
 	l.n++
 }
 
-// remove takes e off the list; an e on no list is left as it is.
-func (l *list[T, P]) remove(e *T) {
-	el := P(e).listLinks()
+// remove takes the element whose links are el off the list; one on no
+// list is left as it is.
+func (l *list[T]) remove(el *links[T]) {
 	if el.prev != nil {
-		P(el.prev).listLinks().next = el.next
-	} else if l.head == e {
+		el.prev.next = el.next
+	} else if l.head == el {
 		l.head = el.next
 	} else {
 		return // not on the list
 	}
 	if el.next != nil {
-		P(el.next).listLinks().prev = el.prev
+		el.next.prev = el.prev
 	} else {
 		l.tail = el.prev
 	}
@@ -53,20 +47,20 @@ func (l *list[T, P]) remove(e *T) {
 }
 
 // scopeList is a list of scopes: a node's children, a tree's roots.
-type scopeList = list[node, *node]
+type scopeList = list[node]
 
 // slotList is the live allocations a scope owns.
-type slotList = list[slot, *slot]
+type slotList = list[slot]
 
 // resourceList is the resources a scope owns.
-type resourceList = list[resource, *resource]
+type resourceList = list[resource]
 
 // handles returns handles to the scopes on l, oldest first. Called with the
 // list owner's mu held.
 func handles(l *scopeList) []Scope {
 	out := make([]Scope, 0, l.n)
-	for s := l.head; s != nil; s = s.siblings.next {
-		out = append(out, s.handle())
+	for x := l.head; x != nil; x = x.next {
+		out = append(out, x.elem.handle())
 	}
 	return out
 }

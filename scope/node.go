@@ -65,7 +65,8 @@ func (n *node) statsLocked() Stats {
 
 func (n *node) allocationsLocked() []AllocationInfo {
 	out := make([]AllocationInfo, 0, n.allocs.n)
-	for sl := n.allocs.head; sl != nil; sl = sl.next {
+	for x := n.allocs.head; x != nil; x = x.next {
+		sl := x.elem
 		out = append(out, AllocationInfo{Ref: sl.Ref(), Ptr: sl.ptr, Size: sl.size, Stack: sl.stack})
 	}
 	return out
@@ -117,7 +118,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if sl.owner.Load() != n {
 		sl.owner.Store(n)
 	}
-	n.allocs.push(sl)
+	n.allocs.push(sl, &sl.link)
 	return Ref{slot: sl, gen: gen}, nil
 }
 
@@ -235,7 +236,7 @@ func (n *node) detach(r Ref, to uint64) error {
 	if to != live && !sl.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")
 	}
-	n.allocs.remove(sl)
+	n.allocs.remove(&sl.link)
 	if to == live {
 		sl.owner.Store(nil) // in transit: on no list
 	}
@@ -247,7 +248,8 @@ func (n *node) resourcesLocked() []ResourceInfo {
 		return nil
 	}
 	out := make([]ResourceInfo, 0, n.resources.n)
-	for r := n.resources.head; r != nil; r = r.next {
+	for x := n.resources.head; x != nil; x = x.next {
+		r := x.elem
 		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
 	}
 	return out
@@ -256,11 +258,9 @@ func (n *node) resourcesLocked() []ResourceInfo {
 func (n *node) removeChild(c *node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.children.remove(c)
+	n.children.remove(&c.siblings)
 	n.left.Broadcast()
 }
-
-func (n *node) listLinks() *links[node] { return &n.siblings }
 
 // closeChildren closes the scope's open children, last opened first, and
 // waits until every child has left, appending their errors to errs. Called
@@ -294,12 +294,13 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 		return nil, errs
 	}
 	last := n.resources.tail
-	for r := last; r != nil; r = r.prev {
-		r.owned = false // no Disown from now on
+	for x := last; x != nil; x = x.prev {
+		x.elem.owned = false // no Disown from now on
 	}
 	n.resources = resourceList{}
 	n.mu.Unlock()
-	for r := last; r != nil; r = r.prev {
+	for x := last; x != nil; x = x.prev {
+		r := x.elem
 		if r.End != nil {
 			if err := r.End(); err != nil {
 				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
@@ -319,8 +320,8 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 // allocation off it meanwhile. The slots stay with the node, for its next
 // use. Called with n.mu held; returns with it released.
 func (n *node) releaseAllocations(errs []error) []error {
-	for sl := n.allocs.tail; sl != nil; sl = sl.prev {
-		if !sl.mark(released) {
+	for x := n.allocs.tail; x != nil; x = x.prev {
+		if !x.elem.mark(released) {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
 	}
@@ -328,9 +329,10 @@ func (n *node) releaseAllocations(errs []error) []error {
 	n.allocs = slotList{}
 	n.mu.Unlock()
 	var ended []*slot
-	for sl := last; sl != nil; {
-		prev := sl.prev
-		sl.prev, sl.next = nil, nil
+	for x := last; x != nil; {
+		prev := x.prev
+		x.prev, x.next = nil, nil
+		sl := x.elem
 		err := sl.releaseMemory(n.tree)
 		n.uncharge(sl.charged, sl.reservedIn)
 		if err != nil {
@@ -344,7 +346,7 @@ func (n *node) releaseAllocations(errs []error) []error {
 			n.mu.Unlock()
 		}
 		ended = append(ended, sl)
-		sl = prev
+		x = prev
 	}
 	if ended != nil {
 		n.mu.Lock()

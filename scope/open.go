@@ -106,7 +106,7 @@ func (t *Tree) openRoot(ctx context.Context, o Options, stack []uintptr) (Scope,
 	}
 	n := t.freeNode()
 	t.setUp(n, ctx, nil, o, stack)
-	t.roots.push(n)
+	t.roots.push(n, &n.siblings)
 	return n.handle(), nil
 }
 
@@ -121,7 +121,7 @@ func (t *Tree) attach(n *node, parent Scope) error {
 	if t.closed {
 		return ErrClosed
 	}
-	t.roots.push(n)
+	t.roots.push(n, &n.siblings)
 	return nil
 }
 

@@ -17,10 +17,10 @@ type Owned struct {
 
 type resource struct {
 	Resource
-	id              uint64
-	stack           []uintptr
-	owned           bool // on its scope's list, under the scope's mu
-	links[resource]      // on its scope's list
+	id    uint64
+	stack []uintptr
+	owned bool            // on its scope's list, under the scope's mu
+	link  links[resource] // on its scope's list
 }
 
 // Disown takes the resource o names from its scope, which will not end it:
@@ -37,8 +37,6 @@ func (o Owned) Disown() bool {
 		return false
 	}
 	r.owned = false
-	n.resources.remove(r)
+	n.resources.remove(&r.link)
 	return true
 }
-
-func (r *resource) listLinks() *links[resource] { return &r.links }

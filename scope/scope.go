@@ -228,7 +228,7 @@ func (s Scope) Keep(r Ref) error {
 	sl := r.slot
 	if sl.reservedIn == n {
 		sl.owner.Store(n)
-		n.allocs.push(sl)
+		n.allocs.push(sl, &sl.link)
 		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.path)
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
@@ -236,7 +236,7 @@ func (s Scope) Keep(r Ref) error {
 	defer p.mu.Unlock()
 	if p.closed() {
 		sl.owner.Store(n)
-		n.allocs.push(sl)
+		n.allocs.push(sl, &sl.link)
 		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
 	}
 	if p.stream != sl.stream.Load() {
@@ -246,13 +246,13 @@ func (s Scope) Keep(r Ref) error {
 		// of its own stream, and so do the scopes between it and them.)
 		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
 			sl.owner.Store(n)
-			n.allocs.push(sl)
+			n.allocs.push(sl, &sl.link)
 			return fmt.Errorf("scope: Keep in %q: %w", n.path, err)
 		}
 	}
 	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
 	sl.owner.Store(p)
-	p.allocs.push(sl)
+	p.allocs.push(sl, &sl.link)
 	n.live.Add(-sl.charged) // the parent held it already, as n's ancestor
 	return nil
 }
@@ -276,7 +276,7 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	if s.n.tree.recordStacks.Load() {
 		res.stack = callerStack()
 	}
-	s.n.resources.push(res)
+	s.n.resources.push(res, &res.link)
 	return Owned{r: res, scope: s}, nil
 }
 
@@ -286,7 +286,7 @@ func (s Scope) adopt(c *node) error {
 		return fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	s.n.children.push(c)
+	s.n.children.push(c, &c.siblings)
 	return nil
 }
 

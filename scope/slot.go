@@ -54,7 +54,7 @@ type slot struct {
 	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while Use may read it
 	stack      []uintptr
 
-	links[slot] // on the owner's list, guarded by the owner's mu
+	link links[slot] // on the owner's list, guarded by the owner's mu
 }
 
 // clear forgets what the slot held, keeping its word (see recycle).
@@ -126,5 +126,3 @@ func (sl *slot) releaseMemory(t *Tree) error {
 	}
 	return err
 }
-
-func (sl *slot) listLinks() *links[slot] { return &sl.links }

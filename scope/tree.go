@@ -85,7 +85,7 @@ func (t *Tree) retire(n *node) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n.parent == nil {
-		t.roots.remove(n)
+		t.roots.remove(&n.siblings)
 	}
 	if n.region == nil {
 		t.free = append(t.free, n)

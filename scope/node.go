@@ -167,6 +167,36 @@ func (n *node) releaseReservationIfEmpty() error {
 	return nil
 }
 
+// setUp makes n the node of a new scope of tree t, child of pn (nil: a root), and
+// opens it. The node is on no list and no handle names its new use yet:
+// handles to its old uses fail their epoch check and read nothing else, so
+// it is set up without its lock. pn's lock is held, where pn is not nil.
+// stack is where it was opened, when stacks are recorded.
+func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o Options, stack []uintptr) {
+	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
+	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
+	n.waits = o.Wait || pn != nil && pn.waits
+	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
+	n.stream = o.Stream
+	if n.stream == 0 && pn != nil {
+		n.stream = pn.stream
+	}
+	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
+	n.stack = stack
+	n.path = o.Name
+	if n.path == "" {
+		n.path = unnamed(n.id, n.stack)
+	}
+	if pn != nil {
+		n.path = pn.path + "/" + n.path
+	}
+	if n.peak.Load() != 0 { // live is 0: everything was released
+		n.peak.Store(0)
+	}
+	n.region, n.resBlock = nil, nil
+	n.epoch.Add(1) // odd: open
+}
+
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
 	if n.closed() {

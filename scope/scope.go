@@ -280,6 +280,28 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	return Owned{r: res, scope: s}, nil
 }
 
+// lockAsParent locks the node of s and returns it, after checking that a
+// child of tree t with options o may open in s. On an error nothing is
+// locked.
+func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
+	if s.n.tree != t {
+		return nil, errors.New("scope: the parent belongs to another tree")
+	}
+	if !s.lock() {
+		return nil, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
+	}
+	// Read the parent under its lock; attach checks it is still open.
+	pn := s.n
+	if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
+		// Its allocations would go on the stream it inherits; the
+		// reservation's memory, on the default stream, would return
+		// there while that stream's work still used it.
+		pn.mu.Unlock()
+		return nil, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
+	}
+	return pn, nil
+}
+
 // adopt registers child c. It fails if s has ended.
 func (s Scope) adopt(c *node) error {
 	if !s.lock() {

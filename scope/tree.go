@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,101 @@ func (t *Tree) Device() string { return t.device }
 // RecordStacks turns recording of allocation and scope-opening stacks on or
 // off for scopes and allocations made from now on.
 func (t *Tree) RecordStacks(on bool) { t.recordStacks.Store(on) }
+
+// Open opens a scope: a child of parent, or a root where parent is the
+// zero Scope. With a zero parent, a scope of this tree that ctx carries
+// (Scope.Context) is the parent. A ctx that is already done fails the open
+// with its cause, and so does a parent that has ended.
+func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error) {
+	if ctx == nil {
+		return Scope{}, errors.New("scope: nil Context")
+	}
+	if err := context.Cause(ctx); err != nil {
+		return Scope{}, err
+	}
+	if err := o.check(); err != nil {
+		return Scope{}, err
+	}
+	if parent.IsZero() {
+		parent = t.parentIn(ctx)
+	}
+	var pn *node
+	if !parent.IsZero() {
+		var err error
+		if pn, err = parent.lockAsParent(t, o); err != nil {
+			return Scope{}, err
+		}
+	}
+	var stack []uintptr
+	if t.recordStacks.Load() {
+		stack = callerStack()
+	}
+	if pn == nil && o.Reserve == 0 {
+		return t.openRoot(ctx, o, stack)
+	}
+	t.mu.Lock()
+	n := t.freeNode()
+	t.mu.Unlock()
+	n.setUp(t, ctx, pn, o, stack)
+	if pn != nil {
+		pn.mu.Unlock()
+	}
+	s := n.handle()
+	op := opening{tree: t, n: n}
+	if o.Reserve > 0 {
+		if err := op.reserve(o.Reserve); err != nil {
+			return Scope{}, op.undo(err)
+		}
+	}
+	if err := t.attach(n, parent); err != nil {
+		return Scope{}, op.undo(err)
+	}
+	if n.region != nil {
+		n.holds(nil) // the reservation holds
+	}
+	return s, nil
+}
+
+// parentIn returns the scope of this tree that ctx carries; the zero Scope
+// where it carries none. Not only the innermost: between scopes of one
+// device, ctx may carry another device's (A, then B, then A again).
+func (t *Tree) parentIn(ctx context.Context) Scope {
+	for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
+		if e.s.n.tree == t {
+			return e.s
+		}
+	}
+	return Scope{}
+}
+
+// openRoot opens a root scope with no reservation, the common case: one
+// critical section takes the node and lists it.
+func (t *Tree) openRoot(ctx context.Context, o Options, stack []uintptr) (Scope, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return Scope{}, ErrClosed
+	}
+	n := t.freeNode()
+	n.setUp(t, ctx, nil, o, stack)
+	t.roots.push(n, &n.siblings)
+	return n.handle(), nil
+}
+
+// attach lists the set-up node n: among parent's children, or the tree's
+// roots where parent is the zero Scope. It fails where that one has ended.
+func (t *Tree) attach(n *node, parent Scope) error {
+	if !parent.IsZero() {
+		return parent.adopt(n)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	t.roots.push(n, &n.siblings)
+	return nil
+}
 
 // freeNode returns a node to open a scope in: one of an ended scope, or
 // new. Called with t.mu held.

@@ -16,23 +16,23 @@ import (
 // the epoch first. Pointers between nodes (parent, owners, reservations)
 // are used only while the node they point to is open.
 type node struct {
-	epoch    atomic.Uint64 // its use: odd while a scope is open in it, even from the moment it ends
-	tree     *Tree
-	id       uint64
-	parent   *node
-	name     string
-	path     string
-	limit    int64
-	zeroed   bool            // allocations start zeroed (Options.Zeroed, here or above)
-	waits    bool            // allocations wait for memory (Options.Wait, here or above)
-	opened   context.Context // the context it was opened with
-	ctx      context.Context // opened with the scope in it, made on first use
-	done     <-chan struct{}
-	stack    []uintptr
-	region   *pool.Region // the reservation, if any
-	resBlock *pool.Block  // the memory behind region
-	reserves bool         // it or an ancestor has a reservation
-	stream   uintptr      // the stream its allocations are ordered on
+	epoch            atomic.Uint64 // its use: odd while a scope is open in it, even from the moment it ends
+	tree             *Tree
+	id               uint64
+	parent           *node
+	name             string
+	path             string
+	limit            int64
+	zeroed           bool            // allocations start zeroed (Options.Zeroed, here or above)
+	waits            bool            // allocations wait for memory (Options.Wait, here or above)
+	opened           context.Context // the context it was opened with
+	ctx              context.Context // opened with the scope in it, made on first use
+	done             <-chan struct{}
+	stack            []uintptr
+	region           *pool.Region // the reservation, if any
+	reservationBlock *pool.Block  // the memory behind region
+	reserves         bool         // it or an ancestor has a reservation
+	stream           uintptr      // the stream its allocations are ordered on
 
 	live atomic.Int64 // bytes live here and in descendants
 	peak atomic.Int64
@@ -104,7 +104,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
-	n.holds(m.reservedIn)
+	n.raisePeaks(m.reservedIn)
 	sl := n.spareSlot()
 	if sl.tree == nil {
 		sl.tree = n.tree
@@ -158,11 +158,11 @@ func (n *node) releaseReservationIfEmpty() error {
 		return nil
 	}
 	n.uncharge(pool.Rounded(n.region.Size()), nil)
-	if err := n.tree.pool.Free(*n.resBlock); err != nil {
+	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
 		return fmt.Errorf("scope %q: releasing its reservation: %w", n.path, err)
 	}
-	if n.tree.onFree != nil {
-		n.tree.onFree()
+	if n.tree.onRelease != nil {
+		n.tree.onRelease()
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o Options, stack []
 	if n.peak.Load() != 0 { // live is 0: everything was released
 		n.peak.Store(0)
 	}
-	n.region, n.resBlock = nil, nil
+	n.region, n.reservationBlock = nil, nil
 	n.epoch.Add(1) // odd: open
 }
 
@@ -225,10 +225,10 @@ func (n *node) charge(size int64, stop *node) error {
 	return nil
 }
 
-// holds raises the peaks of the scope and its ancestors up to stop to what
+// raisePeaks raises the peaks of the scope and its ancestors up to stop to what
 // is live now: once a charge's allocation holds, not before, since Peak is
 // the most Live has been and a refused allocation never was.
-func (n *node) holds(stop *node) {
+func (n *node) raisePeaks(stop *node) {
 	for up := n; up != stop; up = up.parent {
 		v := up.live.Load()
 		for p := up.peak.Load(); v > p && !up.peak.CompareAndSwap(p, v); p = up.peak.Load() {

@@ -36,7 +36,7 @@ func (op *opening) reserve(size int64) error {
 	if err != nil {
 		return err
 	}
-	n.resBlock, n.region = &b, r
+	n.reservationBlock, n.region = &b, r
 	return nil
 }
 

@@ -121,8 +121,8 @@ func (sl *slot) releaseMemory(t *Tree) error {
 	} else {
 		err = errors.Join(scrubbed, t.pool.Free(sl.block))
 	}
-	if t.onFree != nil {
-		t.onFree()
+	if t.onRelease != nil {
+		t.onRelease()
 	}
 	return err
 }

@@ -15,7 +15,7 @@ type Tree struct {
 	device       string
 	recordStacks atomic.Bool
 	scrub        func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
-	onFree       func()                                           // run after memory went back; set before use
+	onRelease    func()                                           // run after memory went back; set before use
 
 	slots slotTable
 
@@ -38,7 +38,7 @@ func (t *Tree) SetScrub(fn func(ptr uintptr, n int64, stream uintptr) error) { t
 // OnRelease makes every release of memory call fn after the memory went
 // back (a device whose allocations wait for memory). Call it before the
 // first scope opens.
-func (t *Tree) OnRelease(fn func()) { t.onFree = fn }
+func (t *Tree) OnRelease(fn func()) { t.onRelease = fn }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string) *Tree {
@@ -103,7 +103,7 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		return Scope{}, op.undo(err)
 	}
 	if n.region != nil {
-		n.holds(nil) // the reservation holds
+		n.raisePeaks(nil) // the reservation holds
 	}
 	return s, nil
 }

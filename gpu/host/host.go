@@ -28,7 +28,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
-	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // PoisonByte is written over memory when it is freed, so that a read of
@@ -127,7 +127,7 @@ func New(capacity int64) (*Driver, error) {
 var openDrivers atomic.Int64
 
 // Name implements driver.Driver.
-func (d *Driver) Name() string { return "host memory, " + pool.FormatBytes(d.capacity) }
+func (d *Driver) Name() string { return "host memory, " + units.FormatBytes(d.capacity) }
 
 // MemInfo implements driver.Driver.
 func (d *Driver) MemInfo() (free, total int64, err error) {

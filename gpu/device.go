@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -29,6 +30,7 @@ type Device struct {
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
+	registered    *registry.Device // this device in the process's registry, for gputest
 }
 
 // OpenHost opens a device whose memory is host RAM, with the capacity given
@@ -78,7 +80,7 @@ func (d *Device) dropped(err error) {
 		d.releaseErrors(err)
 		return
 	}
-	recordDroppedError(err)
+	registry.RecordDroppedError(err)
 }
 
 // Name returns the device's name, such as "host" or "cuda:0"; "" for a nil
@@ -178,7 +180,7 @@ func (d *Device) Close() error {
 	}
 	defer unregister(d)
 	if open := d.scopeSnapshots(); len(open) > 0 {
-		recordForcedClose(open)
+		d.recordForcedClose(open)
 	}
 	leftOpen, err := d.tree.Close()
 	if len(leftOpen) > 0 {

@@ -59,9 +59,6 @@ func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpReserve, size); err != nil {
-		return 0, err
-	}
 	if d.closed {
 		return 0, ErrClosed
 	}
@@ -96,9 +93,6 @@ func (d *Driver) reservationAt(ptr uintptr, n int64) (*reservation, int64, bool)
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpReserve, size); err != nil {
-		return err
-	}
 	if d.closed {
 		return ErrClosed
 	}
@@ -128,8 +122,8 @@ func (d *Driver) Create(size int64) (uint64, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpAlloc, size); err != nil {
-		return 0, err
+	if d.closed {
+		return 0, ErrClosed
 	}
 	if d.used+size > d.capacity {
 		return 0, &driver.OutOfMemoryError{Requested: size,
@@ -160,8 +154,8 @@ func (d *Driver) Create(size int64) (uint64, error) {
 func (d *Driver) Release(h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpFree, PageSize); err != nil {
-		return err
+	if d.closed {
+		return ErrClosed
 	}
 	hd, ok := d.vm.handles[h]
 	if !ok {
@@ -183,9 +177,6 @@ func (d *Driver) Release(h uint64) error {
 func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpMap, size); err != nil {
-		return err
-	}
 	if d.closed {
 		return ErrClosed
 	}
@@ -222,9 +213,6 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpAccess, size); err != nil {
-		return err
-	}
 	if d.closed {
 		return ErrClosed
 	}
@@ -261,9 +249,6 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpUnmap, size); err != nil {
-		return err
-	}
 	if d.closed {
 		return ErrClosed
 	}

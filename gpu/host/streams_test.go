@@ -9,12 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/hosttest"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-func newDriver(t *testing.T, capacity int64) *host.Driver {
+// newDriver returns a host driver with its test controls (Hold, Enqueue,
+// Used), closed when the test ends.
+func newDriver(t *testing.T, capacity int64) *hosttest.Driver {
 	t.Helper()
-	d, err := host.New(capacity)
+	d, err := hosttest.New(capacity)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, d.Close()) })
 	return d
@@ -99,7 +102,7 @@ func TestAsynchronousErrorsAreReportedBySynchronize(t *testing.T) {
 }
 
 func TestCloseEndsEveryStream(t *testing.T) {
-	d, err := host.New(1 << 20)
+	d, err := hosttest.New(1 << 20)
 	require.NoError(t, err)
 	var ran atomic.Int32
 	for range 3 {

@@ -101,8 +101,10 @@ func (d *Device) String() string {
 	return d.name + " (" + d.drv.Name() + ")"
 }
 
-// Driver returns the device's driver, for work the package does not wrap
-// (kernel launches, streams); nil for a nil or zero Device.
+// Driver returns the device's driver, for a driver's own calls that the
+// package does not make (cuda.Driver's stream-ordered allocator, peer
+// access); nil for a nil or zero Device. Memory allocated through it
+// belongs to no scope, and no snapshot shows it.
 func (d *Device) Driver() driver.Driver {
 	if !d.valid() {
 		return nil

@@ -31,5 +31,5 @@ func (d *Device) recordForcedClose(scopes []ScopeSnapshot) {
 
 // BufferKey identifies a buffer: a map of keys is how gputest remembers
 // buffers to ignore. It is comparable, and does not travel through JSON.
-// It is what [Buffer.Key] returns.
+// It is the type of [BufferSnapshot.Key].
 type BufferKey struct{ ref scope.Ref }

@@ -41,13 +41,6 @@ func (s *Scope) NewStream() (*Stream, error) {
 	return st, nil
 }
 
-// Device returns the stream's device; nil for a nil Stream.
-func (st *Stream) Device() *Device {
-	if st == nil {
-		return nil
-	}
-	return st.dev
-}
 
 // ID returns the driver's handle of the stream, for kernels and drivers;
 // it is meaningless once the stream has ended.

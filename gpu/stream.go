@@ -41,7 +41,6 @@ func (s *Scope) NewStream() (*Stream, error) {
 	return st, nil
 }
 
-
 // ID returns the driver's handle of the stream, for kernels and drivers;
 // it is meaningless once the stream has ended.
 func (st *Stream) ID() uintptr {

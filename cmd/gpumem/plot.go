@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
@@ -98,7 +99,7 @@ const otherGroup = "other scopes"
 
 // sizeGroup names the size class of a request.
 func sizeGroup(ev event) string {
-	switch n := ev.size; {
+	switch n := ev.Size; {
 	case n < 1<<20:
 		return "under 1 MiB"
 	case n < 10<<20:
@@ -124,7 +125,7 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 			return nil, err
 		}
 		groupOf = func(ev event) string {
-			g := cmp.Or(ev.scope, "(no scope)")
+			g := cmp.Or(ev.Scope, "(no scope)")
 			if !top[g] {
 				return otherGroup
 			}
@@ -154,36 +155,36 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 	var cur column
 	seen := map[string]bool{}
 	for i := 0; ; {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		switch ev.action {
-		case "alloc":
-			if _, ok := live[ev.addr]; ok {
-				return nil, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.line, ev.addr)
+		switch ev.Action {
+		case trace.Alloc:
+			if _, ok := live[ev.Addr]; ok {
+				return nil, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.Line, ev.Addr)
 			}
-			b, err := p.AllocOn(ev.size, uintptr(ev.stream))
+			b, err := p.AllocOn(ev.Size, uintptr(ev.Stream))
 			if err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
+				return nil, fmt.Errorf("trace line %d: %w", ev.Line, err)
 			}
 			g := groupOf(ev)
-			live[ev.addr] = liveBlock{b, g}
-			byGroup[g] += ev.size
-			requested += ev.size
+			live[ev.Addr] = liveBlock{b, g}
+			byGroup[g] += ev.Size
+			requested += ev.Size
 			seen[g] = true
-		case "free_requested":
-			lb, ok := live[ev.addr]
+		case trace.Free:
+			lb, ok := live[ev.Addr]
 			if !ok {
 				continue
 			}
 			if err := p.Free(lb.b); err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
+				return nil, fmt.Errorf("trace line %d: %w", ev.Line, err)
 			}
-			delete(live, ev.addr)
+			delete(live, ev.Addr)
 			byGroup[lb.group] -= lb.b.Size()
 			requested -= lb.b.Size()
 		default:
@@ -249,23 +250,23 @@ func topScopes(open openEvents, n int) (map[string]bool, error) {
 	live := map[uint64]liveAlloc{}
 	now, peak := map[string]int64{}, map[string]int64{}
 	for {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		g := cmp.Or(ev.scope, "(no scope)")
-		switch ev.action {
-		case "alloc":
-			live[ev.addr] = liveAlloc{ev.size, g}
-			now[g] += ev.size
+		g := cmp.Or(ev.Scope, "(no scope)")
+		switch ev.Action {
+		case trace.Alloc:
+			live[ev.Addr] = liveAlloc{ev.Size, g}
+			now[g] += ev.Size
 			peak[g] = max(peak[g], now[g])
-		case "free_requested":
-			if a, ok := live[ev.addr]; ok {
+		case trace.Free:
+			if a, ok := live[ev.Addr]; ok {
 				now[a.scope] -= a.size
-				delete(live, ev.addr)
+				delete(live, ev.Addr)
 			}
 		}
 	}
@@ -293,16 +294,16 @@ func countEvents(open openEvents) (n int, byScope bool, err error) {
 	}
 	defer closeEvents()
 	for {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err == io.EOF {
 			return n, byScope, nil
 		}
 		if err != nil {
 			return 0, false, err
 		}
-		if ev.action == "alloc" || ev.action == "free_requested" {
+		if ev.Action == trace.Alloc || ev.Action == trace.Free {
 			n++
-			byScope = byScope || ev.scope != ""
+			byScope = byScope || ev.Scope != ""
 		}
 	}
 }

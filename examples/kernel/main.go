@@ -11,17 +11,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
+	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-func main() {
-	if err := run(os.Stdout, 1<<20); err != nil {
-		fmt.Fprintln(os.Stderr, "kernel:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("kernel", func(w io.Writer) error { return run(w, 1<<20) }) }
 
 // pinnedCopy returns page-locked memory owned by s holding v.
 func pinnedCopy(s *gpu.Scope, v []float32) (gpu.HostSlice[float32], error) {

@@ -296,7 +296,7 @@ func (d *Driver) open() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	return nil
 }
@@ -342,7 +342,7 @@ func (d *Driver) stream(s uintptr) (cu.Stream, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return cu.Stream{}, ErrClosed
+		return cu.Stream{}, driver.ErrClosed
 	}
 	st, ok := d.streams[s]
 	if !ok {

@@ -37,7 +37,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method Driver.Synchronize",
 		"method Driver.WaitEvent",
 		"type Driver",
-		"var ErrClosed",
 	}
 	if runtime.GOOS == "linux" {
 		want = append(want, "method Driver.Create", "method Driver.Granularity", "method Driver.Map", "method Driver.Release",

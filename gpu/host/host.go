@@ -57,9 +57,6 @@ func poison(mem []byte) {
 	}
 }
 
-// ErrClosed is returned by every call after Close.
-var ErrClosed = driver.ErrClosed
-
 // Driver is a host-memory device. It is safe for concurrent use.
 type Driver struct {
 	capacity int64
@@ -108,16 +105,16 @@ func (d *Driver) MemInfo() (free, total int64, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, 0, ErrClosed
+		return 0, 0, driver.ErrClosed
 	}
 	return d.capacity - d.used, d.capacity, nil
 }
 
-// checkOpen is where every operation starts: ErrClosed once the driver is
-// closed. Called with d.mu held.
+// checkOpen is where every operation starts: driver.ErrClosed once the
+// driver is closed. Called with d.mu held.
 func (d *Driver) checkOpen() error {
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	return nil
 }
@@ -259,7 +256,7 @@ func (d *Driver) NewStream() (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, ErrClosed
+		return 0, driver.ErrClosed
 	}
 	d.nextID++
 	d.streams[d.nextID] = newStream()
@@ -375,7 +372,7 @@ func (d *Driver) Close() error {
 	// Work still queued finds the device closed and does nothing; a stream
 	// a test holds keeps Close waiting until it is released.
 	for _, s := range streams {
-		_ = s.end() // its errors are ErrClosed
+		_ = s.end() // its errors are driver.ErrClosed
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -405,7 +402,7 @@ func (d *Driver) HostBytes(ptr uintptr, n int64) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return nil, ErrClosed
+		return nil, driver.ErrClosed
 	}
 	return d.resolve(ptr, n)
 }

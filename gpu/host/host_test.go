@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/gpu/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -26,7 +27,7 @@ func TestCapacityDoubleFreeAndBounds(t *testing.T) {
 	assert.Error(t, d.CopyHtoD(p, []byte{1}, 99), "an unknown stream")
 	require.NoError(t, d.Close())
 	_, err = d.Alloc(1)
-	assert.ErrorIs(t, err, host.ErrClosed)
+	assert.ErrorIs(t, err, driver.ErrClosed)
 }
 
 func TestStreamsAndEvents(t *testing.T) {

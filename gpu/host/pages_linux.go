@@ -60,7 +60,7 @@ func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, ErrClosed
+		return 0, driver.ErrClosed
 	}
 	mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -94,7 +94,7 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off != 0 || int64(len(r.mem)) != size {
@@ -123,7 +123,7 @@ func (d *Driver) Create(size int64) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, ErrClosed
+		return 0, driver.ErrClosed
 	}
 	if d.used+size > d.capacity {
 		return 0, &driver.OutOfMemoryError{Requested: size,
@@ -155,7 +155,7 @@ func (d *Driver) Release(h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	hd, ok := d.vm.handles[h]
 	if !ok {
@@ -178,7 +178,7 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	hd, ok := d.vm.handles[h]
 	if !ok {
@@ -214,7 +214,7 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off%PageSize != 0 || size <= 0 || size%PageSize != 0 {
@@ -250,7 +250,7 @@ func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {

@@ -133,7 +133,7 @@ func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if d.closed {
-			return ErrClosed
+			return driver.ErrClosed
 		}
 		return op()
 	}
@@ -151,7 +151,7 @@ func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
 // or why there is none. Called with d.mu held.
 func (d *Driver) streamLocked(id uintptr) (*stream, error) {
 	if d.closed {
-		return nil, ErrClosed
+		return nil, driver.ErrClosed
 	}
 	s, ok := d.streams[id]
 	if !ok {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/hosttest"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -115,7 +115,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	require.NoError(t, d.Close())
 	assert.Equal(t, int32(30), ran.Load(), "queued work ran before Close returned")
 	_, err = d.NewStream()
-	assert.ErrorIs(t, err, host.ErrClosed)
+	assert.ErrorIs(t, err, driver.ErrClosed)
 	// goleak, in TestMain, checks that no stream goroutine is left.
 }
 

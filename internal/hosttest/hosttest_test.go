@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/hosttest"
 )
 
@@ -33,5 +33,5 @@ func TestFaultInjection(t *testing.T) {
 	assert.ErrorIs(t, d.Free(a, 64), hosttest.ErrInjected)
 	require.NoError(t, d.Free(a, 64), "an injected failure loses nothing")
 	require.NoError(t, d.Free(b, 64))
-	assert.False(t, errors.Is(err, host.ErrClosed))
+	assert.False(t, errors.Is(err, driver.ErrClosed))
 }

@@ -161,6 +161,39 @@ func replayFlags(o *replayOptions) *flag.FlagSet {
 	return fs
 }
 
+// poolOptions returns the pool's options the flags ask for.
+func (o *replayOptions) poolOptions() ([]pool.Option, error) {
+	var opts []pool.Option
+	switch o.expand {
+	case "auto":
+	case "never":
+		opts = append(opts, pool.Expand(pool.ExpandNever))
+	case "always":
+		opts = append(opts, pool.Expand(pool.ExpandAlways))
+	default:
+		return nil, fmt.Errorf("--expand %q: want auto, never or always", o.expand)
+	}
+	if o.maxReserved != 0 {
+		opts = append(opts, pool.MaxReserved(o.maxReserved))
+	}
+	if o.maxSplit != 0 {
+		opts = append(opts, pool.MaxSplitSize(o.maxSplit))
+	}
+	if o.shards != 0 {
+		opts = append(opts, pool.Shards(o.shards))
+	}
+	if o.repeat < 1 {
+		return nil, fmt.Errorf("--repeat %d: must be at least 1", o.repeat)
+	}
+	if o.step != pool.DefaultGrowthStep {
+		opts = append(opts, pool.GrowthStep(o.step))
+	}
+	if o.threshold >= 0 {
+		opts = append(opts, pool.ReleaseThreshold(o.threshold))
+	}
+	return opts, nil
+}
+
 func replayCommand(args []string, stdout, stderr io.Writer) error {
 	o := new(replayOptions)
 	fs := replayFlags(o)
@@ -179,33 +212,9 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("replay needs one trace FILE, got %d", len(files))
 	}
 	file := files[0]
-	var opts []pool.Option
-	switch o.expand {
-	case "auto":
-	case "never":
-		opts = append(opts, pool.Expand(pool.ExpandNever))
-	case "always":
-		opts = append(opts, pool.Expand(pool.ExpandAlways))
-	default:
-		return fmt.Errorf("--expand %q: want auto, never or always", o.expand)
-	}
-	if o.maxReserved != 0 {
-		opts = append(opts, pool.MaxReserved(o.maxReserved))
-	}
-	if o.maxSplit != 0 {
-		opts = append(opts, pool.MaxSplitSize(o.maxSplit))
-	}
-	if o.shards != 0 {
-		opts = append(opts, pool.Shards(o.shards))
-	}
-	if o.repeat < 1 {
-		return fmt.Errorf("--repeat %d: must be at least 1", o.repeat)
-	}
-	if o.step != pool.DefaultGrowthStep {
-		opts = append(opts, pool.GrowthStep(o.step))
-	}
-	if o.threshold >= 0 {
-		opts = append(opts, pool.ReleaseThreshold(o.threshold))
+	opts, err := o.poolOptions()
+	if err != nil {
+		return err
 	}
 	if _, err := os.Stat(file); err != nil {
 		return err
@@ -249,6 +258,12 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	res.Trace = file
 	res.Driver = o.driver
+	return report(stdout, res)
+}
+
+// report writes a replay's result as JSON; allocations that ran out of
+// memory make it an error of exit status exitOutOfMemory.
+func report(stdout io.Writer, res result) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil {
@@ -256,7 +271,7 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	if res.OOMs > 0 {
 		return &exitStatus{exitOutOfMemory, fmt.Errorf("%s: %d of %d allocations ran out of memory (the pool reserved at most %d bytes); peak_requested_bytes, %d, is the trace's own",
-			file, res.OOMs, res.Allocs, res.PeakReservedBytes, res.PeakRequestedBytes)}
+			res.Trace, res.OOMs, res.Allocs, res.PeakReservedBytes, res.PeakRequestedBytes)}
 	}
 	return nil
 }

@@ -143,17 +143,11 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		return nil, err
 	}
 	defer closeEvents()
-	tl := &timeline{}
-	type liveBlock struct {
-		b     pool.Block
-		group string
-	}
-	live := map[uint64]liveBlock{}
-	byGroup := map[string]int64{}
-	var requested int64
+	r := &plotReplay{p: p, groupOf: groupOf, live: map[uint64]plotBlock{}, byGroup: map[string]int64{}, seen: map[string]bool{}}
+	defer r.freeLive()
+	tl := &timeline{events: n}
 	per := max(1, (n+width-1)/width)
 	var cur column
-	seen := map[string]bool{}
 	for i := 0; ; {
 		ev, err := evs.Next()
 		if err == io.EOF {
@@ -162,51 +156,14 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch ev.Action {
-		case trace.Alloc:
-			if _, ok := live[ev.Addr]; ok {
-				return nil, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.Line, ev.Addr)
-			}
-			b, err := p.AllocOn(ev.Size, uintptr(ev.Stream))
-			if err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", ev.Line, err)
-			}
-			g := groupOf(ev)
-			live[ev.Addr] = liveBlock{b, g}
-			byGroup[g] += ev.Size
-			requested += ev.Size
-			seen[g] = true
-		case trace.Free:
-			lb, ok := live[ev.Addr]
-			if !ok {
-				continue
-			}
-			if err := p.Free(lb.b); err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", ev.Line, err)
-			}
-			delete(live, ev.Addr)
-			byGroup[lb.group] -= lb.b.Size()
-			requested -= lb.b.Size()
-		default:
+		drawn, err := r.apply(ev)
+		if err != nil {
+			return nil, err
+		}
+		if !drawn {
 			continue
 		}
-		reserved := p.Stats().Reserved
-		if requested > tl.peakRequested {
-			tl.peakRequested, tl.peakAt = requested, i
-		}
-		tl.peakReserved = max(tl.peakReserved, reserved)
-		if cur.byGroup == nil {
-			cur = column{first: i, byGroup: map[string]int64{}}
-		}
-		if requested >= cur.total {
-			cur.total = requested
-			clear(cur.byGroup)
-			for g, v := range byGroup {
-				cur.byGroup[g] = v
-			}
-		}
-		cur.reserved = max(cur.reserved, reserved)
-		cur.last = i
+		tl.note(&cur, i, r.requested, p.Stats().Reserved, r.byGroup)
 		i++
 		if i%per == 0 {
 			tl.cols = append(tl.cols, cur)
@@ -216,7 +173,91 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 	if cur.byGroup != nil {
 		tl.cols = append(tl.cols, cur)
 	}
-	tl.events = n
+	tl.sortGroups(r.seen)
+	return tl, nil
+}
+
+// plotReplay is a trace played on a pool for a plot: the bytes requested
+// now, in all and by group.
+type plotReplay struct {
+	p         *pool.Pool
+	groupOf   func(event) string
+	live      map[uint64]plotBlock
+	byGroup   map[string]int64
+	requested int64
+	seen      map[string]bool // the groups that allocated
+}
+
+type plotBlock struct {
+	b     pool.Block
+	group string
+}
+
+// apply plays ev on the pool. It reports false for an event the plot does
+// not draw: not an alloc or a free, or a free of an address never allocated.
+func (r *plotReplay) apply(ev event) (bool, error) {
+	switch ev.Action {
+	case trace.Alloc:
+		if _, ok := r.live[ev.Addr]; ok {
+			return false, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.Line, ev.Addr)
+		}
+		b, err := r.p.AllocOn(ev.Size, uintptr(ev.Stream))
+		if err != nil {
+			return false, fmt.Errorf("trace line %d: %w", ev.Line, err)
+		}
+		g := r.groupOf(ev)
+		r.live[ev.Addr] = plotBlock{b, g}
+		r.byGroup[g] += ev.Size
+		r.requested += ev.Size
+		r.seen[g] = true
+		return true, nil
+	case trace.Free:
+		lb, ok := r.live[ev.Addr]
+		if !ok {
+			return false, nil
+		}
+		if err := r.p.Free(lb.b); err != nil {
+			return false, fmt.Errorf("trace line %d: %w", ev.Line, err)
+		}
+		delete(r.live, ev.Addr)
+		r.byGroup[lb.group] -= lb.b.Size()
+		r.requested -= lb.b.Size()
+		return true, nil
+	}
+	return false, nil
+}
+
+// freeLive frees what the trace left allocated.
+func (r *plotReplay) freeLive() {
+	for _, lb := range r.live {
+		_ = r.p.Free(lb.b)
+	}
+}
+
+// note records in cur, and in the peaks, the bytes requested and reserved
+// after event i; a column keeps the groups of its largest request.
+func (tl *timeline) note(cur *column, i int, requested, reserved int64, byGroup map[string]int64) {
+	if requested > tl.peakRequested {
+		tl.peakRequested, tl.peakAt = requested, i
+	}
+	tl.peakReserved = max(tl.peakReserved, reserved)
+	if cur.byGroup == nil {
+		*cur = column{first: i, byGroup: map[string]int64{}}
+	}
+	if requested >= cur.total {
+		cur.total = requested
+		clear(cur.byGroup)
+		for g, v := range byGroup {
+			cur.byGroup[g] = v
+		}
+	}
+	cur.reserved = max(cur.reserved, reserved)
+	cur.last = i
+}
+
+// sortGroups sets the stacking order: the groups seen, by their peak in
+// any column, largest first.
+func (tl *timeline) sortGroups(seen map[string]bool) {
 	for g := range seen {
 		tl.groups = append(tl.groups, g)
 	}
@@ -227,10 +268,6 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		}
 	}
 	slices.SortFunc(tl.groups, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
-	for _, lb := range live {
-		_ = p.Free(lb.b)
-	}
-	return tl, nil
 }
 
 // topScopes returns the scopes whose live bytes peak highest, at most

@@ -23,17 +23,8 @@ type Recording struct {
 
 var errRecording = errors.New("gpu: the device is recording already")
 
-// StartRecording starts writing the device's allocations and frees to w, in
-// the shape of pprof.StartCPUProfile: one recording per device at a time,
-// until Stop. It records at the pool: a reservation is one allocation, and
-// what scopes allocate inside it is not in the trace.
-func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
-	if !d.valid() {
-		return nil, errNilDevice
-	}
-	if d.closed.Load() {
-		return nil, ErrDeviceClosed
-	}
+// startRecording is the work of [Device.StartRecording]; the caller checked d.
+func startRecording(d *Device, w io.Writer) (*Recording, error) {
 	if w == nil {
 		return nil, errors.New("gpu: StartRecording(nil)")
 	}

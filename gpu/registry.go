@@ -23,12 +23,6 @@ func unregister(d *Device) { registry.Unregister(d.registered) }
 // allocation (measured in docs/leaks.md).
 func RecordStacks(on bool) { registry.SetRecordStacks(on) }
 
-// recordForcedClose remembers the scopes d's Close found open, with their
-// buffers: a leak, even though the memory went back. gputest reports them.
-func (d *Device) recordForcedClose(scopes []ScopeSnapshot) {
-	registry.RecordForcedClose(d.name, scopes)
-}
-
 // BufferKey identifies a buffer: a map of keys is how gputest remembers
 // buffers to ignore. It is comparable, and does not travel through JSON.
 // It is the type of [BufferSnapshot.Key].

@@ -90,3 +90,36 @@ func Check(t require.TestingT, dir string, want []string) {
 	assert.Empty(t, added, "exported but not in the test's list: add them there if users need them")
 	assert.Empty(t, gone, "in the test's list but not exported")
 }
+
+// CheckHomes fails t for each method, in the package in dir as built by
+// default, of a type in homes declared outside that type's home file.
+func CheckHomes(t require.TestingT, dir string, homes map[string]string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	pkg, err := build.ImportDir(dir, 0)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil {
+				continue
+			}
+			typ := fn.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			id, ok := typ.(*ast.Ident)
+			if !ok {
+				continue
+			}
+			if home, ok := homes[id.Name]; ok && home != name {
+				assert.Fail(t, "a method away from its type's home",
+					"%s.%s is in %s, not in %s", id.Name, fn.Name.Name, name, home)
+			}
+		}
+	}
+}

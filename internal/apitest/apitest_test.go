@@ -42,3 +42,12 @@ func TestCheckFailsOnANameAddedOrGone(t *testing.T) {
 	require.Len(t, ft.errs, 1)
 	assert.Contains(t, ft.errs[0], "func Removed", "a name the package lacks")
 }
+
+func TestCheckHomesFindsAMethodAwayFromItsType(t *testing.T) {
+	ft := &fakeT{}
+	apitest.CheckHomes(ft, "testdata/sample", map[string]string{"T": "sample.go"})
+	assert.Empty(t, ft.errs)
+	apitest.CheckHomes(ft, "testdata/sample", map[string]string{"T": "t.go"})
+	require.Len(t, ft.errs, 2, "Do and undo")
+	assert.Contains(t, ft.errs[0], "T.Do is in sample.go, not in t.go")
+}

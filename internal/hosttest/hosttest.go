@@ -101,6 +101,24 @@ func (d *Driver) inject(op Op, size int64) error {
 	return nil
 }
 
+// failOr returns the injected failure of an operation of kind op on size
+// bytes, if one is due, and else what the real driver's call returns.
+func (d *Driver) failOr(op Op, size int64, call func() error) error {
+	if err := d.inject(op, size); err != nil {
+		return err
+	}
+	return call()
+}
+
+// failOr is Driver.failOr for a call that returns a value too.
+func failOr[T any](d *Driver, op Op, size int64, call func() (T, error)) (T, error) {
+	if err := d.inject(op, size); err != nil {
+		var zero T
+		return zero, err
+	}
+	return call()
+}
+
 // Hold keeps stream busy: work queued on it after Hold, and events recorded
 // on it, wait until release is called. It is a test's stand-in for a long
 // kernel. release may be called more than once. Holding the default stream
@@ -125,64 +143,40 @@ func (d *Driver) Handles() (streams, events, pinned int) { return hostctl.Handle
 
 // Alloc fails as OpAlloc, else allocates.
 func (d *Driver) Alloc(size int64) (uintptr, error) {
-	if err := d.inject(OpAlloc, size); err != nil {
-		return 0, err
-	}
-	return d.Driver.Alloc(size)
+	return failOr(d, OpAlloc, size, func() (uintptr, error) { return d.Driver.Alloc(size) })
 }
 
 // Free fails as OpFree, else frees.
 func (d *Driver) Free(ptr uintptr, size int64) error {
-	if err := d.inject(OpFree, size); err != nil {
-		return err
-	}
-	return d.Driver.Free(ptr, size)
+	return d.failOr(OpFree, size, func() error { return d.Driver.Free(ptr, size) })
 }
 
 // CopyHtoD fails as OpCopy, else copies.
 func (d *Driver) CopyHtoD(dst uintptr, src []byte, stream uintptr) error {
-	if err := d.inject(OpCopy, int64(len(src))); err != nil {
-		return err
-	}
-	return d.Driver.CopyHtoD(dst, src, stream)
+	return d.failOr(OpCopy, int64(len(src)), func() error { return d.Driver.CopyHtoD(dst, src, stream) })
 }
 
 // CopyDtoH fails as OpCopy, else copies.
 func (d *Driver) CopyDtoH(dst []byte, src uintptr, stream uintptr) error {
-	if err := d.inject(OpCopy, int64(len(dst))); err != nil {
-		return err
-	}
-	return d.Driver.CopyDtoH(dst, src, stream)
+	return d.failOr(OpCopy, int64(len(dst)), func() error { return d.Driver.CopyDtoH(dst, src, stream) })
 }
 
 // CopyDtoD fails as OpCopy, else copies.
 func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
-	if err := d.inject(OpCopy, n); err != nil {
-		return err
-	}
-	return d.Driver.CopyDtoD(dst, src, n, stream)
+	return d.failOr(OpCopy, n, func() error { return d.Driver.CopyDtoD(dst, src, n, stream) })
 }
 
 // Memset fails as OpCopy, else sets.
 func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
-	if err := d.inject(OpCopy, n); err != nil {
-		return err
-	}
-	return d.Driver.Memset(dst, v, n, stream)
+	return d.failOr(OpCopy, n, func() error { return d.Driver.Memset(dst, v, n, stream) })
 }
 
 // RecordEvent fails as OpEvent, else records.
 func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
-	if err := d.inject(OpEvent, 0); err != nil {
-		return 0, err
-	}
-	return d.Driver.RecordEvent(stream)
+	return failOr(d, OpEvent, 0, func() (uintptr, error) { return d.Driver.RecordEvent(stream) })
 }
 
 // WaitEvent fails as OpEvent, else waits.
 func (d *Driver) WaitEvent(ev uintptr) error {
-	if err := d.inject(OpEvent, 0); err != nil {
-		return err
-	}
-	return d.Driver.WaitEvent(ev)
+	return d.failOr(OpEvent, 0, func() error { return d.Driver.WaitEvent(ev) })
 }

@@ -6,56 +6,35 @@ import "github.com/gpuscope/gpuscope/gpu/host"
 
 // ReserveAddress fails as OpReserve, else reserves.
 func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
-	if err := d.inject(OpReserve, size); err != nil {
-		return 0, err
-	}
-	return d.Driver.ReserveAddress(size)
+	return failOr(d, OpReserve, size, func() (uintptr, error) { return d.Driver.ReserveAddress(size) })
 }
 
 // ReleaseAddress fails as OpReserve, else releases.
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
-	if err := d.inject(OpReserve, size); err != nil {
-		return err
-	}
-	return d.Driver.ReleaseAddress(ptr, size)
+	return d.failOr(OpReserve, size, func() error { return d.Driver.ReleaseAddress(ptr, size) })
 }
 
 // Create fails as OpAlloc, else creates a handle.
 func (d *Driver) Create(size int64) (uint64, error) {
-	if err := d.inject(OpAlloc, size); err != nil {
-		return 0, err
-	}
-	return d.Driver.Create(size)
+	return failOr(d, OpAlloc, size, func() (uint64, error) { return d.Driver.Create(size) })
 }
 
 // Release fails as OpFree (of a page's size), else releases the handle.
 func (d *Driver) Release(h uint64) error {
-	if err := d.inject(OpFree, host.PageSize); err != nil {
-		return err
-	}
-	return d.Driver.Release(h)
+	return d.failOr(OpFree, host.PageSize, func() error { return d.Driver.Release(h) })
 }
 
 // Map fails as OpMap, else maps.
 func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
-	if err := d.inject(OpMap, size); err != nil {
-		return err
-	}
-	return d.Driver.Map(ptr, size, h)
+	return d.failOr(OpMap, size, func() error { return d.Driver.Map(ptr, size, h) })
 }
 
 // SetAccess fails as OpAccess, else sets access.
 func (d *Driver) SetAccess(ptr uintptr, size int64) error {
-	if err := d.inject(OpAccess, size); err != nil {
-		return err
-	}
-	return d.Driver.SetAccess(ptr, size)
+	return d.failOr(OpAccess, size, func() error { return d.Driver.SetAccess(ptr, size) })
 }
 
 // Unmap fails as OpUnmap, else unmaps.
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
-	if err := d.inject(OpUnmap, size); err != nil {
-		return err
-	}
-	return d.Driver.Unmap(ptr, size)
+	return d.failOr(OpUnmap, size, func() error { return d.Driver.Unmap(ptr, size) })
 }

@@ -92,7 +92,7 @@ func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
 // allocWaiting is Alloc for a scope whose allocations wait for memory: on
 // running out of it (the device's, or a limit's), it waits for a release on
 // the device and tries again, until the scope's context is done.
-func (s *Scope) allocWaiting(size int64) (Buffer, error) {
+func allocWaiting(s *Scope, size int64) (Buffer, error) {
 	q := &s.dev.waiters
 	q.active.Add(1) // before the first attempt, so that no release goes uncounted after it
 	defer q.active.Add(-1)

@@ -45,10 +45,6 @@ func (b Buffer) Ptr() uintptr {
 // Device returns the buffer's device; nil for the zero Buffer.
 func (b Buffer) Device() *Device { return b.dev }
 
-// Key returns the key by which snapshots name the buffer: a view's is its
-// allocation's.
-func (b Buffer) Key() BufferKey { return BufferKey{b.ref} }
-
 // IsView reports whether b is a view of part of an allocation, from
 // [Buffer.View]. A view covering all of a buffer is the buffer itself.
 func (b Buffer) IsView() bool { return b.view != 0 }

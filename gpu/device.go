@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -29,6 +31,7 @@ type Device struct {
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
+	registered    *registry.Device // this device in the process's registry, for gputest
 }
 
 // OpenHost opens a device whose memory is host RAM, with the capacity given
@@ -78,7 +81,7 @@ func (d *Device) dropped(err error) {
 		d.releaseErrors(err)
 		return
 	}
-	recordDroppedError(err)
+	registry.RecordDroppedError(err)
 }
 
 // Name returns the device's name, such as "host" or "cuda:0"; "" for a nil
@@ -99,8 +102,10 @@ func (d *Device) String() string {
 	return d.name + " (" + d.drv.Name() + ")"
 }
 
-// Driver returns the device's driver, for work the package does not wrap
-// (kernel launches, streams); nil for a nil or zero Device.
+// Driver returns the device's driver, for a driver's own calls that the
+// package does not make (cuda.Driver's stream-ordered allocator, peer
+// access); nil for a nil or zero Device. Memory allocated through it
+// belongs to no scope, and no snapshot shows it.
 func (d *Device) Driver() driver.Driver {
 	if !d.valid() {
 		return nil
@@ -177,8 +182,8 @@ func (d *Device) Close() error {
 		return nil
 	}
 	defer unregister(d)
-	if open := d.scopeSnapshots(); len(open) > 0 {
-		recordForcedClose(open)
+	if open := scopeSnapshots(d); len(open) > 0 {
+		registry.RecordForcedClose(d.name, open)
 	}
 	leftOpen, err := d.tree.Close()
 	if len(leftOpen) > 0 {
@@ -191,5 +196,77 @@ func (d *Device) Close() error {
 // NewScope opens a long-lived root scope, such as one for model weights.
 // Close frees what it owns.
 func (d *Device) NewScope(opts ...ScopeOption) (*Scope, error) {
-	return d.open(context.Background(), opts)
+	return openScope(context.Background(), d, opts)
+}
+
+// Stats returns the device's counters; zero for a nil or zero Device.
+func (d *Device) Stats() Stats {
+	if !d.valid() {
+		return Stats{}
+	}
+	return deviceStats(d, d.pool.Stats())
+}
+
+// ResetPeaks sets the device's peaks to what is allocated and reserved now,
+// so that the next peaks are those of what runs next.
+func (d *Device) ResetPeaks() {
+	if d.valid() {
+		d.pool.ResetPeaks()
+	}
+}
+
+// Snapshot returns the device's memory now. It copies under the pool's and
+// the scopes' locks, so it is for diagnostics, not a hot path.
+func (d *Device) Snapshot() (*Snapshot, error) {
+	if !d.valid() {
+		return nil, errNilDevice
+	}
+	if d.closed.Load() {
+		return nil, ErrDeviceClosed
+	}
+	ps := d.pool.Snapshot()
+	st := deviceStats(d, ps.Stats)
+	scopes := scopeSnapshots(d)
+	st.OpenScopes = len(scopes)
+	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
+		Scopes: scopes}, nil
+}
+
+// WriteProfile writes the device's live buffers as a pprof profile (gzipped
+// protobuf), so that `go tool pprof -top FILE` or `-http` shows which Go
+// functions hold device memory. Its sample types are those of a heap
+// profile's in-use view: inuse_space (bytes, the default) and inuse_objects
+// (buffers). Each sample is labelled with its scope's path. Allocation
+// stacks are there where they are recorded ([RecordStacks], or
+// gputest.VerifyTestMain); otherwise a buffer's one frame names its scope.
+func (d *Device) WriteProfile(w io.Writer) error {
+	if !d.valid() {
+		return errNilDevice
+	}
+	if d.closed.Load() {
+		return ErrDeviceClosed
+	}
+	return writeProfile(d, w)
+}
+
+// StartRecording starts writing the device's allocations and frees to w, in
+// the shape of pprof.StartCPUProfile: one recording per device at a time,
+// until Stop. It records at the pool: a reservation is one allocation, and
+// what scopes allocate inside it is not in the trace.
+func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
+	if !d.valid() {
+		return nil, errNilDevice
+	}
+	if d.closed.Load() {
+		return nil, ErrDeviceClosed
+	}
+	return startRecording(d, w)
+}
+
+// Summary returns the device's memory as a table a person reads, in the
+// manner of PyTorch's memory_summary: the totals, then the open scopes as a
+// tree, each with the bytes it and its children take, its peak and its
+// buffers, largest first.
+func (d *Device) Summary() string {
+	return summaryOf(d)
 }

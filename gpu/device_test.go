@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -24,10 +25,8 @@ func TestCloseRacingAllocationsLeavesNothing(t *testing.T) {
 		rounds = 10
 	}
 	for round := range rounds {
-		dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
+		dev, drv, err := gpu.OpenTestHost(64 << 20)
 		require.NoError(t, err)
-		drv, ok := dev.Driver().(*host.Driver)
-		require.True(t, ok)
 		var wg sync.WaitGroup
 		started := make(chan struct{}, 16)
 		for g := range 16 {
@@ -57,7 +56,7 @@ func TestCloseRacingAllocationsLeavesNothing(t *testing.T) {
 		}
 		_ = dev.Close() // scopes open at this moment are reported, and that is not the point here
 		wg.Wait()
-		gpu.TakeForcedCloses()
+		registry.TakeForcedCloses[gpu.ScopeSnapshot]()
 		assert.Zero(t, drv.Used(), "round %d: the driver still holds memory", round)
 	}
 }
@@ -113,7 +112,7 @@ func TestWithScopeReportsADeviceClosedUnderIt(t *testing.T) {
 		return nil
 	})
 	assert.ErrorIs(t, err, gpu.ErrDeviceClosed, "fn returned nil, but its scope was torn down")
-	assert.Len(t, gpu.TakeForcedCloses(), 1, "the scope the device closed")
+	assert.Len(t, registry.TakeForcedCloses[gpu.ScopeSnapshot](), 1, "the scope the device closed")
 }
 
 func TestEveryBufferIsAlignedTo256Bytes(t *testing.T) {
@@ -137,14 +136,13 @@ func TestEveryBufferIsAlignedTo256Bytes(t *testing.T) {
 }
 
 func TestAFreeWhoseDriverFailsSaysTheBufferIsFreed(t *testing.T) {
-	dev := openHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		b, err := s.Alloc(4 << 20)
 		require.NoError(t, err)
-		drv.FailNth(host.OpFree, 1) // the pool gives the memory back at once, and that fails
+		drv.FailNth(hosttest.OpFree, 1) // the pool gives the memory back at once, and that fails
 		err = s.Free(b)
-		require.ErrorIs(t, err, host.ErrInjected)
+		require.ErrorIs(t, err, hosttest.ErrInjected)
 		assert.Contains(t, err.Error(), "is freed, but giving memory back failed")
 		assert.ErrorIs(t, s.Free(b), gpu.ErrFreed, "freed it was: a retry is a double free")
 		assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrFreed)
@@ -157,24 +155,23 @@ func TestAFreeWhoseDriverFailsSaysTheBufferIsFreed(t *testing.T) {
 
 func TestReleaseErrorsOfAPanickingScopeAreReported(t *testing.T) {
 	var got []error
-	dev := openHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)), gpu.OnReleaseError(func(err error) { got = append(got, err) }))
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)), gpu.OnReleaseError(func(err error) { got = append(got, err) }))
 	assert.PanicsWithValue(t, "boom", func() {
 		_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 			_, err := s.Alloc(4 << 20)
 			require.NoError(t, err)
-			drv.FailNth(host.OpFree, 1) // releasing it at the scope's end fails
+			drv.FailNth(hosttest.OpFree, 1) // releasing it at the scope's end fails
 			panic("boom")
 		}, gpu.Name("request"))
 	}, "the panic goes on with its own value")
 	require.Len(t, got, 1, "and the release error is not lost")
-	assert.ErrorIs(t, got[0], host.ErrInjected)
+	assert.ErrorIs(t, got[0], hosttest.ErrInjected)
 	assert.Contains(t, got[0].Error(), `scope "request" ended by a panic`)
 	require.NoError(t, dev.EmptyCache())
 
 	t.Run("without a handler gputest reports them", func(t *testing.T) {
-		dev := openHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
-		dev.Driver().(*host.Driver).FailNth(host.OpFree, 1)
+		dev, drv := openTestHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
+		drv.FailNth(hosttest.OpFree, 1)
 		assert.Panics(t, func() {
 			_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 				_, err := s.Alloc(4 << 20)
@@ -182,9 +179,9 @@ func TestReleaseErrorsOfAPanickingScopeAreReported(t *testing.T) {
 				panic("boom")
 			})
 		})
-		dropped := gpu.TakeDroppedErrors()
+		dropped := registry.TakeDroppedErrors()
 		require.Len(t, dropped, 1)
-		assert.ErrorIs(t, dropped[0], host.ErrInjected)
+		assert.ErrorIs(t, dropped[0], hosttest.ErrInjected)
 		require.NoError(t, dev.EmptyCache())
 	})
 	_, err := gpu.OpenHost(gpu.OnReleaseError(nil))
@@ -201,7 +198,7 @@ func TestClosedDevice(t *testing.T) {
 	err = dev.Close()
 	require.Error(t, err, "Close reports scopes left open")
 	assert.Contains(t, err.Error(), "weights")
-	forced := gpu.TakeForcedCloses()
+	forced := registry.TakeForcedCloses[gpu.ScopeSnapshot]()
 	require.Len(t, forced, 1, "and remembers them for gputest")
 	assert.Equal(t, "weights", forced[0].Path)
 	require.Len(t, forced[0].Buffers, 1)

@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/hosttest"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
 // faultOps are the driver calls the pool makes, by the host device's names.
-var faultOps = []host.Op{host.OpAlloc, host.OpFree, host.OpCopy, host.OpReserve, host.OpMap, host.OpAccess, host.OpUnmap, host.OpEvent}
+var faultOps = []hosttest.Op{hosttest.OpAlloc, hosttest.OpFree, hosttest.OpCopy, hosttest.OpReserve, hosttest.OpMap, hosttest.OpAccess, hosttest.OpUnmap, hosttest.OpEvent}
 
 // faultWorkload grows the device, frees, keeps, moves memory under the cap,
 // empties the cache and closes a long-lived scope, and returns every error
@@ -72,13 +72,12 @@ func TestDriverFaultsLoseNothing(t *testing.T) {
 		hit := 0
 		for n := 1; n <= 8; n++ {
 			t.Run(fmt.Sprintf("the %s call number %d fails", op, n), func(t *testing.T) {
-				dev, err := gpu.OpenHost(gpu.HostMemory(64<<20), gpu.PoolOptions(pool.MaxReserved(40<<20), pool.GrowthStep(0)))
+				dev, drv, err := gpu.OpenTestHost(64<<20, gpu.PoolOptions(pool.MaxReserved(40<<20), pool.GrowthStep(0)))
 				require.NoError(t, err)
-				drv := dev.Driver().(*host.Driver)
 				drv.FailNth(op, n)
 				errs := faultWorkload(dev)
 				for _, err := range errs {
-					assert.True(t, errors.Is(err, host.ErrInjected) || errors.Is(err, gpu.ErrOutOfMemory),
+					assert.True(t, errors.Is(err, hosttest.ErrInjected) || errors.Is(err, gpu.ErrOutOfMemory),
 						"an error that is neither the fault nor its consequence: %v", err)
 				}
 				hit += drv.Injected()
@@ -97,14 +96,13 @@ func TestDriverFaultsLoseNothing(t *testing.T) {
 func TestDriverFaultsAtCloseLeaveNothing(t *testing.T) {
 	for _, op := range faultOps {
 		t.Run(fmt.Sprintf("a %s call fails while the device closes", op), func(t *testing.T) {
-			dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
+			dev, drv, err := gpu.OpenTestHost(64 << 20)
 			require.NoError(t, err)
-			drv := dev.Driver().(*host.Driver)
 			require.Empty(t, faultWorkload(dev))
 			drv.FailNth(op, 1)
 			_ = dev.Close() // may report the fault
 			assert.Zero(t, drv.Used(), "the closed driver holds nothing")
-			if op != host.OpCopy && op != host.OpMap && op != host.OpAccess && op != host.OpAlloc {
+			if op != hosttest.OpCopy && op != hosttest.OpMap && op != hosttest.OpAccess && op != hosttest.OpAlloc {
 				assert.Positive(t, drv.Injected(), "closing makes %s calls, and the fault fired", op)
 			}
 		})

@@ -12,7 +12,7 @@ import (
 // what refused it (a scope's limit, or the device), the scopes and the
 // sites that hold the most memory (within the limited scope, for a
 // limit), and what would help for that cause.
-func (d *Device) outOfMemory(path string, size int64, err error) error {
+func outOfMemory(d *Device, path string, size int64, err error) error {
 	e := &OOMError{Scope: path, Requested: size, device: d.name}
 	if !errors.As(err, &e.Limit) {
 		e.Limit = nil

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
 )
 
 func TestAsynchronousCopiesThroughPinnedMemory(t *testing.T) {
@@ -46,8 +45,7 @@ func TestAsynchronousCopiesThroughPinnedMemory(t *testing.T) {
 }
 
 func TestAsynchronousCopiesWaitForTheirStream(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	var stale gpu.HostSlice[int32]
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		st, err := s.NewStream()

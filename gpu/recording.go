@@ -1,12 +1,11 @@
 package gpu
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -17,46 +16,37 @@ type Recording struct {
 	dev *Device
 
 	mu      sync.Mutex // protects the fields below
-	w       *bufio.Writer
+	w       *trace.Writer
 	err     error
 	stopped bool
 }
 
 var errRecording = errors.New("gpu: the device is recording already")
 
-// StartRecording starts writing the device's allocations and frees to w, in
-// the shape of pprof.StartCPUProfile: one recording per device at a time,
-// until Stop. It records at the pool: a reservation is one allocation, and
-// what scopes allocate inside it is not in the trace.
-func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
-	if !d.valid() {
-		return nil, errNilDevice
-	}
-	if d.closed.Load() {
-		return nil, ErrDeviceClosed
-	}
+// startRecording is the work of [Device.StartRecording]; the caller checked d.
+func startRecording(d *Device, w io.Writer) (*Recording, error) {
 	if w == nil {
 		return nil, errors.New("gpu: StartRecording(nil)")
 	}
-	r := &Recording{dev: d, w: bufio.NewWriterSize(w, 64<<10)}
+	r := &Recording{dev: d, w: trace.NewWriter(w)}
 	if !d.recording.CompareAndSwap(nil, r) {
 		return nil, errRecording
 	}
-	_, r.err = r.w.WriteString("action,addr,size,stream\n")
+	r.err = r.w.WriteHeader()
 	d.pool.Observe(r.note)
 	return r, nil
 }
 
 // note writes one event.
 func (r *Recording) note(alloc bool, b pool.Block) {
-	action := "free_requested"
+	action := trace.Free
 	if alloc {
-		action = "alloc"
+		action = trace.Alloc
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err == nil && !r.stopped {
-		_, r.err = fmt.Fprintf(r.w, "%s,%d,%d,%d\n", action, b.Ptr(), b.Size(), b.Stream())
+		r.err = r.w.Write(trace.Event{Action: action, Addr: uint64(b.Ptr()), Size: b.Size(), Stream: uint64(b.Stream())})
 	}
 }
 

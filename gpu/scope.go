@@ -43,7 +43,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 	if ctx == nil {
 		return errors.New("gpu: WithScope: nil Context")
 	}
-	s, err := dev.open(ctx, opts)
+	s, err := openScope(ctx, dev, opts)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,8 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 	return fn(s)
 }
 
-func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
+// openScope opens a scope of d, for WithScope and Device.NewScope.
+func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, error) {
 	if !d.valid() {
 		return nil, errNilDevice
 	}
@@ -97,7 +98,7 @@ func (d *Device) open(ctx context.Context, opts []ScopeOption) (*Scope, error) {
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream})
 	if err != nil {
 		if isOutOfMemory(err) { // its reservation found no room
-			return nil, d.outOfMemory(cmp.Or(o.name, "(a new scope's reservation)"), o.reserve, err)
+			return nil, outOfMemory(d, cmp.Or(o.name, "(a new scope's reservation)"), o.reserve, err)
 		}
 		return nil, deviceError(err)
 	}
@@ -156,7 +157,7 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 		return Buffer{}, errNilScope
 	}
 	if s.s.WaitsForMemory() {
-		return s.allocWaiting(size)
+		return allocWaiting(s, size)
 	}
 	return s.allocOnce(size)
 }
@@ -165,7 +166,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 	ref, err := s.s.Alloc(size)
 	if err != nil {
 		if isOutOfMemory(err) {
-			return Buffer{}, s.dev.outOfMemory(s.s.Path(), size, err)
+			return Buffer{}, outOfMemory(s.dev, s.s.Path(), size, err)
 		}
 		return Buffer{}, deviceError(err)
 	}
@@ -229,4 +230,32 @@ func (s *Scope) Stats() ScopeStats {
 		return ScopeStats{}
 	}
 	return scopeStats(s.s.Stats())
+}
+
+// NewStream makes a stream owned by the scope.
+func (s *Scope) NewStream() (*Stream, error) {
+	if !s.valid() {
+		return nil, errNilScope
+	}
+	id, err := s.dev.drv.NewStream()
+	if err != nil {
+		return nil, deviceError(fmt.Errorf("gpu: NewStream: %w", err))
+	}
+	st := &Stream{dev: s.dev, id: id, owner: s.s}
+	// Its work completes before the scope's memory is released; it is
+	// destroyed after, since releasing memory (ScrubFreed) queues work on
+	// it.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "stream", End: st.finish, Final: st.end}); err != nil {
+		return nil, deviceError(errors.Join(err, st.finish(), st.end()))
+	}
+	return st, nil
+}
+
+// LoadModule loads image (PTX or a cubin) on the scope's device. The host
+// device runs no kernels: there it fails with ErrNotSupported.
+func (s *Scope) LoadModule(image []byte) (*Module, error) {
+	if !s.valid() {
+		return nil, errNilScope
+	}
+	return loadModule(s, image)
 }

@@ -65,35 +65,18 @@ type BufferSnapshot struct {
 	AllocatedAt []string  `json:"allocated_at,omitempty"` // "function file:line", innermost first
 }
 
-// Snapshot returns the device's memory now. It copies under the pool's and
-// the scopes' locks, so it is for diagnostics, not a hot path.
-func (d *Device) Snapshot() (*Snapshot, error) {
-	if !d.valid() {
-		return nil, errNilDevice
-	}
-	if d.closed.Load() {
-		return nil, ErrDeviceClosed
-	}
-	ps := d.pool.Snapshot()
-	st := d.stats(ps.Stats)
-	scopes := d.scopeSnapshots()
-	st.OpenScopes = len(scopes)
-	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
-		Scopes: scopes}, nil
-}
-
 // scopeSnapshots describes the open scopes, parents first.
-func (d *Device) scopeSnapshots() []ScopeSnapshot {
+func scopeSnapshots(d *Device) []ScopeSnapshot {
 	var out []ScopeSnapshot
 	for _, s := range d.tree.Scopes() {
 		if info, ok := s.Info(); ok { // else it ended since
-			out = append(out, d.scopeSnapshot(info))
+			out = append(out, scopeSnapshot(d, info))
 		}
 	}
 	return out
 }
 
-func (d *Device) scopeSnapshot(s scope.Info) ScopeSnapshot {
+func scopeSnapshot(d *Device, s scope.Info) ScopeSnapshot {
 	st := s.Stats
 	out := ScopeSnapshot{ID: s.ID, Name: s.Name, Device: d.name, Path: s.Path, Live: st.Live, Peak: st.Peak,
 		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack)}
@@ -130,11 +113,8 @@ func frames(pcs []uintptr) []string {
 	}
 }
 
-// Summary returns the device's memory as a table a person reads, in the
-// manner of PyTorch's memory_summary: the totals, then the open scopes as a
-// tree, each with the bytes it and its children take, its peak and its
-// buffers, largest first.
-func (d *Device) Summary() string {
+// summaryOf is the work of [Device.Summary]; the caller checked d.
+func summaryOf(d *Device) string {
 	snap, err := d.Snapshot()
 	if err != nil {
 		return fmt.Sprintf("gpu: no summary: %v", err)
@@ -157,7 +137,7 @@ func (d *Device) Summary() string {
 	var roots []scopeNode
 	n := 0
 	for _, r := range d.tree.Roots() {
-		if node, ok := d.summaryNode(r, &n); ok {
+		if node, ok := summaryNode(d, r, &n); ok {
 			roots = append(roots, node)
 		}
 	}
@@ -191,15 +171,15 @@ type scopeNode struct {
 
 // summaryNode describes s and the scopes under it, counting them in n;
 // false where s ended meanwhile.
-func (d *Device) summaryNode(s scope.Scope, n *int) (scopeNode, bool) {
+func summaryNode(d *Device, s scope.Scope, n *int) (scopeNode, bool) {
 	info, ok := s.Info()
 	if !ok {
 		return scopeNode{}, false
 	}
 	*n++
-	node := scopeNode{ScopeSnapshot: d.scopeSnapshot(info)}
+	node := scopeNode{ScopeSnapshot: scopeSnapshot(d, info)}
 	for _, c := range s.Children() {
-		if cn, ok := d.summaryNode(c, n); ok {
+		if cn, ok := summaryNode(d, c, n); ok {
 			node.children = append(node.children, cn)
 		}
 	}

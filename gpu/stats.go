@@ -67,16 +67,8 @@ func (s Stats) LogValue() slog.Value {
 		slog.Int64("ooms", s.OOMs))
 }
 
-// Stats returns the device's counters; zero for a nil or zero Device.
-func (d *Device) Stats() Stats {
-	if !d.valid() {
-		return Stats{}
-	}
-	return d.stats(d.pool.Stats())
-}
-
-// stats puts the pool's counters in the device's terms.
-func (d *Device) stats(p pool.Stats) Stats {
+// deviceStats puts the pool's counters in the device's terms.
+func deviceStats(d *Device, p pool.Stats) Stats {
 	// An allocation calls the driver when it grows an expandable arena, or
 	// allocates a segment of its own where arenas are not expandable.
 	viaDriver := p.Growths
@@ -123,12 +115,4 @@ func (s ScopeStats) String() string {
 		str += ", limit " + pool.FormatBytes(s.Limit)
 	}
 	return str
-}
-
-// ResetPeaks sets the device's peaks to what is allocated and reserved now,
-// so that the next peaks are those of what runs next.
-func (d *Device) ResetPeaks() {
-	if d.valid() {
-		d.pool.ResetPeaks()
-	}
 }

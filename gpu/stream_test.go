@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
 func TestAScopesStreamEndsAfterItsWorkAndBeforeItsMemory(t *testing.T) {
-	dev := openHost(t, gpu.ScrubFreed()) // released memory reads as zeros
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t, gpu.ScrubFreed()) // released memory reads as zeros
 	var st *gpu.Stream
 	var ran atomic.Bool
 	seen := make([]byte, 4096)
@@ -80,13 +80,12 @@ func TestStreamsOfChildrenAndClosedDevicesEnd(t *testing.T) {
 	st, err := s.NewStream()
 	require.NoError(t, err)
 	assert.ErrorContains(t, other.Close(), "1 scopes open", "closing the device ends the scope, and says so")
-	assert.Len(t, gpu.TakeForcedCloses(), 1)
+	assert.Len(t, registry.TakeForcedCloses[gpu.ScopeSnapshot](), 1)
 	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed, "and its stream")
 }
 
 func TestAScopeOnAStreamOrdersItsWorkThere(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(parent *gpu.Scope) error {
 		st, err := parent.NewStream()
 		require.NoError(t, err)
@@ -125,8 +124,7 @@ func TestAScopeOnAStreamOrdersItsWorkThere(t *testing.T) {
 }
 
 func TestRecordUseKeepsAFreedBufferFromReuseUntilTheStreamPasses(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		st, err := s.NewStream()
 		require.NoError(t, err)
@@ -178,8 +176,7 @@ func TestOnStreamRefusesWhatItCannotMean(t *testing.T) {
 }
 
 func TestEventsMarkAStreamsWork(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	var ev *gpu.Event
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		st, err := s.NewStream()
@@ -264,8 +261,7 @@ func TestAChildInheritingAStreamCannotReserve(t *testing.T) {
 }
 
 func TestReleasedEventsEndBeforeTheirStream(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	long, err := dev.NewScope(gpu.Name("server"))
 	require.NoError(t, err)
 	st, err := long.NewStream()
@@ -290,10 +286,9 @@ func TestReleasedEventsEndBeforeTheirStream(t *testing.T) {
 }
 
 func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	var failEvents atomic.Bool
-	drv.FailWhen(func(op host.Op, _ int64) bool { return op == host.OpEvent && failEvents.Load() })
+	drv.FailWhen(func(op hosttest.Op, _ int64) bool { return op == hosttest.OpEvent && failEvents.Load() })
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		other, release := heldStream(t, s)
 		defer release()
@@ -324,11 +319,10 @@ func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *test
 }
 
 func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
-	dev := openHost(t)
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t)
 	var failOnce, armed atomic.Bool
-	drv.FailWhen(func(op host.Op, _ int64) bool {
-		return op == host.OpEvent && armed.Load() && failOnce.CompareAndSwap(false, true)
+	drv.FailWhen(func(op hosttest.Op, _ int64) bool {
+		return op == hosttest.OpEvent && armed.Load() && failOnce.CompareAndSwap(false, true)
 	})
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		st, err := s.NewStream()
@@ -340,7 +334,7 @@ func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
 		armed.Store(true) // retiring the stream fails at the scope's end
 		return nil
 	})
-	assert.ErrorIs(t, err, host.ErrInjected, "the failure is reported")
+	assert.ErrorIs(t, err, hosttest.ErrInjected, "the failure is reported")
 	require.True(t, failOnce.Load())
 	require.NoError(t, dev.EmptyCache(), "the destroyed stream does not fail it")
 	assert.Zero(t, dev.Stats().Reserved, "and its memory went back")
@@ -372,12 +366,12 @@ func TestAStreamPerRequestLeavesNoAddressSpaceBehind(t *testing.T) {
 }
 
 // heldStream makes a stream of s on the host device, held busy until
-// release is called (host.Driver.Hold).
+// release is called (hosttest.Driver.Hold).
 func heldStream(t *testing.T, s *gpu.Scope) (st *gpu.Stream, release func()) {
 	t.Helper()
 	st, err := s.NewStream()
 	require.NoError(t, err)
-	release, err = s.Device().Driver().(*host.Driver).Hold(st.ID())
+	release, err = s.Device().Driver().(*hosttest.Driver).Hold(st.ID())
 	require.NoError(t, err)
 	return st, release
 }

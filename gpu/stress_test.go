@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -38,9 +38,8 @@ func TestStress(t *testing.T) {
 }
 
 func stressRound(t *testing.T, round int, seed uint64, closeUnder bool) {
-	dev, err := gpu.OpenHost(gpu.HostMemory(256<<20), gpu.PoolOptions(pool.MaxReserved(160<<20)))
+	dev, drv, err := gpu.OpenTestHost(256<<20, gpu.PoolOptions(pool.MaxReserved(160<<20)))
 	require.NoError(t, err)
-	drv := dev.Driver().(*host.Driver)
 	weights, err := dev.NewScope(gpu.Name("weights"), gpu.Reserve(8<<20), gpu.Limit(64<<20))
 	require.NoError(t, err)
 	stop := make(chan struct{})
@@ -68,7 +67,7 @@ func stressRound(t *testing.T, round int, seed uint64, closeUnder bool) {
 		_ = dev.Close()
 		close(stop)
 		wg.Wait()
-		gpu.TakeForcedCloses()
+		registry.TakeForcedCloses[gpu.ScopeSnapshot]()
 		assert.Zero(t, drv.Used(), "round %d: the closed driver holds memory", round)
 		return
 	}

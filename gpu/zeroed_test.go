@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
 )
 
 var secret = []byte("password=hunter2")
@@ -90,13 +89,13 @@ func handOverOnABusyStream(t *testing.T, dev *gpu.Device, opts ...gpu.ScopeOptio
 }
 
 func TestZeroedOrdersItsZerosOnTheScopesStream(t *testing.T) {
-	dev := openHost(t)
+	dev, _ := openTestHost(t)
 	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev, gpu.Zeroed()),
 		"the previous owner's queued write lands before the zeros")
 }
 
 func TestScrubFreedOrdersItsZerosOnTheMemorysStream(t *testing.T) {
-	dev := openHost(t, gpu.ScrubFreed())
+	dev, _ := openTestHost(t, gpu.ScrubFreed())
 	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev),
 		"the previous owner's queued write lands before the scrub")
 }
@@ -119,8 +118,7 @@ func waitBlockedIn(fn string, done <-chan struct{}) {
 }
 
 func TestScrubFreedZeroesAfterTheWritesOfOtherStreamsThatUsedTheBuffer(t *testing.T) {
-	dev := openHost(t, gpu.ScrubFreed())
-	drv := dev.Driver().(*host.Driver)
+	dev, drv := openTestHost(t, gpu.ScrubFreed())
 	got := make([]byte, 4096)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		other, release := heldStream(t, s)

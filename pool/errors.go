@@ -3,6 +3,8 @@ package pool
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // Sentinel errors, for use with errors.Is.
@@ -66,18 +68,4 @@ func IsSourceOutOfMemory(err error) bool {
 }
 
 // FormatBytes writes n in the largest binary unit that keeps it at or above 1.
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, suffix := float64(n), ""
-	for _, s := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
-		v /= unit
-		suffix = s
-		if v < unit && v > -unit {
-			break
-		}
-	}
-	return fmt.Sprintf("%.2f %s", v, suffix)
-}
+func FormatBytes(n int64) string { return units.FormatBytes(n) }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
@@ -104,8 +105,8 @@ func TestReplayMemoryIsBoundedByWhatIsLive(t *testing.T) {
 	evs := make([]event, 0, 2*n)
 	for i := range n {
 		addr := uint64(1<<20 + i*4096)
-		evs = append(evs, event{line: 2*i + 1, action: "alloc", addr: addr, size: 512},
-			event{line: 2*i + 2, action: "free_requested", addr: addr, size: 512})
+		evs = append(evs, event{Line: 2*i + 1, Action: "alloc", Addr: addr, Size: 512},
+			event{Line: 2*i + 2, Action: "free_requested", Addr: addr, Size: 512})
 	}
 	p, err := pool.New(sim.New(0, 0), pool.Shards(1))
 	require.NoError(t, err)
@@ -118,8 +119,8 @@ func TestReplayMemoryIsBoundedByWhatIsLive(t *testing.T) {
 	assert.Equal(t, n, res.Allocs)
 
 	t.Run("a double free close by is still named", func(t *testing.T) {
-		err := r.run([]event{{line: 1, action: "alloc", addr: 7, size: 64}, {line: 2, action: "free_requested", addr: 7},
-			{line: 3, action: "free_requested", addr: 7}})
+		err := r.run([]event{{Line: 1, Action: "alloc", Addr: 7, Size: 64}, {Line: 2, Action: "free_requested", Addr: 7},
+			{Line: 3, Action: "free_requested", Addr: 7}})
 		assert.ErrorContains(t, err, "line 3: double free of 7, freed at line 2")
 	})
 }
@@ -151,7 +152,7 @@ func TestAHugeLineFailsAtTheLimit(t *testing.T) {
 	err = run([]string{"replay", f}, &o, &e)
 	runtime.ReadMemStats(&after)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), fmt.Sprintf("trace line 3: longer than %d bytes", MaxLineBytes))
+	assert.Contains(t, err.Error(), fmt.Sprintf("trace line 3: longer than %d bytes", trace.MaxLineBytes))
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(lineMiB<<20)/4, "the line was never held whole")
 }
 
@@ -186,7 +187,7 @@ func TestWallTimeExcludesReadingTheTrace(t *testing.T) {
 	now := time.Unix(0, 0)
 	defer func(c func() time.Time) { clock = c }(clock)
 	clock = func() time.Time { return now }
-	evs, err := readTrace(strings.NewReader("alloc,1,64,0\nalloc,2,64,0\nfree_requested,1,64,0\nfree_requested,2,64,0\n"))
+	evs, err := trace.ReadAll(strings.NewReader("alloc,1,64,0\nalloc,2,64,0\nfree_requested,1,64,0\nfree_requested,2,64,0\n"))
 	require.NoError(t, err)
 	slow := func() (events, func() error, error) {
 		return &slowEvents{sliceEvents{evs: evs}, &now}, func() error { return nil }, nil
@@ -208,7 +209,7 @@ type slowEvents struct {
 	now *time.Time
 }
 
-func (s *slowEvents) next() (event, error) {
+func (s *slowEvents) Next() (event, error) {
 	*s.now = s.now.Add(time.Hour)
-	return s.sliceEvents.next()
+	return s.sliceEvents.Next()
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
@@ -98,7 +99,7 @@ const otherGroup = "other scopes"
 
 // sizeGroup names the size class of a request.
 func sizeGroup(ev event) string {
-	switch n := ev.size; {
+	switch n := ev.Size; {
 	case n < 1<<20:
 		return "under 1 MiB"
 	case n < 10<<20:
@@ -117,9 +118,19 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	groupOf, err := grouping(open, byScope)
-	if err != nil {
-		return nil, err
+	groupOf := sizeGroup
+	if byScope {
+		top, err := topScopes(open, maxGroups)
+		if err != nil {
+			return nil, err
+		}
+		groupOf = func(ev event) string {
+			g := cmp.Or(ev.Scope, "(no scope)")
+			if !top[g] {
+				return otherGroup
+			}
+			return g
+		}
 	}
 	src := sim.New(0, 0)
 	p, err := pool.New(src, pool.Shards(1))
@@ -132,141 +143,122 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		return nil, err
 	}
 	defer closeEvents()
-	s := &sampler{
-		p: p, groupOf: groupOf, per: max(1, (n+width-1)/width), tl: &timeline{},
-		live: map[uint64]groupedBlock{}, byGroup: map[string]int64{}, seen: map[string]bool{},
-	}
+	r := &plotReplay{p: p, groupOf: groupOf, live: map[uint64]plotBlock{}, byGroup: map[string]int64{}, seen: map[string]bool{}}
+	defer r.freeLive()
+	tl := &timeline{events: n}
+	per := max(1, (n+width-1)/width)
+	var cur column
 	for i := 0; ; {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		counted, err := s.apply(ev)
+		drawn, err := r.apply(ev)
 		if err != nil {
 			return nil, err
 		}
-		if counted {
-			s.sample(i)
-			i++
+		if !drawn {
+			continue
+		}
+		tl.note(&cur, i, r.requested, p.Stats().Reserved, r.byGroup)
+		i++
+		if i%per == 0 {
+			tl.cols = append(tl.cols, cur)
+			cur = column{}
 		}
 	}
-	return s.finish(n), nil
+	if cur.byGroup != nil {
+		tl.cols = append(tl.cols, cur)
+	}
+	tl.sortGroups(r.seen)
+	return tl, nil
 }
 
-// grouping returns what a timeline's allocations are grouped by: their
-// scope, for the scopes that peak highest, where the trace names scopes;
-// else their size.
-func grouping(open openEvents, byScope bool) (func(event) string, error) {
-	if !byScope {
-		return sizeGroup, nil
-	}
-	top, err := topScopes(open, maxGroups)
-	if err != nil {
-		return nil, err
-	}
-	return func(ev event) string {
-		g := cmp.Or(ev.scope, "(no scope)")
-		if !top[g] {
-			return otherGroup
-		}
-		return g
-	}, nil
-}
-
-// sampler is traceTimeline's replay: what is live, by group, and the
-// column being sampled.
-type sampler struct {
+// plotReplay is a trace played on a pool for a plot: the bytes requested
+// now, in all and by group.
+type plotReplay struct {
 	p         *pool.Pool
 	groupOf   func(event) string
-	per       int // events per column
-	tl        *timeline
-	live      map[uint64]groupedBlock
-	byGroup   map[string]int64 // live bytes requested, by group
-	seen      map[string]bool  // groups that ever had an allocation
+	live      map[uint64]plotBlock
+	byGroup   map[string]int64
 	requested int64
-	cur       column
+	seen      map[string]bool // the groups that allocated
 }
 
-// groupedBlock is a live allocation of the timeline's replay, and its group.
-type groupedBlock struct {
+type plotBlock struct {
 	b     pool.Block
 	group string
 }
 
-// apply replays one event on the pool; it reports whether the event
-// counts, an allocation or the free of a live one.
-func (s *sampler) apply(ev event) (bool, error) {
-	switch ev.action {
-	case "alloc":
-		if _, ok := s.live[ev.addr]; ok {
-			return false, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.line, ev.addr)
+// apply plays ev on the pool. It reports false for an event the plot does
+// not draw: not an alloc or a free, or a free of an address never allocated.
+func (r *plotReplay) apply(ev event) (bool, error) {
+	switch ev.Action {
+	case trace.Alloc:
+		if _, ok := r.live[ev.Addr]; ok {
+			return false, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.Line, ev.Addr)
 		}
-		b, err := s.p.AllocOn(ev.size, uintptr(ev.stream))
+		b, err := r.p.AllocOn(ev.Size, uintptr(ev.Stream))
 		if err != nil {
-			return false, fmt.Errorf("trace line %d: %w", ev.line, err)
+			return false, fmt.Errorf("trace line %d: %w", ev.Line, err)
 		}
-		g := s.groupOf(ev)
-		s.live[ev.addr] = groupedBlock{b, g}
-		s.byGroup[g] += ev.size
-		s.requested += ev.size
-		s.seen[g] = true
+		g := r.groupOf(ev)
+		r.live[ev.Addr] = plotBlock{b, g}
+		r.byGroup[g] += ev.Size
+		r.requested += ev.Size
+		r.seen[g] = true
 		return true, nil
-	case "free_requested":
-		lb, ok := s.live[ev.addr]
+	case trace.Free:
+		lb, ok := r.live[ev.Addr]
 		if !ok {
 			return false, nil
 		}
-		if err := s.p.Free(lb.b); err != nil {
-			return false, fmt.Errorf("trace line %d: %w", ev.line, err)
+		if err := r.p.Free(lb.b); err != nil {
+			return false, fmt.Errorf("trace line %d: %w", ev.Line, err)
 		}
-		delete(s.live, ev.addr)
-		s.byGroup[lb.group] -= lb.b.Size()
-		s.requested -= lb.b.Size()
+		delete(r.live, ev.Addr)
+		r.byGroup[lb.group] -= lb.b.Size()
+		r.requested -= lb.b.Size()
 		return true, nil
 	}
 	return false, nil
 }
 
-// sample records the state after counted event i in the current column,
-// which keeps the moment its requested bytes were highest, and starts the
-// next column every per events.
-func (s *sampler) sample(i int) {
-	tl, cur := s.tl, &s.cur
-	reserved := s.p.Stats().Reserved
-	if s.requested > tl.peakRequested {
-		tl.peakRequested, tl.peakAt = s.requested, i
+// freeLive frees what the trace left allocated.
+func (r *plotReplay) freeLive() {
+	for _, lb := range r.live {
+		_ = r.p.Free(lb.b)
+	}
+}
+
+// note records in cur, and in the peaks, the bytes requested and reserved
+// after event i; a column keeps the groups of its largest request.
+func (tl *timeline) note(cur *column, i int, requested, reserved int64, byGroup map[string]int64) {
+	if requested > tl.peakRequested {
+		tl.peakRequested, tl.peakAt = requested, i
 	}
 	tl.peakReserved = max(tl.peakReserved, reserved)
 	if cur.byGroup == nil {
 		*cur = column{first: i, byGroup: map[string]int64{}}
 	}
-	if s.requested >= cur.total {
-		cur.total = s.requested
+	if requested >= cur.total {
+		cur.total = requested
 		clear(cur.byGroup)
-		for g, v := range s.byGroup {
+		for g, v := range byGroup {
 			cur.byGroup[g] = v
 		}
 	}
 	cur.reserved = max(cur.reserved, reserved)
 	cur.last = i
-	if (i+1)%s.per == 0 {
-		tl.cols = append(tl.cols, *cur)
-		*cur = column{}
-	}
 }
 
-// finish ends the replay of n events: the last column, the groups, the
-// highest peak first, and frees what is still live.
-func (s *sampler) finish(n int) *timeline {
-	tl := s.tl
-	if s.cur.byGroup != nil {
-		tl.cols = append(tl.cols, s.cur)
-	}
-	tl.events = n
-	for g := range s.seen {
+// sortGroups sets the stacking order: the groups seen, by their peak in
+// any column, largest first.
+func (tl *timeline) sortGroups(seen map[string]bool) {
+	for g := range seen {
 		tl.groups = append(tl.groups, g)
 	}
 	peak := map[string]int64{}
@@ -276,10 +268,6 @@ func (s *sampler) finish(n int) *timeline {
 		}
 	}
 	slices.SortFunc(tl.groups, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
-	for _, lb := range s.live {
-		_ = s.p.Free(lb.b)
-	}
-	return tl
 }
 
 // topScopes returns the scopes whose live bytes peak highest, at most
@@ -299,23 +287,23 @@ func topScopes(open openEvents, n int) (map[string]bool, error) {
 	live := map[uint64]liveAlloc{}
 	now, peak := map[string]int64{}, map[string]int64{}
 	for {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		g := cmp.Or(ev.scope, "(no scope)")
-		switch ev.action {
-		case "alloc":
-			live[ev.addr] = liveAlloc{ev.size, g}
-			now[g] += ev.size
+		g := cmp.Or(ev.Scope, "(no scope)")
+		switch ev.Action {
+		case trace.Alloc:
+			live[ev.Addr] = liveAlloc{ev.Size, g}
+			now[g] += ev.Size
 			peak[g] = max(peak[g], now[g])
-		case "free_requested":
-			if a, ok := live[ev.addr]; ok {
+		case trace.Free:
+			if a, ok := live[ev.Addr]; ok {
 				now[a.scope] -= a.size
-				delete(live, ev.addr)
+				delete(live, ev.Addr)
 			}
 		}
 	}
@@ -343,16 +331,16 @@ func countEvents(open openEvents) (n int, byScope bool, err error) {
 	}
 	defer closeEvents()
 	for {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err == io.EOF {
 			return n, byScope, nil
 		}
 		if err != nil {
 			return 0, false, err
 		}
-		if ev.action == "alloc" || ev.action == "free_requested" {
+		if ev.Action == trace.Alloc || ev.Action == trace.Free {
 			n++
-			byScope = byScope || ev.scope != ""
+			byScope = byScope || ev.Scope != ""
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/gpuscope/gpuscope/internal/trace"
 )
 
 // openTraceFile opens path for one pass of a replay, reading it as it goes.
@@ -26,18 +28,14 @@ func openTraceFile(path string, out io.Writer) openEvents {
 				r = p
 			}
 		}
-		t, err := newTraceReader(r)
+		t, err := trace.NewReader(r)
 		if err != nil {
 			f.Close()
 			return nil, nil, err
 		}
 		return t, func() error {
 			p.finish()
-			cerr := t.close()
-			if err := f.Close(); err != nil {
-				return err
-			}
-			return cerr
+			return f.Close()
 		}, nil
 	}
 }

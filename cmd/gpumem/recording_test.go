@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
-func replayRecorded(t *testing.T, trace []byte) result {
+func replayRecorded(t *testing.T, recorded []byte) result {
 	t.Helper()
-	events, err := readTrace(bytes.NewReader(trace))
+	events, err := trace.ReadAll(bytes.NewReader(recorded))
 	require.NoError(t, err)
 	src, m, err := newMeter(sim.New(0, 0), sim.H200)
 	require.NoError(t, err)
@@ -33,8 +34,8 @@ func TestARecordedWorkloadReplaysWithTheSamePeak(t *testing.T) {
 	dev, err := gpu.OpenHost()
 	require.NoError(t, err)
 	defer dev.Close()
-	var trace bytes.Buffer
-	rec, err := dev.StartRecording(&trace)
+	var recorded bytes.Buffer
+	rec, err := dev.StartRecording(&recorded)
 	require.NoError(t, err)
 	_, err = dev.StartRecording(&bytes.Buffer{})
 	assert.Error(t, err, "one recording at a time")
@@ -71,7 +72,7 @@ func TestARecordedWorkloadReplaysWithTheSamePeak(t *testing.T) {
 	}
 	require.NoError(t, rec.Stop())
 	require.NoError(t, rec.Stop(), "Stop is idempotent")
-	res := replayRecorded(t, trace.Bytes())
+	res := replayRecorded(t, recorded.Bytes())
 	assert.Equal(t, allocs, res.Allocs)
 	assert.Equal(t, peak, res.PeakRequestedBytes, "the replay needs what the workload did")
 }
@@ -80,8 +81,8 @@ func TestRecordingManyGoroutinesGivesAReplayableOrder(t *testing.T) {
 	dev, err := gpu.OpenHost()
 	require.NoError(t, err)
 	defer dev.Close()
-	var trace bytes.Buffer
-	rec, err := dev.StartRecording(&trace)
+	var recorded bytes.Buffer
+	rec, err := dev.StartRecording(&recorded)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -98,7 +99,7 @@ func TestRecordingManyGoroutinesGivesAReplayableOrder(t *testing.T) {
 	}
 	wg.Wait()
 	require.NoError(t, rec.Stop())
-	res := replayRecorded(t, trace.Bytes())
+	res := replayRecorded(t, recorded.Bytes())
 	assert.Equal(t, 1600, res.Allocs)
 	assert.Equal(t, 1600, res.Frees, "a block is freed in the trace before it is handed out again")
 }

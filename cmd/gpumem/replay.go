@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -47,8 +48,11 @@ type repetition struct {
 	WallNs int64 `json:"wall_ns"`
 }
 
+// event is one line of a trace, as internal/trace reads it.
+type event = trace.Event
+
 // events yields a trace's events one at a time; io.EOF ends them.
-type events interface{ next() (event, error) }
+type events interface{ Next() (event, error) }
 
 // openEvents opens a trace's events from the start, for one pass.
 type openEvents func() (events, func() error, error)
@@ -59,7 +63,7 @@ type sliceEvents struct {
 	i   int
 }
 
-func (s *sliceEvents) next() (event, error) {
+func (s *sliceEvents) Next() (event, error) {
 	if s.i == len(s.evs) {
 		return event{}, io.EOF
 	}
@@ -175,7 +179,7 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 // trace ended (buf may hold its last events).
 func readChunk(evs events, buf []event) ([]event, error) {
 	for len(buf) < cap(buf) {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err != nil {
 			return buf, err
 		}
@@ -227,7 +231,7 @@ func newReplayer(p *pool.Pool, res *result, timeline io.Writer, count bool) *rep
 // event's line and the bytes requested and reserved then, as CSV.
 func (r *replayer) run(evs []event) error {
 	for _, ev := range evs {
-		if ev.action != "alloc" && ev.action != "free_requested" {
+		if ev.Action != trace.Alloc && ev.Action != trace.Free {
 			continue
 		}
 		if r.count {
@@ -237,7 +241,7 @@ func (r *replayer) run(evs []event) error {
 			return err
 		}
 		if r.timeline != nil {
-			if _, err := fmt.Fprintf(r.timeline, "%d,%d,%d\n", ev.line, r.requested, r.p.Stats().Reserved); err != nil {
+			if _, err := fmt.Fprintf(r.timeline, "%d,%d,%d\n", ev.Line, r.requested, r.p.Stats().Reserved); err != nil {
 				return err
 			}
 		}
@@ -246,53 +250,53 @@ func (r *replayer) run(evs []event) error {
 }
 
 func (r *replayer) event(ev event) error {
-	switch ev.action {
-	case "alloc":
-		if prev, ok := r.live[ev.addr]; ok {
-			return fmt.Errorf("trace line %d: alloc at %d, which line %d allocated and nothing freed", ev.line, ev.addr, prev.line)
+	switch ev.Action {
+	case trace.Alloc:
+		if prev, ok := r.live[ev.Addr]; ok {
+			return fmt.Errorf("trace line %d: alloc at %d, which line %d allocated and nothing freed", ev.Line, ev.Addr, prev.line)
 		}
-		if _, ok := r.failed[ev.addr]; ok {
-			return fmt.Errorf("trace line %d: alloc at %d, which an earlier allocation took and nothing freed", ev.line, ev.addr)
+		if _, ok := r.failed[ev.Addr]; ok {
+			return fmt.Errorf("trace line %d: alloc at %d, which an earlier allocation took and nothing freed", ev.Line, ev.Addr)
 		}
-		r.forget(ev.addr)
-		r.requested += ev.size
+		r.forget(ev.Addr)
+		r.requested += ev.Size
 		r.res.PeakRequestedBytes = max(r.res.PeakRequestedBytes, r.requested)
-		stream := uintptr(ev.stream)
+		stream := uintptr(ev.Stream)
 		if r.streams != nil {
-			stream = r.streams.of(ev.stream)
+			stream = r.streams.of(ev.Stream)
 		}
-		b, err := r.p.AllocOn(ev.size, stream)
+		b, err := r.p.AllocOn(ev.Size, stream)
 		r.res.Allocs++
 		if errors.Is(err, pool.ErrOutOfMemory) {
-			r.failed[ev.addr] = ev.size
+			r.failed[ev.Addr] = ev.Size
 			return nil
 		}
 		if err != nil {
-			r.requested -= ev.size
-			return fmt.Errorf("trace line %d: alloc of %d bytes: %w", ev.line, ev.size, err)
+			r.requested -= ev.Size
+			return fmt.Errorf("trace line %d: alloc of %d bytes: %w", ev.Line, ev.Size, err)
 		}
-		r.live[ev.addr] = liveBlock{b, ev.line}
-	case "free_requested":
-		lb, ok := r.live[ev.addr]
+		r.live[ev.Addr] = liveBlock{b, ev.Line}
+	case trace.Free:
+		lb, ok := r.live[ev.Addr]
 		if !ok {
-			if size, ok := r.failed[ev.addr]; ok {
-				delete(r.failed, ev.addr)
+			if size, ok := r.failed[ev.Addr]; ok {
+				delete(r.failed, ev.Addr)
 				r.requested -= size
 				return nil
 			}
-			if line, seen := r.freed[ev.addr]; seen {
-				return fmt.Errorf("trace line %d: double free of %d, freed at line %d", ev.line, ev.addr, line)
+			if line, seen := r.freed[ev.Addr]; seen {
+				return fmt.Errorf("trace line %d: double free of %d, freed at line %d", ev.Line, ev.Addr, line)
 			}
 			return nil // allocated before recording began
 		}
 		err := r.p.Free(lb.b)
 		r.res.Frees++
 		if err != nil {
-			return fmt.Errorf("trace line %d: free of %d: %w", ev.line, ev.addr, err)
+			return fmt.Errorf("trace line %d: free of %d: %w", ev.Line, ev.Addr, err)
 		}
-		delete(r.live, ev.addr)
+		delete(r.live, ev.Addr)
 		r.requested -= lb.b.Size()
-		r.remember(ev.addr, ev.line)
+		r.remember(ev.Addr, ev.Line)
 	}
 	return nil
 }

@@ -37,14 +37,14 @@ func (t *streamTable) prepare(evs []event) error {
 		return nil
 	}
 	for _, ev := range evs {
-		if _, ok := t.ids[ev.stream]; ok || ev.stream == 0 {
+		if _, ok := t.ids[ev.Stream]; ok || ev.Stream == 0 {
 			continue
 		}
 		s, err := t.maker.NewStream()
 		if err != nil {
-			return fmt.Errorf("trace line %d: making a stream for the trace's stream %d: %w", ev.line, ev.stream, err)
+			return fmt.Errorf("trace line %d: making a stream for the trace's stream %d: %w", ev.Line, ev.Stream, err)
 		}
-		t.ids[ev.stream] = s
+		t.ids[ev.Stream] = s
 	}
 	return nil
 }

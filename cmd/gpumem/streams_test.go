@@ -43,11 +43,11 @@ func (s *streamingSource) DestroyStream(st uintptr) error {
 
 func TestATraceOnStreamsReplaysOnStreamsTheSourceMade(t *testing.T) {
 	events := []event{
-		{line: 2, action: "alloc", addr: 1, size: 4096, stream: 0},
-		{line: 3, action: "alloc", addr: 2, size: 4096, stream: 7},
-		{line: 4, action: "alloc", addr: 3, size: 1 << 21, stream: 9},
-		{line: 5, action: "free_requested", addr: 2, size: 4096, stream: 7},
-		{line: 6, action: "alloc", addr: 4, size: 8192, stream: 7},
+		{Line: 2, Action: "alloc", Addr: 1, Size: 4096, Stream: 0},
+		{Line: 3, Action: "alloc", Addr: 2, Size: 4096, Stream: 7},
+		{Line: 4, Action: "alloc", Addr: 3, Size: 1 << 21, Stream: 9},
+		{Line: 5, Action: "free_requested", Addr: 2, Size: 4096, Stream: 7},
+		{Line: 6, Action: "alloc", Addr: 4, Size: 8192, Stream: 7},
 	}
 	src := &streamingSource{Source: sim.New(0, 0), live: map[uintptr]bool{}}
 	msrc, m, err := newMeter(src, sim.H200)

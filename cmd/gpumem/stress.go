@@ -72,12 +72,33 @@ func stress(args []string, stdout, stderr io.Writer) error {
 	}
 	res := stressResult{Driver: o.driver, Goroutines: o.goroutines}
 	var c stressCounts
+	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
+	var wg sync.WaitGroup
+	errs := make(chan error, o.goroutines)
 	start := time.Now()
-	runErr := c.run(dev, o)
+	for g := range o.goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for time.Now().Before(deadline) {
+				if err := c.nest(context.Background(), dev, r, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
 	res.Seconds = time.Since(start).Seconds()
 	res.Scopes, res.Allocations, res.Kept, res.Freed = c.scopes.Load(), c.allocs.Load(), c.kept.Load(), c.freed.Load()
 	st := dev.Stats()
 	res.AllocatedAfter, res.OpenScopes = st.Allocated, st.OpenScopes
+	var runErr error
+	for err := range errs {
+		runErr = errors.Join(runErr, err)
+	}
 	runErr = errors.Join(runErr, dev.Close())
 	if res.AllocatedAfter != 0 || res.OpenScopes != 0 {
 		runErr = errors.Join(runErr, fmt.Errorf("left behind: %d bytes, %d scopes", res.AllocatedAfter, res.OpenScopes))
@@ -98,44 +119,13 @@ func openStressDevice(driver string) (*gpu.Device, error) {
 	return nil, fmt.Errorf("--driver %q: want host or cuda", driver)
 }
 
-// stressCounts counts what a stress run did, over all its goroutines.
+// stressCounts counts what the goroutines of a stress run did.
 type stressCounts struct {
 	scopes, allocs, kept, freed atomic.Int64
 }
 
-// run runs o.goroutines goroutines that open nested scopes until the time
-// is up, and returns their errors joined.
-func (c *stressCounts) run(dev *gpu.Device, o *stressOptions) error {
-	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
-	var wg sync.WaitGroup
-	errs := make(chan error, o.goroutines)
-	for g := range o.goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 7))
-			for time.Now().Before(deadline) {
-				if err := c.nest(context.Background(), dev, r, 0); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	var runErr error
-	for err := range errs {
-		runErr = errors.Join(runErr, err)
-	}
-	return runErr
-}
-
-// maxStressDepth is the deepest scope a stress goroutine opens.
-const maxStressDepth = 3
-
-// nest opens a scope at depth, allocates and writes a few buffers in it,
-// frees or keeps the last at random, and opens the next scope inside it.
+// nest runs a scope at depth, its buffers written and some freed or kept,
+// with a scope nested in it down to depth 3.
 func (c *stressCounts) nest(ctx context.Context, dev *gpu.Device, r *rand.Rand, depth int) error {
 	return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
 		c.scopes.Add(1)
@@ -162,7 +152,7 @@ func (c *stressCounts) nest(ctx context.Context, dev *gpu.Device, r *rand.Rand, 
 			}
 			c.kept.Add(1)
 		}
-		if depth < maxStressDepth {
+		if depth < 3 {
 			return c.nest(s.Context(), dev, r, depth+1)
 		}
 		return nil

@@ -16,8 +16,8 @@ func TestNoCollectionStartsWhileThePoolIsTimed(t *testing.T) {
 	// Three chunks of allocations and frees; reading each allocates.
 	var evs []event
 	for i := range 3 * chunkEvents / 2 {
-		evs = append(evs, event{line: 2 * i, action: "alloc", addr: uint64(i), size: 4096},
-			event{line: 2*i + 1, action: "free_requested", addr: uint64(i), size: 4096})
+		evs = append(evs, event{Line: 2 * i, Action: "alloc", Addr: uint64(i), Size: 4096},
+			event{Line: 2*i + 1, Action: "free_requested", Addr: uint64(i), Size: 4096})
 	}
 	src, m, err := newMeter(sim.New(0, 0), sim.H200)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ type garbageEvents struct{ sliceEvents }
 
 var sink []byte
 
-func (g *garbageEvents) next() (event, error) {
+func (g *garbageEvents) Next() (event, error) {
 	sink = make([]byte, 2048)
-	return g.sliceEvents.next()
+	return g.sliceEvents.Next()
 }

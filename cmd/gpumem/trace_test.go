@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 	"github.com/stretchr/testify/assert"
@@ -27,16 +28,16 @@ func FuzzReadTrace(f *testing.F) {
 	_ = zw.Close()
 	f.Add(gz.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		events, err := readTrace(bytes.NewReader(data))
+		events, err := trace.ReadAll(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
 		last := 0
 		for _, ev := range events {
-			if !knownActions[ev.action] || ev.size < 0 || ev.line <= last {
+			if !trace.Known(ev.Action) || ev.Size < 0 || ev.Line <= last {
 				t.Fatalf("event %+v after line %d", ev, last)
 			}
-			last = ev.line
+			last = ev.Line
 		}
 		if len(events) > 200 {
 			return

@@ -32,15 +32,14 @@ const (
 var errCrash = errors.New("simulated crash")
 
 func main() {
-	dir, err := os.MkdirTemp("", "checkpoint")
-	if err == nil {
+	demo.Main("checkpoint", func(w io.Writer) error {
+		dir, err := os.MkdirTemp("", "checkpoint")
+		if err != nil {
+			return err
+		}
 		defer os.RemoveAll(dir)
-		err = run(os.Stdout, dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "checkpoint:", err)
-		os.Exit(1)
-	}
+		return run(w, dir)
+	})
 }
 
 func run(w io.Writer, dir string) error {

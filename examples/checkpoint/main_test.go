@@ -1,25 +1,18 @@
 package main
 
 import (
-	"bytes"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestACrashedRunResumesFromItsCheckpoint(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out, t.TempDir()))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, func(w io.Writer) error { return run(w, t.TempDir()) })
 	assert.Regexp(t, `inside, at step 5:\s+allocated 1.00 MiB\s+peak 2.00 MiB`, s, "the parameters, and a step's gradient at its peak")
 	assert.Contains(t, s, "step 10: checkpoint saved\nfirst run ended: step 12: simulated crash (the crash: true)")
 	assert.Regexp(t, `after the crash:\s+allocated 0 B`, s, "the cancelled scope freed everything")

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/gpuscope/gpuscope v0.0.0
 	github.com/stretchr/testify v1.11.1
-	go.uber.org/goleak v1.3.0
 	gorgonia.org/tensor v0.9.24
 )
 
@@ -22,6 +21,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/xtgo/set v1.0.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect

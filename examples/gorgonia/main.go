@@ -19,19 +19,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"gorgonia.org/tensor"
 
+	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "gorgonia:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("gorgonia", run) }
 
 func run(w io.Writer) error {
 	dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))

@@ -1,25 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestTheProductIsComputedInScopeMemory(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, run)
 	// [1 2 3; 4 5 6] x [7 8; 9 10; 11 12] = [58 64; 139 154]
 	assert.Contains(t, s, "in scope-owned memory: [58 64 139 154]\n")
 	assert.Contains(t, s, "inside the scope: 1.50 KiB allocated", "three buffers, each rounded to 512 bytes")

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/gpuscope/gpuscope/examples/internal/demo"
@@ -24,12 +23,7 @@ const (
 	layers    = 3    // activation buffers per micro-batch
 )
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "gradaccum:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("gradaccum", run) }
 
 func run(w io.Writer) error {
 	dev, err := demo.Open(w, 1<<30)

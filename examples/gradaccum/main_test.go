@@ -1,22 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
 
 func TestMoreMicroBatchesLowerThePeakAndKeepTheGradient(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, run)
 	// 3 activations of 512 x 4 KiB, and the 4 KiB accumulator.
 	assert.Contains(t, s, "1 micro-batch(es) of 512 rows: peak 6.00 MiB\n")
 	// 3 activations of 64 x 4 KiB, and the accumulator.
@@ -35,6 +29,4 @@ func TestMoreMicroBatchesLowerThePeakAndKeepTheGradient(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }

@@ -11,17 +11,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
+	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-func main() {
-	if err := run(os.Stdout, 1<<20); err != nil {
-		fmt.Fprintln(os.Stderr, "kernel:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("kernel", func(w io.Writer) error { return run(w, 1<<20) }) }
 
 // pinnedCopy returns page-locked memory owned by s holding v.
 func pinnedCopy(s *gpu.Scope, v []float32) (gpu.HostSlice[float32], error) {
@@ -30,6 +25,42 @@ func pinnedCopy(s *gpu.Scope, v []float32) (gpu.HostSlice[float32], error) {
 		return h, err
 	}
 	return h, h.Use(func(p []float32) error { copy(p, v); return nil })
+}
+
+// saxpyAsync queues on st the copies of x and y to the device, a*x+y by the
+// kernel, and the copy of the result back to the page-locked memory it
+// returns, which holds the result once st is synchronized.
+func saxpyAsync(s *gpu.Scope, st *gpu.Stream, a float32, x, y []float32) (gpu.HostSlice[float32], error) {
+	var out gpu.HostSlice[float32]
+	hx, err := pinnedCopy(s, x)
+	if err != nil {
+		return out, err
+	}
+	hy, err := pinnedCopy(s, y)
+	if err != nil {
+		return out, err
+	}
+	dx, err := gpu.Alloc[float32](s, len(x))
+	if err != nil {
+		return out, err
+	}
+	dy, err := gpu.Alloc[float32](s, len(y))
+	if err != nil {
+		return out, err
+	}
+	if err := dx.CopyFromHostAsync(hx, st); err != nil {
+		return out, err
+	}
+	if err := dy.CopyFromHostAsync(hy, st); err != nil {
+		return out, err
+	}
+	if err := saxpy(s, st, dy, dx, a, len(x)); err != nil {
+		return out, err
+	}
+	if out, err = gpu.AllocHost[float32](s, len(y)); err != nil {
+		return out, err
+	}
+	return out, dy.CopyToHostAsync(out, st)
 }
 
 func run(w io.Writer, n int) error {
@@ -61,35 +92,7 @@ func run(w io.Writer, n int) error {
 			if err != nil {
 				return err
 			}
-			hx, err := pinnedCopy(s, x[lo:hi])
-			if err != nil {
-				return err
-			}
-			hy, err := pinnedCopy(s, y[lo:hi])
-			if err != nil {
-				return err
-			}
-			dx, err := gpu.Alloc[float32](s, hi-lo)
-			if err != nil {
-				return err
-			}
-			dy, err := gpu.Alloc[float32](s, hi-lo)
-			if err != nil {
-				return err
-			}
-			if err := dx.CopyFromHostAsync(hx, st); err != nil {
-				return err
-			}
-			if err := dy.CopyFromHostAsync(hy, st); err != nil {
-				return err
-			}
-			if err := saxpy(s, st, dy, dx, a, hi-lo); err != nil {
-				return err
-			}
-			if outs[k], err = gpu.AllocHost[float32](s, hi-lo); err != nil {
-				return err
-			}
-			if err := dy.CopyToHostAsync(outs[k], st); err != nil {
+			if outs[k], err = saxpyAsync(s, st, a, x[lo:hi], y[lo:hi]); err != nil {
 				return err
 			}
 			streams[k] = st

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
@@ -23,12 +22,7 @@ const (
 	chunks     = 64       // 512 MiB in all
 )
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "lazyload:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("lazyload", run) }
 
 func run(w io.Writer) error {
 	dev, err := demo.Open(w, capacity)

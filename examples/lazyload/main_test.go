@@ -1,25 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestADatasetLargerThanTheDeviceStreamsThroughIt(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, run)
 	assert.Contains(t, s, "sum of 134217728 values: 67037936896 (computed on the host: 67037936896, equal: true)")
 	assert.Contains(t, s, "results kept by the parent: 64 buffers, 32.00 KiB")
 	assert.Regexp(t, `all chunks done:\s+allocated 32.00 KiB\s+peak 8.03 MiB`, s)

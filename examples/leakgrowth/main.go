@@ -12,7 +12,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/gpuscope/gpuscope/examples/internal/demo"
@@ -27,12 +26,7 @@ const (
 	iterations  = 8
 )
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "leakgrowth:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("leakgrowth", run) }
 
 func run(w io.Writer) error {
 	dev, err := demo.Open(w, 1<<30)

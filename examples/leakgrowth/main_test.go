@@ -1,25 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestTheCachePlateausAndTheLeakGrows(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, run)
 	assert.Contains(t, s, "caching loop, held after each step: 1.00 MiB, 2.00 MiB, 3.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB\n")
 	assert.Contains(t, s, "caching loop: plateau (a cache): gputest.Steady passes")
 	assert.Contains(t, s, "leaking loop, held after each step: 1.00 MiB, 2.00 MiB, 3.00 MiB, 4.00 MiB, 5.00 MiB, 6.00 MiB, 7.00 MiB, 8.00 MiB, 9.00 MiB, 10.00 MiB, 11.00 MiB, 12.00 MiB\n")

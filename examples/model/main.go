@@ -10,7 +10,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
@@ -23,12 +22,7 @@ const (
 	batchRows  = 256 // activations per layer: batchRows x 1024 float32
 )
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "model:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("model", run) }
 
 func run(w io.Writer) error {
 	dev, err := demo.Open(w, 1<<30)

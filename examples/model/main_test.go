@@ -1,25 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestAllocatedPlateausAtTheWeights(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, run)
 	assert.Contains(t, s, "allocated between batches: 16.00 MiB in each of 50 batches: plateau true")
 	assert.Contains(t, s, "weights 16.00 MiB + one batch of activations 5.00 MiB = peak 21.00 MiB")
 	for _, batch := range []string{"10", "20", "30", "40", "50"} {

@@ -14,17 +14,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 
+	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("quickstart", run) }
 
 func run(w io.Writer) error {
 	dev, err := gpu.Open(0)

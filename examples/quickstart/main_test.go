@@ -6,16 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestQuickstartShowsMemoryComingBack(t *testing.T) {
 	var out bytes.Buffer

@@ -17,7 +17,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -29,12 +28,7 @@ import (
 // perRequest is what one request may hold at once.
 const perRequest = 16 << 20
 
-func main() {
-	if err := run(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "server:", err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main("server", run) }
 
 func run(w io.Writer) error {
 	dev, err := demo.Open(w, 1<<30)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -12,21 +11,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/gputest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestRun(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(&out))
-	s := out.String()
-	t.Log(s)
+	s := demotest.Output(t, run)
 	assert.Contains(t, s, "request for 4 MiB: 200 processed 4 MiB\n")
 	assert.Contains(t, s, "request for 32 MiB: 413 over the 16.00 MiB a request may hold\n")
 	assert.Contains(t, s, "client gone after 20 ms: true")

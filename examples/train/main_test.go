@@ -13,15 +13,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
+	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/gputest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(gputest.Wrap(m))
-}
+func TestMain(m *testing.M) { demotest.Main(m) }
 
 // small is the test's configuration: the program's loop, layers and batch,
 // with hidden layers of 64 (the default 1024 takes half a minute on two

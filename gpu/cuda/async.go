@@ -30,7 +30,7 @@ func (d *Driver) AllocAsync(size int64, stream uintptr) (ptr uintptr, err error)
 	if err != nil {
 		return 0, err
 	}
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		var p C.CUdeviceptr
 		if r := C.gs_alloc_async_on(&p, C.size_t(size), rawStream(st)); r != C.CUDA_SUCCESS {
 			return resultError("cuMemAllocAsync", int(r))
@@ -48,7 +48,7 @@ func (d *Driver) FreeAsync(ptr, stream uintptr) error {
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		if r := C.gs_free_async_on(C.CUdeviceptr(ptr), rawStream(st)); r != C.CUDA_SUCCESS {
 			return resultError("cuMemFreeAsync", int(r))
 		}
@@ -64,5 +64,5 @@ func (d *Driver) KeepAsyncPool() error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.Do(func() error { return keepAsyncPool(d.ordinal) })
+	return d.do(func() error { return keepAsyncPool(d.ordinal) })
 }

@@ -80,7 +80,7 @@ func Open(ordinal int) (*Driver, error) {
 	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: name,
 		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1,
 		modules: map[uintptr]cu.Module{}, functions: map[uintptr]cu.Function{}, peers: map[*Driver]bool{}}
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		var err error
 		d.pageSize, err = granularity(ordinal)
 		return err
@@ -99,7 +99,7 @@ func (d *Driver) LoadModule(image []byte) (uintptr, error) {
 		return 0, err
 	}
 	var id uintptr
-	err := d.Do(func() error {
+	err := d.do(func() error {
 		mod, err := cu.LoadData(string(image))
 		if err != nil {
 			return wrap("cuModuleLoadData", err)
@@ -123,7 +123,7 @@ func (d *Driver) UnloadModule(module uintptr) error {
 	if !ok {
 		return fmt.Errorf("cuda: module %#x is not loaded", module)
 	}
-	return d.Do(func() error { return wrap("cuModuleUnload", mod.Unload()) })
+	return d.do(func() error { return wrap("cuModuleUnload", mod.Unload()) })
 }
 
 // Function implements driver.KernelLauncher with cuModuleGetFunction.
@@ -135,7 +135,7 @@ func (d *Driver) Function(module uintptr, name string) (uintptr, error) {
 		return 0, fmt.Errorf("cuda: module %#x is not loaded", module)
 	}
 	var id uintptr
-	err := d.Do(func() error {
+	err := d.do(func() error {
 		fn, err := mod.Function(name)
 		if err != nil {
 			return wrap("cuModuleGetFunction", err)
@@ -167,7 +167,7 @@ func (d *Driver) Launch(fn uintptr, grid, block [3]int, shared int, stream uintp
 	for i := range words {
 		ptrs[i] = unsafe.Pointer(&words[i])
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		return wrap("cuLaunchKernel", f.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, st, ptrs))
 	})
 }
@@ -185,7 +185,7 @@ func (d *Driver) PeerAccess(other *Driver) (bool, error) {
 		return known, nil
 	}
 	var can bool
-	err := d.Do(func() error {
+	err := d.do(func() error {
 		n, err := d.dev.CanAccessPeer(other.dev)
 		if err != nil {
 			return wrap("cuDeviceCanAccessPeer", err)
@@ -218,7 +218,7 @@ func (d *Driver) CopyPeer(dst uintptr, from driver.Driver, src uintptr, n int64)
 	if _, err := d.PeerAccess(other); err != nil {
 		return true, err
 	}
-	return true, d.Do(func() error {
+	return true, d.do(func() error {
 		return wrap("cuMemcpyPeer", cu.MemcpyPeer(cu.DevicePtr(dst), d.ctx, cu.DevicePtr(src), other.ctx, n))
 	})
 }
@@ -233,7 +233,7 @@ func (d *Driver) HostAlloc(size int64) (p unsafe.Pointer, err error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("cuda: HostAlloc(%d): size must be positive", size)
 	}
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		var err error
 		p, err = hostAlloc(size)
 		return err
@@ -248,7 +248,7 @@ func (d *Driver) HostFree(p unsafe.Pointer) error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		if err := cu.Synchronize(); err != nil {
 			return wrap("cuCtxSynchronize", err)
 		}
@@ -262,7 +262,7 @@ func (d *Driver) CopyHtoDAsync(dst uintptr, src unsafe.Pointer, n int64, stream 
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		return wrap("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, n, st))
 	})
 }
@@ -273,14 +273,14 @@ func (d *Driver) CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream 
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		return wrap("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(dst, cu.DevicePtr(src), n, st))
 	})
 }
 
-// Do runs fn on a locked OS thread with the device's context current, for
-// calls the driver does not wrap (kernel launches).
-func (d *Driver) Do(fn func() error) error {
+// do runs fn on a locked OS thread with the device's context current:
+// every call into CUDA goes through it.
+func (d *Driver) do(fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cu.SetCurrentContext(d.ctx); err != nil {
@@ -296,7 +296,7 @@ func (d *Driver) open() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	return nil
 }
@@ -306,7 +306,7 @@ func (d *Driver) MemInfo() (free, total int64, err error) {
 	if err := d.open(); err != nil {
 		return 0, 0, err
 	}
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		var err error
 		free, total, err = cu.MemInfo()
 		return wrap("cuMemGetInfo", err)
@@ -322,7 +322,7 @@ func (d *Driver) Alloc(size int64) (ptr uintptr, err error) {
 	if size <= 0 {
 		return 0, fmt.Errorf("cuda: Alloc(%d): size must be positive", size)
 	}
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		p, err := cu.MemAlloc(size)
 		ptr = uintptr(p)
 		return wrap("cuMemAlloc", err)
@@ -335,14 +335,14 @@ func (d *Driver) Free(ptr uintptr, size int64) error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.Do(func() error { return wrap("cuMemFree", cu.MemFree(cu.DevicePtr(ptr))) })
+	return d.do(func() error { return wrap("cuMemFree", cu.MemFree(cu.DevicePtr(ptr))) })
 }
 
 func (d *Driver) stream(s uintptr) (cu.Stream, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return cu.Stream{}, ErrClosed
+		return cu.Stream{}, driver.ErrClosed
 	}
 	st, ok := d.streams[s]
 	if !ok {
@@ -357,7 +357,7 @@ func (d *Driver) CopyHtoD(dst uintptr, src []byte, stream uintptr) error {
 	if err != nil || len(src) == 0 {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		if err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)), st); err != nil {
 			return wrap("cuMemcpyHtoDAsync", err)
 		}
@@ -372,7 +372,7 @@ func (d *Driver) CopyDtoH(dst []byte, src uintptr, stream uintptr) error {
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)), st); err != nil {
 			return wrap("cuMemcpyDtoHAsync", err)
 		}
@@ -386,7 +386,7 @@ func (d *Driver) CopyDtoD(dst, src uintptr, n int64, stream uintptr) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		if err := cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), n, st); err != nil {
 			return wrap("cuMemcpyDtoDAsync", err)
 		}
@@ -400,7 +400,7 @@ func (d *Driver) Memset(dst uintptr, v byte, n int64, stream uintptr) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	return d.Do(func() error {
+	return d.do(func() error {
 		if err := cu.MemsetD8Async(cu.DevicePtr(dst), v, n, st); err != nil {
 			return wrap("cuMemsetD8Async", err)
 		}
@@ -414,7 +414,7 @@ func (d *Driver) NewStream() (uintptr, error) {
 		return 0, err
 	}
 	var st cu.Stream
-	err := d.Do(func() error {
+	err := d.do(func() error {
 		var err error
 		st, err = cu.MakeStream(cu.NonBlocking)
 		return wrap("cuStreamCreate", err)
@@ -439,7 +439,7 @@ func (d *Driver) DestroyStream(s uintptr) error {
 	}
 	delete(d.streams, s)
 	d.mu.Unlock()
-	return d.Do(func() error {
+	return d.do(func() error {
 		if err := st.Synchronize(); err != nil {
 			return wrap("cuStreamSynchronize", err)
 		}
@@ -453,7 +453,7 @@ func (d *Driver) Synchronize(s uintptr) error {
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error { return wrap("cuStreamSynchronize", st.Synchronize()) })
+	return d.do(func() error { return wrap("cuStreamSynchronize", st.Synchronize()) })
 }
 
 // RecordEvent implements driver.Driver.
@@ -463,7 +463,7 @@ func (d *Driver) RecordEvent(s uintptr) (uintptr, error) {
 		return 0, err
 	}
 	var ev cu.Event
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		var err error
 		if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
 			return wrap("cuEventCreate", err)
@@ -500,7 +500,7 @@ func (d *Driver) EventDone(id uintptr) (bool, error) {
 		return false, err
 	}
 	var done bool
-	err = d.Do(func() error {
+	err = d.do(func() error {
 		err := ev.Query()
 		if err == nil {
 			done = true
@@ -520,7 +520,7 @@ func (d *Driver) WaitEvent(id uintptr) error {
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error { return wrap("cuEventSynchronize", ev.Synchronize()) })
+	return d.do(func() error { return wrap("cuEventSynchronize", ev.Synchronize()) })
 }
 
 // DestroyEvent implements driver.Driver.
@@ -532,7 +532,7 @@ func (d *Driver) DestroyEvent(id uintptr) error {
 	if !ok {
 		return fmt.Errorf("cuda: DestroyEvent(%#x): no such event", id)
 	}
-	return d.Do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&ev)) })
+	return d.do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&ev)) })
 }
 
 // Granularity implements driver.PageMapper: the allocation granularity.
@@ -549,7 +549,7 @@ func (d *Driver) ReserveAddress(size int64) (ptr uintptr, err error) {
 
 // ReleaseAddress implements driver.PageMapper.
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
-	return d.Do(func() error { return freeAddress(ptr, size) })
+	return d.do(func() error { return freeAddress(ptr, size) })
 }
 
 // Create implements driver.PageMapper with cuMemCreate.
@@ -570,12 +570,12 @@ func (d *Driver) doSized(size int64, fn func() error) error {
 	if err := d.checkRange(0, size); err != nil {
 		return err
 	}
-	return d.Do(fn)
+	return d.do(fn)
 }
 
 // Release implements driver.PageMapper with cuMemRelease.
 func (d *Driver) Release(h uint64) error {
-	return d.Do(func() error { return releaseHandle(h) })
+	return d.do(func() error { return releaseHandle(h) })
 }
 
 // Map implements driver.PageMapper with cuMemMap.
@@ -586,7 +586,7 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	if err := d.checkRange(ptr, size); err != nil {
 		return err
 	}
-	return d.Do(func() error { return mapHandle(ptr, size, h) })
+	return d.do(func() error { return mapHandle(ptr, size, h) })
 }
 
 // SetAccess implements driver.PageMapper with cuMemSetAccess: read and
@@ -598,7 +598,7 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	if err := d.checkRange(ptr, size); err != nil {
 		return err
 	}
-	return d.Do(func() error { return setAccess(ptr, size, d.ordinal) })
+	return d.do(func() error { return setAccess(ptr, size, d.ordinal) })
 }
 
 // Unmap implements driver.PageMapper with cuMemUnmap.
@@ -606,7 +606,7 @@ func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	if err := d.checkRange(ptr, size); err != nil {
 		return err
 	}
-	return d.Do(func() error { return unmap(ptr, size) })
+	return d.do(func() error { return unmap(ptr, size) })
 }
 
 // checkRange refuses what the driver would: sizes that are not positive
@@ -631,7 +631,7 @@ func (d *Driver) Close() error {
 	d.streams, d.events = map[uintptr]cu.Stream{}, map[uintptr]cu.Event{}
 	d.mu.Unlock()
 	var errs []error
-	err := d.Do(func() error {
+	err := d.do(func() error {
 		for id, st := range streams {
 			if id != 0 {
 				errs = append(errs, wrap("cuStreamDestroy", st.Destroy()))

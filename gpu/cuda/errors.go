@@ -6,15 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-
-	"github.com/gpuscope/gpuscope/gpu/driver"
 )
 
 // ErrNoDevice: no CUDA device with that ordinal.
 var ErrNoDevice = errors.New("cuda: no such device")
-
-// ErrClosed: the driver was closed.
-var ErrClosed = driver.ErrClosed
 
 // cudaErrorOutOfMemory is CUDA_ERROR_OUT_OF_MEMORY.
 const cudaErrorOutOfMemory = 2

@@ -8,3 +8,7 @@ var (
 	FreeAsync     = freeAsync
 	KeepAsyncPool = keepAsyncPool
 )
+
+// Do runs fn with the device's context current, for benchmarks that call
+// CUDA directly.
+func (d *Driver) Do(fn func() error) error { return d.do(fn) }

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/gpuscope/gpuscope/internal/vmm"
 )
 
 // ErrClosed is what every driver returns once it is closed; package gpu's
@@ -61,20 +63,10 @@ type Driver interface {
 }
 
 // PageMapper is the optional capability to reserve address space and map
-// physical memory into it; the pool grows in place with it. It has the
-// method set of pool.PageMapper, whose comments say what each method does
-// (package gpu asserts at compile time that the two agree). Each method is
-// one driver call.
-type PageMapper interface {
-	Granularity() int64
-	ReserveAddress(size int64) (uintptr, error)
-	ReleaseAddress(ptr uintptr, size int64) error
-	Create(size int64) (handle uint64, err error)
-	Release(handle uint64) error
-	Map(ptr uintptr, size int64, handle uint64) error
-	SetAccess(ptr uintptr, size int64) error
-	Unmap(ptr uintptr, size int64) error
-}
+// physical memory into it; the pool grows in place with it. It is
+// [vmm.PageMapper], whose comments say what each method does, the same
+// interface as pool.PageMapper. Each method is one driver call.
+type PageMapper = vmm.PageMapper
 
 // OutOfMemoryError is the error a driver returns when the device has no
 // room. Package pool recognizes it by its method OutOfMemory.

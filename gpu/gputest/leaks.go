@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
 // TestingT is the part of *testing.T that VerifyNone and Steady use.
@@ -29,7 +30,7 @@ func Find(opts ...Option) error {
 
 func find(o *options) error {
 	forced := forcedCloses(o) // taken once: they do not come back on a retry
-	if dropped := gpu.TakeDroppedErrors(); len(dropped) > 0 {
+	if dropped := registry.TakeDroppedErrors(); len(dropped) > 0 {
 		// Errors no caller could receive: a failure, not a leak to wait out.
 		return fmt.Errorf("gputest: releasing memory failed where no caller could hear it:\n%w", errors.Join(dropped...))
 	}
@@ -69,7 +70,7 @@ func VerifyNone(t TestingT, opts ...Option) {
 // look, not ignored: their memory is gone, the leak is not.
 func forcedCloses(o *options) []gpu.ScopeSnapshot {
 	var leaks []gpu.ScopeSnapshot
-	for _, s := range gpu.TakeForcedCloses(o.devices...) {
+	for _, s := range registry.TakeForcedCloses[gpu.ScopeSnapshot](o.devices...) {
 		if o.ignored(s) {
 			continue
 		}
@@ -82,7 +83,7 @@ func forcedCloses(o *options) []gpu.ScopeSnapshot {
 // collect lists what is live and not ignored.
 func collect(o *options) []gpu.ScopeSnapshot {
 	var leaks []gpu.ScopeSnapshot
-	for _, snap := range gpu.Snapshots() {
+	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
 		if len(o.devices) > 0 && !slices.Contains(o.devices, snap.Device) {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
 // Option changes what counts as a leak or how it is looked for.
@@ -55,7 +56,7 @@ func (o *options) validFor(caller string, testMain bool) error {
 // what a test inherits is not its leak.
 func IgnoreCurrent() Option {
 	scopes, bufs, res := map[uint64]bool{}, map[gpu.BufferKey]bool{}, map[uint64]bool{}
-	for _, snap := range gpu.Snapshots() {
+	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
 		for _, s := range snap.Scopes {
 			scopes[s.ID] = true
 			for _, b := range s.Buffers {

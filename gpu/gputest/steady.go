@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
 // Steady calls fn warmup times, then iterations times, and fails t if the
@@ -71,7 +72,7 @@ func total(m map[string]int64) int64 {
 // owns itself.
 func scopeBytes() map[string]int64 {
 	m := map[string]int64{}
-	for _, snap := range gpu.Snapshots() {
+	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
 		for _, s := range snap.Scopes {
 			for _, b := range s.Buffers {
 				m[s.Device+":"+s.Path] += b.Size

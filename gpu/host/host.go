@@ -2,9 +2,9 @@
 // hard capacity. It is the default device: CI, laptops and new users run on
 // it. It behaves like a real driver where it matters to tests: it refuses
 // memory beyond its capacity with an out-of-memory error, detects double
-// frees and unknown pointers, bounds-checks every copy, poisons freed
-// memory, and can be told to fail chosen operations (see [Driver.FailNth]
-// and [Driver.FailWhen]).
+// frees and unknown pointers, bounds-checks every copy, and poisons freed
+// memory. (The project's tests make its operations fail by wrapping it in a
+// driver of their own, internal/hosttest.)
 //
 // On Linux it also emulates CUDA's virtual memory calls ([Driver.Create],
 // [Driver.Map], [Driver.SetAccess]) with mmap over a memfd, so the pool grows
@@ -14,9 +14,10 @@
 // in order by a goroutine of its own, not in step with the default stream
 // (as CUDA's non-blocking streams). Copies to and from the host return when
 // done; Memset and device-to-device copies on a stream return at once. An
-// event is done when the work queued before it has run. [Driver.Enqueue]
-// and [Driver.Hold] let a test put work of its own on a stream and keep a
-// stream busy, so that the pool's stream rules can be tested without a GPU.
+// event is done when the work queued before it has run. The project's
+// tests put work of their own on a stream and keep a stream busy (through
+// internal/hosttest), so that the pool's stream rules are tested without a
+// GPU.
 package host
 
 import (
@@ -28,7 +29,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
-	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // PoisonByte is written over memory when it is freed, so that a read of
@@ -56,49 +57,19 @@ func poison(mem []byte) {
 	}
 }
 
-// ErrClosed is returned by every call after Close.
-var ErrClosed = driver.ErrClosed
-
-// ErrInjected is the error of an injected failure.
-var ErrInjected = errors.New("host: injected failure")
-
-// Op names an operation for fault injection.
-type Op int
-
-// The operations that can be made to fail: every driver call the pool makes.
-const (
-	OpAlloc   Op = iota // Alloc, and Create (a handle)
-	OpFree              // Free, and Release (a handle)
-	OpCopy              // any copy or memset
-	OpReserve           // ReserveAddress and ReleaseAddress
-	OpMap               // Map
-	OpAccess            // SetAccess
-	OpUnmap             // Unmap
-	OpEvent             // RecordEvent and WaitEvent
-	numOps
-)
-
-func (o Op) String() string {
-	return [...]string{"alloc", "free", "copy", "reserve", "map", "access", "unmap", "event"}[o]
-}
-
 // Driver is a host-memory device. It is safe for concurrent use.
 type Driver struct {
 	capacity int64
 
-	mu       sync.Mutex // protects the fields below
-	used     int64
-	segs     []hostSeg // sorted by ptr
-	closed   bool
-	streams  map[uintptr]*stream // 0, the default stream, maps to nil
-	nextID   uintptr
-	events   map[uintptr]event
-	pinned   map[unsafe.Pointer][]byte // HostAlloc's memory, until HostFree
-	counts   [numOps]int               // operations of each Op so far
-	injected int                       // failures injected so far
-	failNth  [numOps]int               // fail the Nth (1-based) operation of each Op; 0: never
-	failWhen func(op Op, size int64) bool
-	vm       vmState // page mapping (pages_linux.go)
+	mu      sync.Mutex // protects the fields below
+	used    int64
+	segs    []hostSeg // sorted by ptr
+	closed  bool
+	streams map[uintptr]*stream // 0, the default stream, maps to nil
+	nextID  uintptr
+	events  map[uintptr]event
+	pinned  map[unsafe.Pointer][]byte // HostAlloc's memory, until HostFree
+	vm      vmState                   // page mapping (pages_linux.go)
 }
 
 type hostSeg struct {
@@ -127,54 +98,23 @@ func New(capacity int64) (*Driver, error) {
 var openDrivers atomic.Int64
 
 // Name implements driver.Driver.
-func (d *Driver) Name() string { return "host memory, " + pool.FormatBytes(d.capacity) }
+func (d *Driver) Name() string { return "host memory, " + units.FormatBytes(d.capacity) }
 
 // MemInfo implements driver.Driver.
 func (d *Driver) MemInfo() (free, total int64, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, 0, ErrClosed
+		return 0, 0, driver.ErrClosed
 	}
 	return d.capacity - d.used, d.capacity, nil
 }
 
-// FailNth makes the nth operation of kind op from now on fail with
-// ErrInjected (n = 1: the next one); n = 0 clears it.
-func (d *Driver) FailNth(op Op, n int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.counts[op] = 0
-	d.failNth[op] = n
-}
-
-// Injected returns how many failures FailNth and FailWhen have injected.
-func (d *Driver) Injected() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.injected
-}
-
-// FailWhen makes every operation for which fail returns true fail with
-// ErrInjected; nil clears it. fail is called with the driver's lock held and
-// must not call the driver.
-func (d *Driver) FailWhen(fail func(op Op, size int64) bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.failWhen = fail
-}
-
-// inject is where every operation starts: ErrClosed once the driver is
-// closed, else an injected failure for op, if one is due. Called with d.mu
-// held.
-func (d *Driver) inject(op Op, size int64) error {
+// checkOpen is where every operation starts: driver.ErrClosed once the
+// driver is closed. Called with d.mu held.
+func (d *Driver) checkOpen() error {
 	if d.closed {
-		return ErrClosed
-	}
-	d.counts[op]++
-	if d.failNth[op] == d.counts[op] || d.failWhen != nil && d.failWhen(op, size) {
-		d.injected++
-		return fmt.Errorf("%w: %v of %d bytes", ErrInjected, op, size)
+		return driver.ErrClosed
 	}
 	return nil
 }
@@ -183,7 +123,7 @@ func (d *Driver) inject(op Op, size int64) error {
 func (d *Driver) Alloc(size int64) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpAlloc, size); err != nil {
+	if err := d.checkOpen(); err != nil {
 		return 0, err
 	}
 	if size <= 0 {
@@ -209,7 +149,7 @@ func (d *Driver) Alloc(size int64) (uintptr, error) {
 func (d *Driver) Free(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpFree, size); err != nil {
+	if err := d.checkOpen(); err != nil {
 		return err
 	}
 	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr >= ptr })
@@ -253,7 +193,7 @@ func (d *Driver) checkStream(stream uintptr) error {
 // access checks an operation on n bytes at ptr and returns the memory.
 // Called with d.mu held.
 func (d *Driver) access(ptr uintptr, n int64) ([]byte, error) {
-	if err := d.inject(OpCopy, n); err != nil {
+	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	return d.resolve(ptr, n)
@@ -316,7 +256,7 @@ func (d *Driver) NewStream() (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, ErrClosed
+		return 0, driver.ErrClosed
 	}
 	d.nextID++
 	d.streams[d.nextID] = newStream()
@@ -353,7 +293,7 @@ func (d *Driver) Synchronize(stream uintptr) error {
 func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpEvent, 0); err != nil {
+	if err := d.checkOpen(); err != nil {
 		return 0, err
 	}
 	if err := d.checkStream(stream); err != nil {
@@ -389,7 +329,7 @@ func (d *Driver) EventDone(ev uintptr) (bool, error) {
 // WaitEvent implements driver.Driver.
 func (d *Driver) WaitEvent(ev uintptr) error {
 	d.mu.Lock()
-	if err := d.inject(OpEvent, 0); err != nil {
+	if err := d.checkOpen(); err != nil {
 		d.mu.Unlock()
 		return err
 	}
@@ -432,7 +372,7 @@ func (d *Driver) Close() error {
 	// Work still queued finds the device closed and does nothing; a stream
 	// a test holds keeps Close waiting until it is released.
 	for _, s := range streams {
-		_ = s.end() // its errors are ErrClosed
+		_ = s.end() // its errors are driver.ErrClosed
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -447,8 +387,8 @@ func (d *Driver) Close() error {
 	return err
 }
 
-// Used returns the bytes allocated from the device.
-func (d *Driver) Used() int64 {
+// usedBytes returns the bytes allocated from the device (hostctl.Used).
+func (d *Driver) usedBytes() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.used
@@ -462,7 +402,7 @@ func (d *Driver) HostBytes(ptr uintptr, n int64) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return nil, ErrClosed
+		return nil, driver.ErrClosed
 	}
 	return d.resolve(ptr, n)
 }

@@ -59,11 +59,8 @@ func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpReserve, size); err != nil {
-		return 0, err
-	}
 	if d.closed {
-		return 0, ErrClosed
+		return 0, driver.ErrClosed
 	}
 	mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -96,11 +93,8 @@ func (d *Driver) reservationAt(ptr uintptr, n int64) (*reservation, int64, bool)
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpReserve, size); err != nil {
-		return err
-	}
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off != 0 || int64(len(r.mem)) != size {
@@ -128,8 +122,8 @@ func (d *Driver) Create(size int64) (uint64, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpAlloc, size); err != nil {
-		return 0, err
+	if d.closed {
+		return 0, driver.ErrClosed
 	}
 	if d.used+size > d.capacity {
 		return 0, &driver.OutOfMemoryError{Requested: size,
@@ -160,8 +154,8 @@ func (d *Driver) Create(size int64) (uint64, error) {
 func (d *Driver) Release(h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpFree, PageSize); err != nil {
-		return err
+	if d.closed {
+		return driver.ErrClosed
 	}
 	hd, ok := d.vm.handles[h]
 	if !ok {
@@ -183,11 +177,8 @@ func (d *Driver) Release(h uint64) error {
 func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpMap, size); err != nil {
-		return err
-	}
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	hd, ok := d.vm.handles[h]
 	if !ok {
@@ -222,11 +213,8 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpAccess, size); err != nil {
-		return err
-	}
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off%PageSize != 0 || size <= 0 || size%PageSize != 0 {
@@ -261,11 +249,8 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.inject(OpUnmap, size); err != nil {
-		return err
-	}
 	if d.closed {
-		return ErrClosed
+		return driver.ErrClosed
 	}
 	r, off, ok := d.reservationAt(ptr, size)
 	if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {

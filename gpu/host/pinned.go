@@ -21,7 +21,7 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return nil, ErrClosed
+		return nil, driver.ErrClosed
 	}
 	var held int64
 	for _, mem := range d.pinned {

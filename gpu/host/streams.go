@@ -133,7 +133,7 @@ func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if d.closed {
-			return ErrClosed
+			return driver.ErrClosed
 		}
 		return op()
 	}
@@ -151,7 +151,7 @@ func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
 // or why there is none. Called with d.mu held.
 func (d *Driver) streamLocked(id uintptr) (*stream, error) {
 	if d.closed {
-		return nil, ErrClosed
+		return nil, driver.ErrClosed
 	}
 	s, ok := d.streams[id]
 	if !ok {
@@ -171,13 +171,13 @@ func (d *Driver) lookup(id uintptr) (*stream, error) {
 	return d.streamLocked(id)
 }
 
-// Enqueue queues fn on stream, after the work queued there, and returns at
-// once: a test's way to put work of its own on a stream. On the default
-// stream fn runs before Enqueue returns. An error fn returns is reported
-// by the stream's next Synchronize.
-func (d *Driver) Enqueue(stream uintptr, fn func() error) error {
+// enqueue queues fn on stream, after the work queued there, and returns at
+// once: a test's way to put work of its own on a stream (hostctl.Enqueue).
+// On the default stream fn runs before enqueue returns. An error fn returns
+// is reported by the stream's next Synchronize.
+func (d *Driver) enqueue(stream uintptr, fn func() error) error {
 	if fn == nil {
-		return errors.New("host: Enqueue: nil function")
+		return errors.New("host: enqueue: nil function")
 	}
 	s, err := d.lookup(stream)
 	switch {
@@ -190,27 +190,27 @@ func (d *Driver) Enqueue(stream uintptr, fn func() error) error {
 	return nil
 }
 
-// Hold keeps stream busy: work queued on it after Hold, and events recorded
+// hold keeps stream busy: work queued on it after hold, and events recorded
 // on it, wait until release is called. It is a test's stand-in for a long
-// kernel. release may be called more than once. Holding the default stream
-// is refused: its work never waits.
-func (d *Driver) Hold(stream uintptr) (release func(), err error) {
+// kernel (hostctl.Hold). release may be called more than once. Holding the
+// default stream is refused: its work never waits.
+func (d *Driver) hold(stream uintptr) (release func(), err error) {
 	if stream == 0 {
-		return nil, errors.New("host: Hold: the default stream does not wait")
+		return nil, errors.New("host: hold: the default stream does not wait")
 	}
 	held := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(held) }) }
-	if err := d.Enqueue(stream, func() error { <-held; return nil }); err != nil {
+	if err := d.enqueue(stream, func() error { <-held; return nil }); err != nil {
 		return nil, err
 	}
 	return release, nil
 }
 
-// Handles counts what the driver holds besides device memory: streams
+// handles counts what the driver holds besides device memory: streams
 // (the default one aside), events, and page-locked allocations. A test
-// checks with it that nothing was left behind.
-func (d *Driver) Handles() (streams, events, pinned int) {
+// checks with it that nothing was left behind (hostctl.Handles).
+func (d *Driver) handles() (streams, events, pinned int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id := range d.streams {

@@ -8,13 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/hosttest"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-func newDriver(t *testing.T, capacity int64) *host.Driver {
+// newDriver returns a host driver with its test controls (Hold, Enqueue,
+// Used), closed when the test ends.
+func newDriver(t *testing.T, capacity int64) *hosttest.Driver {
 	t.Helper()
-	d, err := host.New(capacity)
+	d, err := hosttest.New(capacity)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, d.Close()) })
 	return d
@@ -99,7 +102,7 @@ func TestAsynchronousErrorsAreReportedBySynchronize(t *testing.T) {
 }
 
 func TestCloseEndsEveryStream(t *testing.T) {
-	d, err := host.New(1 << 20)
+	d, err := hosttest.New(1 << 20)
 	require.NoError(t, err)
 	var ran atomic.Int32
 	for range 3 {
@@ -112,7 +115,7 @@ func TestCloseEndsEveryStream(t *testing.T) {
 	require.NoError(t, d.Close())
 	assert.Equal(t, int32(30), ran.Load(), "queued work ran before Close returned")
 	_, err = d.NewStream()
-	assert.ErrorIs(t, err, host.ErrClosed)
+	assert.ErrorIs(t, err, driver.ErrClosed)
 	// goleak, in TestMain, checks that no stream goroutine is left.
 }
 

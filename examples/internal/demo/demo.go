@@ -7,10 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/pool"
 )
+
+// Main is an example's main: it runs run with standard output and, if
+// run fails, says why on standard error, prefixed with the example's name,
+// and exits with status 1.
+func Main(name string, run func(w io.Writer) error) {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
 
 // Open opens GPU 0 in a build with CUDA support on a machine that has one,
 // its pool capped at capacity bytes, and otherwise the host-memory device

@@ -1,4 +1,7 @@
-package main
+// Package trace is the allocation trace format (docs/trace-format.md): one
+// writer, which gpu's Recording uses, and one reader, which gpumem's replay
+// and plot use.
+package trace
 
 import (
 	"bufio"
@@ -11,22 +14,35 @@ import (
 	"strconv"
 )
 
-// event is one line of an allocation trace (docs/trace-format.md).
-type event struct {
-	line   int
-	action string
-	addr   uint64
-	size   int64
-	stream uint64
-	scope  string // the optional fifth column: the path of the scope that allocated
+// Event is one line of an allocation trace.
+type Event struct {
+	Line   int // the line of the trace it was read from, from 1; 0 when written
+	Action string
+	Addr   uint64
+	Size   int64
+	Stream uint64
+	Scope  string // the optional fifth column: the path of the scope that allocated
 }
 
-// The actions a trace may hold; a replay uses alloc and free_requested.
+// The actions a replay uses: the program asked for memory, and freed it.
+const (
+	Alloc = "alloc"
+	Free  = "free_requested"
+)
+
+// Header is the first line a writer writes and a reader skips.
+const Header = "action,addr,size,stream"
+
+// knownActions are the actions a trace may hold: Alloc, Free and PyTorch's
+// own events, which a reader accepts and a replay ignores.
 var knownActions = map[string]bool{
-	"alloc": true, "free_requested": true, "free_completed": true,
+	Alloc: true, Free: true, "free_completed": true,
 	"segment_alloc": true, "segment_free": true,
 	"segment_map": true, "segment_unmap": true, "snapshot": true, "oom": true,
 }
+
+// Known reports whether action is one a trace may hold.
+func Known(action string) bool { return knownActions[action] }
 
 // MaxLineBytes is the longest line a trace may have. A trace's lines are
 // short (five fields); the bound keeps a malformed or hostile file, such
@@ -34,31 +50,29 @@ var knownActions = map[string]bool{
 // in proportion to that line.
 const MaxLineBytes = 64 << 10
 
-// traceReader reads a trace one event at a time, plain or gzip, so that a
+// Reader reads a trace one event at a time, plain or gzip, so that a
 // replay's memory does not grow with the trace's length. A malformed line,
 // a line longer than MaxLineBytes, an unknown action or a truncated gzip
 // is an error that names the line.
-type traceReader struct {
+type Reader struct {
 	cr    *csv.Reader
 	lines *lineLimit
 	gzip  bool
-	close func() error
 	first bool
 	last  int // the line of the last event returned
 }
 
-func newTraceReader(r io.Reader) (*traceReader, error) {
+// NewReader returns a Reader of r, which holds a trace, plain or gzip.
+func NewReader(r io.Reader) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
-	t := &traceReader{close: func() error { return nil }, first: true}
+	t := &Reader{first: true}
 	var in io.Reader = br
 	if magic, err := br.Peek(2); err == nil && bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("trace: not a readable gzip: %w", err)
 		}
-		// The reader's error was returned where it arose; Close only
-		// repeats it.
-		in, t.close, t.gzip = zr, func() error { return nil }, true
+		in, t.gzip = zr, true
 	}
 	t.lines = &lineLimit{r: in, line: 1}
 	t.cr = csv.NewReader(bufio.NewReaderSize(t.lines, 1<<16))
@@ -69,15 +83,15 @@ func newTraceReader(r io.Reader) (*traceReader, error) {
 	return t, nil
 }
 
-// next returns the next event, or io.EOF after the last.
-func (t *traceReader) next() (event, error) {
+// Next returns the next event, or io.EOF after the last.
+func (t *Reader) Next() (Event, error) {
 	for {
 		rec, err := t.cr.Read()
 		if err == io.EOF {
-			return event{}, io.EOF
+			return Event{}, io.EOF
 		}
 		if err != nil {
-			return event{}, t.readError(err)
+			return Event{}, t.readError(err)
 		}
 		// FieldPos is valid only after a successful Read: a failed one
 		// leaves no record and FieldPos panics.
@@ -88,20 +102,20 @@ func (t *traceReader) next() (event, error) {
 			continue // the header
 		}
 		if len(rec) < 4 || len(rec) > 5 {
-			return event{}, fmt.Errorf("trace line %d: %d fields, want 4 (action,addr,size,stream) and an optional scope", line, len(rec))
+			return Event{}, fmt.Errorf("trace line %d: %d fields, want 4 (action,addr,size,stream) and an optional scope", line, len(rec))
 		}
 		if !knownActions[rec[0]] {
-			return event{}, fmt.Errorf("trace line %d: unknown action %q", line, rec[0])
+			return Event{}, fmt.Errorf("trace line %d: unknown action %q", line, rec[0])
 		}
 		addr, err1 := strconv.ParseUint(rec[1], 10, 64)
 		size, err2 := strconv.ParseInt(rec[2], 10, 64)
 		stream, err3 := strconv.ParseUint(rec[3], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil || size < 0 {
-			return event{}, fmt.Errorf("trace line %d: addr, size and stream must be non-negative integers", line)
+			return Event{}, fmt.Errorf("trace line %d: addr, size and stream must be non-negative integers", line)
 		}
-		ev := event{line: line, action: rec[0], addr: addr, size: size, stream: stream}
+		ev := Event{Line: line, Action: rec[0], Addr: addr, Size: size, Stream: stream}
 		if len(rec) == 5 {
-			ev.scope = rec[4]
+			ev.Scope = rec[4]
 		}
 		t.last = line
 		return ev, nil
@@ -109,7 +123,7 @@ func (t *traceReader) next() (event, error) {
 }
 
 // readError says what went wrong reading the trace, once, with the line.
-func (t *traceReader) readError(err error) error {
+func (t *Reader) readError(err error) error {
 	var long *lineTooLong
 	if errors.As(err, &long) {
 		return long
@@ -163,16 +177,15 @@ func (l *lineLimit) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// readTrace reads a whole trace into memory: for tests and small traces.
-func readTrace(r io.Reader) ([]event, error) {
-	t, err := newTraceReader(r)
+// ReadAll reads a whole trace into memory: for tests and small traces.
+func ReadAll(r io.Reader) ([]Event, error) {
+	t, err := NewReader(r)
 	if err != nil {
 		return nil, err
 	}
-	defer t.close()
-	var events []event
+	var events []Event
 	for {
-		ev, err := t.next()
+		ev, err := t.Next()
 		if err == io.EOF {
 			return events, nil
 		}

@@ -1,0 +1,125 @@
+// Package apitest lists a package's exported API, so that a package's test
+// can hold it against a list kept in the test and additions are deliberate.
+package apitest
+
+import (
+	"go/ast"
+	"go/build"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Exported returns the exported names of the package in dir, as built by
+// default (no build tags): "const X", "var X", "func X", "type T", and
+// "method T.M" for the exported methods of exported types, sorted.
+func Exported(dir string) ([]string, error) {
+	pkg, err := build.ImportDir(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	p, err := doc.NewFromFiles(fset, files, pkg.ImportPath)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	values := func(kind string, vs []*doc.Value) {
+		for _, v := range vs {
+			for _, n := range v.Names {
+				if token.IsExported(n) {
+					out = append(out, kind+" "+n)
+				}
+			}
+		}
+	}
+	funcs := func(fs []*doc.Func) {
+		for _, f := range fs {
+			out = append(out, "func "+f.Name)
+		}
+	}
+	values("const", p.Consts)
+	values("var", p.Vars)
+	funcs(p.Funcs)
+	for _, t := range p.Types {
+		out = append(out, "type "+t.Name)
+		values("const", t.Consts)
+		values("var", t.Vars)
+		funcs(t.Funcs)
+		for _, m := range t.Methods {
+			out = append(out, "method "+t.Name+"."+m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Check fails t unless the package in dir exports exactly want (in any
+// order). On a mismatch it says which names were added and which are gone.
+func Check(t require.TestingT, dir string, want []string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	got, err := Exported(dir)
+	require.NoError(t, err)
+	want = slices.Sorted(slices.Values(want))
+	var added, gone []string
+	for _, n := range got {
+		if !slices.Contains(want, n) {
+			added = append(added, n)
+		}
+	}
+	for _, n := range want {
+		if !slices.Contains(got, n) {
+			gone = append(gone, n)
+		}
+	}
+	assert.Empty(t, added, "exported but not in the test's list: add them there if users need them")
+	assert.Empty(t, gone, "in the test's list but not exported")
+}
+
+// CheckHomes fails t for each method, in the package in dir as built by
+// default, of a type in homes declared outside that type's home file.
+func CheckHomes(t require.TestingT, dir string, homes map[string]string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	pkg, err := build.ImportDir(dir, 0)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil {
+				continue
+			}
+			typ := fn.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			id, ok := typ.(*ast.Ident)
+			if !ok {
+				continue
+			}
+			if home, ok := homes[id.Name]; ok && home != name {
+				assert.Fail(t, "a method away from its type's home",
+					"%s.%s is in %s, not in %s", id.Name, fn.Name.Name, name, home)
+			}
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package apitest_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/internal/apitest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestExportedListsWhatAnotherPackageCanName(t *testing.T) {
+	got, err := apitest.Exported("testdata/sample")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"const Limit", "func New", "method T.Do", "type T"}, got)
+}
+
+// fakeT records what Check reports.
+type fakeT struct{ errs []string }
+
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
+func (f *fakeT) FailNow() {}
+
+func TestCheckFailsOnANameAddedOrGone(t *testing.T) {
+	ft := &fakeT{}
+	apitest.Check(ft, "testdata/sample", []string{"type T", "func New", "method T.Do", "const Limit"})
+	assert.Empty(t, ft.errs, "the same names, in another order")
+
+	ft = &fakeT{}
+	apitest.Check(ft, "testdata/sample", []string{"const Limit", "func New", "type T"})
+	require.Len(t, ft.errs, 1)
+	assert.Contains(t, ft.errs[0], "method T.Do", "a name the list lacks")
+
+	ft = &fakeT{}
+	apitest.Check(ft, "testdata/sample", []string{"const Limit", "func New", "method T.Do", "type T", "func Removed"})
+	require.Len(t, ft.errs, 1)
+	assert.Contains(t, ft.errs[0], "func Removed", "a name the package lacks")
+}
+
+func TestCheckHomesFindsAMethodAwayFromItsType(t *testing.T) {
+	ft := &fakeT{}
+	apitest.CheckHomes(ft, "testdata/sample", map[string]string{"T": "sample.go"})
+	assert.Empty(t, ft.errs)
+	apitest.CheckHomes(ft, "testdata/sample", map[string]string{"T": "t.go"})
+	require.Len(t, ft.errs, 2, "Do and undo")
+	assert.Contains(t, ft.errs[0], "T.Do is in sample.go, not in t.go")
+}

@@ -1,0 +1,23 @@
+// Package sample is what apitest's test lists.
+package sample
+
+// Limit is exported.
+const Limit = 1
+
+var hidden = 2
+
+// T is exported, with a constructor and a method.
+type T struct{}
+
+// New returns a T.
+func New() T { return T{} }
+
+// Do is exported.
+func (T) Do() {}
+
+func (T) undo() {}
+
+type t2 struct{}
+
+// Exported of an unexported type is not listed.
+func (t2) Exported() {}

@@ -81,3 +81,23 @@ func FormatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.2f %s", v, suffix)
 }
+
+// sourceOOM marks an out-of-memory error from the source or from the limit.
+type sourceOOM struct{ err error }
+
+func (e sourceOOM) Error() string {
+	if e.err == nil {
+		return "pool limit reached"
+	}
+	return e.err.Error()
+}
+func (e sourceOOM) Is(target error) bool { return target == ErrOutOfMemory }
+func (e sourceOOM) Unwrap() error        { return e.err }
+
+// markOutOfMemory wraps a source error in sourceOOM where it means no room.
+func markOutOfMemory(err error) error {
+	if IsSourceOutOfMemory(err) {
+		return sourceOOM{err}
+	}
+	return err
+}

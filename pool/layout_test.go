@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,18 +22,7 @@ import (
 // methods and struct fields declared there.
 func fileUses(t *testing.T, dir string) map[string]map[string]bool {
 	t.Helper()
-	fset := token.NewFileSet()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	require.NoError(t, err)
-	var files []*ast.File
-	for _, path := range paths {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		require.NoError(t, err)
-		files = append(files, f)
-	}
+	fset, files := parseDir(t, dir)
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
 	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
 	pkg, err := conf.Check(files[0].Name.Name, fset, files, info)
@@ -136,4 +126,103 @@ func TestFilesStackInLayers(t *testing.T) {
 		})
 		require.Equal(t, []string{"a.go", "b.go", "c.go", "a.go"}, cycle)
 	})
+}
+
+// parseDir parses the non-test files of the package in dir.
+func parseDir(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	var files []*ast.File
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	return fset, files
+}
+
+// maxFuncLines is the most lines a function of pool may span.
+const maxFuncLines = 80
+
+func TestNoLongFunctions(t *testing.T) {
+	fset, files := parseDir(t, ".")
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			start, end := fset.Position(fd.Pos()), fset.Position(fd.End())
+			assert.LessOrEqual(t, end.Line-start.Line+1, maxFuncLines, "%s:%d: %s is too long", start.Filename, start.Line, fd.Name.Name)
+		}
+	}
+}
+
+// exported lists what pool exports: what its users call. A change here is
+// a change of the API, to make on purpose.
+var exported = []string{
+	"Alignment", "Block", "Block.IsZero", "Block.Ptr", "Block.Size", "Block.Stream",
+	"BlockAllocated", "BlockCached", "BlockFree", "BlockInfo", "BlockMoving", "BlockPending", "BlockUnmapped",
+	"DefaultGrowthStep", "ErrClosed", "ErrInvalidBlock", "ErrInvalidSize", "ErrOutOfMemory",
+	"EventSource", "Expand", "ExpandAlways", "ExpandAuto", "ExpandNever", "Expansion",
+	"FormatBytes", "GrowthStep", "IsSourceOutOfMemory", "IsStreamGone",
+	"MaxReserved", "MaxReservedFraction", "MaxSize", "MaxSplitSize", "New", "NewRegion",
+	"OOMError", "OOMError.Error", "OOMError.Is", "OOMError.Unwrap", "Option", "PageMapper",
+	"Pool", "Pool.Alloc", "Pool.AllocContext", "Pool.AllocOn", "Pool.Close", "Pool.EmptyCache",
+	"Pool.Expandable", "Pool.Free", "Pool.MaxReserved", "Pool.Observe", "Pool.RecordUse",
+	"Pool.ResetPeaks", "Pool.RetireStream", "Pool.SetMaxReserved", "Pool.SetMaxReservedFraction",
+	"Pool.Snapshot", "Pool.Stats", "Pool.WaitForUses",
+	"Region", "Region.Alloc", "Region.CloseIfEmpty", "Region.Free", "Region.Size", "Region.Used",
+	"ReleaseThreshold", "Rounded", "SegmentInfo", "Shards", "Snapshot", "Source", "Stats",
+}
+
+func TestExportedNames(t *testing.T) {
+	_, files := parseDir(t, ".")
+	var got []string
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() {
+					continue
+				}
+				name := d.Name.Name
+				if d.Recv != nil {
+					recv := d.Recv.List[0].Type
+					if star, ok := recv.(*ast.StarExpr); ok {
+						recv = star.X
+					}
+					if !recv.(*ast.Ident).IsExported() {
+						continue // a method of an unexported type: no user can name it
+					}
+					name = recv.(*ast.Ident).Name + "." + name
+				}
+				got = append(got, name)
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							got = append(got, s.Name.Name)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								got = append(got, n.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(got)
+	want := slices.Clone(exported)
+	sort.Strings(want)
+	require.Equal(t, want, got, "pool's exported names changed: update the list in this test if that was meant")
 }

@@ -46,9 +46,13 @@ type expander struct {
 	idle    []*handle // handles held but mapped nowhere
 }
 
-// addressShare is the share of MaxSize reserved per segment where the
-// device's size is unknown.
-const addressShare = 64
+// The address space an expandable segment reserves: reservesPerDevice
+// times the device, or MaxSize/addressShare where the device's size is
+// unknown.
+const (
+	reservesPerDevice = 2
+	addressShare      = 64
+)
 
 // newExpander returns an expander over m for a device of total bytes
 // (0: unknown), growing by multiples of step bytes.
@@ -57,13 +61,13 @@ func newExpander(m PageMapper, total, step int64) (*expander, error) {
 	if e.gran <= 0 || e.gran&(e.gran-1) != 0 {
 		return nil, fmt.Errorf("pool: source granularity %d is not a power of two", e.gran)
 	}
-	// Address space is cheap and pages move: reserve twice the device
+	// Address space is cheap and pages move: reserve more than the device
 	// so that holes never leave too little contiguous room.
 	va := total
 	if va <= 0 || va > MaxSize {
 		va = MaxSize / addressShare
 	}
-	e.vaSize = 2 * e.granules(va) * e.gran
+	e.vaSize = reservesPerDevice * e.granules(va) * e.gran
 	e.step = e.granules(step) * e.gran
 	return e, nil
 }

@@ -75,11 +75,14 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	}
 	n := o.shards
 	if n == 0 {
-		n = 2 * runtime.GOMAXPROCS(0)
+		n = shardsPerP * runtime.GOMAXPROCS(0)
 	}
 	p.front = newFrontCache(n)
 	return p, nil
 }
+
+// shardsPerP is the front cache's shards per P where Shards does not say.
+const shardsPerP = 2
 
 // setUpExpansion makes the arenas expandable where the source maps pages
 // and the options allow it.

@@ -50,8 +50,8 @@ func (s *streams) isRetired(stream uintptr) bool {
 }
 
 // freeAfterEvents records an event on every other stream that used blk and
-// parks it until they complete. Where an event cannot be recorded, the
-// block stays parked until one can, and has completed: the error says so.
+// holds it until they complete. Where an event cannot be recorded, the
+// block stays held until one can, and has completed: the error says so.
 func (s *streams) freeAfterEvents(blk *block) error {
 	s.mu.Lock()
 	uses := append([]uintptr(nil), blk.uses...)
@@ -93,7 +93,7 @@ func (s *streams) recordOn(events, list []uintptr) (_, failed []uintptr, err err
 	return events, failed, err
 }
 
-// collectPending returns parked blocks whose events have all completed to
+// collectPending returns held blocks whose events have all completed to
 // their arenas. It queries events; it never waits.
 func (s *streams) collectPending() error {
 	s.mu.Lock()
@@ -101,12 +101,12 @@ func (s *streams) collectPending() error {
 		s.mu.Unlock()
 		return nil
 	}
-	parked := s.pending
+	held := s.pending
 	s.pending = nil
 	s.mu.Unlock()
 	var errs []error
 	var done, waiting []*block
-	for _, b := range parked {
+	for _, b := range held {
 		ok, err := s.poll(b)
 		if err != nil {
 			errs = append(errs, err)
@@ -126,14 +126,14 @@ func (s *streams) collectPending() error {
 	return errors.Join(errs...)
 }
 
-// poll reports whether every stream that used the parked block b has
+// poll reports whether every stream that used the held block b has
 // completed the work queued at its free, and then destroys b's events.
 // It records first the events that the free could not.
 func (s *streams) poll(b *block) (bool, error) {
 	var errs []error
 	if len(b.unrecorded) > 0 {
 		// Its free could not record these: try again. The error was
-		// the free's; the block stays parked meanwhile.
+		// the free's; the block stays held meanwhile.
 		b.events, b.unrecorded, _ = s.recordOn(b.events, b.unrecorded)
 	}
 	if len(b.unrecorded) > 0 {
@@ -237,7 +237,7 @@ func streamsOf(segs []*segment, blocks []*block) []uintptr {
 	return out
 }
 
-// waitPending waits until the events of every parked block have completed
+// waitPending waits until the events of every held block have completed
 // and returns the blocks to their arenas. With a ctx that can be done it
 // polls, and stops with ctx's error when ctx is done; the blocks whose
 // events completed are returned all the same. Close, EmptyCache and an
@@ -271,6 +271,13 @@ func (s *streams) waitPending(ctx context.Context) error {
 	return errors.Join(append(errs, s.collectPending())...)
 }
 
+// The pauses between queries of an event while ctx can be done: short at
+// first, for work about to complete, doubling up to maxPause.
+const (
+	firstPause = 20 * time.Microsecond
+	maxPause   = 10 * time.Millisecond
+)
+
 // waitEvent waits for ev: with the source's blocking wait where ctx can never
 // be done, else by querying it with a growing pause until it has completed
 // or ctx is done.
@@ -278,7 +285,7 @@ func (s *streams) waitEvent(ctx context.Context, ev uintptr) error {
 	if ctx.Done() == nil {
 		return s.events.WaitEvent(ev)
 	}
-	pause := 20 * time.Microsecond
+	pause := firstPause
 	for {
 		done, err := s.events.EventDone(ev)
 		if err != nil || done {
@@ -291,6 +298,6 @@ func (s *streams) waitEvent(ctx context.Context, ev uintptr) error {
 			return context.Cause(ctx)
 		case <-t.C:
 		}
-		pause = min(2*pause, 10*time.Millisecond)
+		pause = min(2*pause, maxPause)
 	}
 }

@@ -322,10 +322,7 @@ func (e *expander) unmapAll(handles []*handle) {
 
 // createHandle creates a handle of size bytes, within the limit.
 func (e *expander) createHandle(size int64) (*handle, error) {
-	e.mu.Lock()
-	err := e.ledger.limitError(size)
-	e.mu.Unlock()
-	if err != nil {
+	if err := e.ledger.checkLimit(size); err != nil {
 		return nil, err
 	}
 	id, err := e.mapper.Create(size)
@@ -334,7 +331,7 @@ func (e *expander) createHandle(size int64) (*handle, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ledger.sourceAllocs++
+	e.ledger.counts.SourceAllocs++
 	e.ledger.handles++
 	e.ledger.addReserved(size)
 	return &handle{id: id, size: size}, nil
@@ -398,8 +395,8 @@ func (e *expander) apply(a *arena, g *growth) error {
 	for _, hd := range handles {
 		g.hole.seg.addMapping(hd)
 	}
-	e.ledger.growths++
-	e.ledger.pagesMapped += g.byteSize / e.gran
+	e.ledger.counts.Growths++
+	e.ledger.counts.PagesMapped += g.byteSize / e.gran
 	return nil
 }
 
@@ -424,7 +421,7 @@ func (e *expander) unmapForMove(a *arena, g *growth) ([]*handle, error) {
 	handles = append(handles, moved...)
 	e.mu.Lock()
 	for _, hd := range moved {
-		e.ledger.pagesMoved += hd.size / e.gran
+		e.ledger.counts.PagesMoved += hd.size / e.gran
 	}
 	e.mu.Unlock()
 	return handles, err
@@ -505,7 +502,7 @@ func (e *expander) release(moving []*block, hs []*handle) error {
 			break
 		}
 		e.mu.Lock()
-		e.ledger.sourceFrees++
+		e.ledger.counts.SourceFrees++
 		e.ledger.handles--
 		e.ledger.addReserved(-hd.size)
 		e.mu.Unlock()

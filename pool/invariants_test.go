@@ -169,8 +169,8 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 	if handles != p.ledger.handles {
 		return fmt.Errorf("the pool counts %d handles, holds %d", p.ledger.handles, handles)
 	}
-	if reserved != p.ledger.reserved || p.ledger.reservedNow.Load() != p.ledger.reserved {
-		return fmt.Errorf("reserved counts %d, segments and pages hold %d", p.ledger.reserved, reserved)
+	if reserved != p.ledger.counts.Reserved || p.ledger.reservedNow.Load() != p.ledger.counts.Reserved {
+		return fmt.Errorf("reserved counts %d, segments and pages hold %d", p.ledger.counts.Reserved, reserved)
 	}
 	var allocs, frees, sumAllocated, sumRequested int64
 	for i := range p.front.shards {
@@ -186,8 +186,8 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 	if allocs-frees != live {
 		return fmt.Errorf("counters say %d blocks live, %d are", allocs-frees, live)
 	}
-	if p.ledger.peakReserved < p.ledger.reserved {
-		return fmt.Errorf("peak reserved %d is below reserved %d", p.ledger.peakReserved, p.ledger.reserved)
+	if p.ledger.counts.PeakReserved < p.ledger.counts.Reserved {
+		return fmt.Errorf("peak reserved %d is below reserved %d", p.ledger.counts.PeakReserved, p.ledger.counts.Reserved)
 	}
 	return nil
 }

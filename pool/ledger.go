@@ -1,36 +1,37 @@
 package pool
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // ledger counts what a pool holds from its source, against its cap, and the
-// calls that changed it. Its plain fields are guarded by the pool's mu.
+// calls that changed it. Its plain fields are guarded by mu, the pool's
+// lock.
 type ledger struct {
+	mu          *sync.Mutex
 	limit       atomic.Int64 // MaxReserved in bytes; 0 means none. Changed under mu and growMu (SetMaxReserved)
 	total       int64        // the device's bytes, as MemInfo said when the pool was made; 0: unknown
 	reservedNow atomic.Int64 // copy of reserved for lock-free reads
 
-	reserved     int64
-	peakReserved int64
-	segments     int64
-	sourceAllocs int64
-	sourceFrees  int64
-	handles      int64 // handles held, mapped or idle
-	growths      int64
-	pagesMapped  int64
-	pagesMoved   int64
-	ooms         int64
-	retries      int64
+	// counts holds the Stats fields the ledger keeps: Reserved,
+	// PeakReserved, Segments (classic ones), SourceAllocs, SourceFrees,
+	// Growths, PagesMapped, PagesMoved, OOMs and Retries.
+	counts  Stats
+	handles int64 // handles held, mapped or idle
 }
 
 // overLimit reports whether reserving n more bytes breaks the limit.
 func (l *ledger) overLimit(n int64) bool {
 	limit := l.limit.Load()
-	return limit > 0 && l.reserved+n > limit
+	return limit > 0 && l.counts.Reserved+n > limit
 }
 
-// limitError returns the out-of-memory error of the limit where reserving
-// n more bytes would break it.
-func (l *ledger) limitError(n int64) error {
+// checkLimit returns the out-of-memory error of the limit where reserving
+// n more bytes would break it. Called with mu not held.
+func (l *ledger) checkLimit(n int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.overLimit(n) {
 		return sourceOOM{}
 	}
@@ -56,23 +57,9 @@ func (l *ledger) budget() int64 {
 
 // addReserved counts n more bytes held (fewer, where n is negative).
 func (l *ledger) addReserved(n int64) {
-	l.reserved += n
-	l.reservedNow.Store(l.reserved)
-	if l.reserved > l.peakReserved {
-		l.peakReserved = l.reserved
+	l.counts.Reserved += n
+	l.reservedNow.Store(l.counts.Reserved)
+	if l.counts.Reserved > l.counts.PeakReserved {
+		l.counts.PeakReserved = l.counts.Reserved
 	}
-}
-
-// fill copies the counters into st.
-func (l *ledger) fill(st *Stats) {
-	st.Reserved = l.reserved
-	st.PeakReserved = l.peakReserved
-	st.Segments = l.segments
-	st.SourceAllocs = l.sourceAllocs
-	st.SourceFrees = l.sourceFrees
-	st.Growths = l.growths
-	st.PagesMapped = l.pagesMapped
-	st.PagesMoved = l.pagesMoved
-	st.OOMs = l.ooms
-	st.Retries = l.retries
 }

@@ -52,6 +52,7 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	p.arenas = arenaSet{guard: &p.mu, maxSplit: o.maxSplit, byKey: make(map[arenaKey]*arena)}
 	events, _ := src.(EventSource)
 	p.streams = streams{mu: &p.mu, events: events, arenas: &p.arenas}
+	p.ledger.mu = &p.mu
 	p.ledger.limit.Store(o.limit)
 	// The device's size bounds what can ever be allocated and sizes the
 	// address space reserved; a source that cannot say is still usable,
@@ -364,7 +365,7 @@ func (p *Pool) growOnce(a *arena, r int64, squeeze bool) (*block, error) {
 // else releases the cache. Called with growMu held.
 func (p *Pool) makeRoom(ctx context.Context, a *arena, r int64) (*block, error) {
 	p.mu.Lock()
-	p.ledger.retries++
+	p.ledger.counts.Retries++
 	p.mu.Unlock()
 	if err := p.streams.waitPending(ctx); err != nil {
 		return nil, err
@@ -382,10 +383,7 @@ func (p *Pool) makeRoom(ctx context.Context, a *arena, r int64) (*block, error) 
 // with growMu held.
 func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	size := classicSegmentSize(r, a.key.small)
-	p.mu.Lock()
-	err := p.ledger.limitError(size)
-	p.mu.Unlock()
-	if err != nil {
+	if err := p.ledger.checkLimit(size); err != nil {
 		return nil, err
 	}
 	ptr, err := p.src.Alloc(size)
@@ -401,8 +399,8 @@ func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := a.addSegment(ptr, size)
-	p.ledger.segments++
-	p.ledger.sourceAllocs++
+	p.ledger.counts.Segments++
+	p.ledger.counts.SourceAllocs++
 	p.ledger.addReserved(size)
 	return a.takeBlock(s.first, r), nil
 }
@@ -421,8 +419,8 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ledger.ooms++
-	return &OOMError{Requested: size, Stream: stream, Allocated: p.front.allocated(), Reserved: p.ledger.reserved,
+	p.ledger.counts.OOMs++
+	return &OOMError{Requested: size, Stream: stream, Allocated: p.front.allocated(), Reserved: p.ledger.counts.Reserved,
 		Limit: p.ledger.limit.Load(), DeviceFree: free, DeviceTotal: total, Err: cause,
 		LargestFree: p.arenas.largestFree()}
 }
@@ -513,8 +511,8 @@ func (p *Pool) freeSegments(segs []*segment) []error {
 			p.arenas.of(s).restoreSegment(s)
 			errs = append(errs, fmt.Errorf("pool: returning a %d-byte segment to the source: %w", s.size, err))
 		} else {
-			p.ledger.segments--
-			p.ledger.sourceFrees++
+			p.ledger.counts.Segments--
+			p.ledger.counts.SourceFrees++
 			p.ledger.addReserved(-s.size)
 		}
 		p.mu.Unlock()
@@ -585,8 +583,7 @@ func (p *Pool) Stats() Stats {
 // statsLocked is Stats with p.mu held, and every shard's mu too where
 // shardsLocked (Snapshot holds them all).
 func (p *Pool) statsLocked(shardsLocked bool) Stats {
-	var st Stats
-	p.ledger.fill(&st)
+	st := p.ledger.counts
 	for _, a := range p.arenas.byKey {
 		if a.expandable {
 			st.Segments += int64(len(a.segments))
@@ -607,7 +604,7 @@ func (p *Pool) statsLocked(shardsLocked bool) Stats {
 func (p *Pool) ResetPeaks() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ledger.peakReserved = p.ledger.reserved
+	p.ledger.counts.PeakReserved = p.ledger.counts.Reserved
 	p.front.resetPeaks()
 }
 
@@ -726,7 +723,7 @@ func (p *Pool) SetMaxReserved(bytes int64) error {
 	defer p.growMu.Unlock()
 	p.mu.Lock()
 	p.ledger.limit.Store(bytes)
-	over := bytes > 0 && p.ledger.reserved > bytes
+	over := bytes > 0 && p.ledger.counts.Reserved > bytes
 	p.mu.Unlock()
 	if !over {
 		return nil

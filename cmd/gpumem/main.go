@@ -85,8 +85,8 @@ sim), and the time of each pass. plot draws a trace's memory over its
 events: requested bytes stacked by size (or by scope, where the trace has
 that column), and what the pool reserves replaying it. stress opens nested
 scopes from many goroutines for a while and checks that nothing is left.
-"events" counts the trace's alloc and free_requested lines, once, as
-plot does. A replay in which allocations ran out of memory still prints
+"alloc_and_free_events" counts the trace's alloc and free_requested lines,
+once, as plot does. A replay in which allocations ran out of memory still prints
 its JSON (peak_requested_bytes is then the trace's own peak, not what
 succeeded, and ooms counts the failures), says so on stderr, and exits
 with status 3; other errors exit with status 1. The trace format, and the

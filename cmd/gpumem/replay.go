@@ -15,7 +15,7 @@ type result struct {
 	Trace              string  `json:"trace"`
 	Driver             string  `json:"driver"`
 	Expandable         bool    `json:"expandable"`
-	Events             int     `json:"events"`
+	Events             int     `json:"alloc_and_free_events"`
 	Allocs             int     `json:"allocs"`
 	Frees              int     `json:"frees"`
 	PeakRequestedBytes int64   `json:"peak_requested_bytes"`

@@ -151,12 +151,11 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // The shape of new handles. A handle is at most 1/budgetShare of the pool's
 // budget (MaxReserved, else the device's memory): then one handle strands at
 // most that share of the budget, and filling the budget creates at most
-// budgetShare handles beyond one a growth. A handle costs about 40 us on an
-// H200 (create, map, and the access call's share: docs/pool.md), so 256 of
-// them cost about what PyTorch's expandable segments spend mapping a 5 GiB
-// budget in 20 MiB pages. A handle is never below minHandleGranules granules
-// (8 MiB on an H200): on a small budget, handles of a page or two would
-// multiply the driver calls and the moves for little memory.
+// budgetShare handles beyond one a growth, whose driver calls cost about
+// what PyTorch's expandable segments spend mapping the budget in pages
+// (docs/pool.md has the times). A handle is never below minHandleGranules
+// granules: on a small budget, handles of a page or two would multiply the
+// driver calls and the moves for little memory.
 const (
 	budgetShare       = 256
 	minHandleGranules = 4

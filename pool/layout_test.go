@@ -226,3 +226,34 @@ func TestExportedNames(t *testing.T) {
 	sort.Strings(want)
 	require.Equal(t, want, got, "pool's exported names changed: update the list in this test if that was meant")
 }
+
+func TestMethodsLiveWithTheirType(t *testing.T) {
+	fset, files := parseDir(t, ".")
+	home := map[string]string{} // type name -> the file that declares it
+	for _, f := range files {
+		for _, d := range f.Decls {
+			if gd, ok := d.(*ast.GenDecl); ok {
+				for _, s := range gd.Specs {
+					if ts, ok := s.(*ast.TypeSpec); ok {
+						home[ts.Name.Name] = filepath.Base(fset.Position(ts.Pos()).Filename)
+					}
+				}
+			}
+		}
+	}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil {
+				continue
+			}
+			recv := fd.Recv.List[0].Type
+			if star, ok := recv.(*ast.StarExpr); ok {
+				recv = star.X
+			}
+			typ := recv.(*ast.Ident).Name
+			file := filepath.Base(fset.Position(fd.Pos()).Filename)
+			assert.Equal(t, home[typ], file, "method %s.%s lives away from its type", typ, fd.Name.Name)
+		}
+	}
+}

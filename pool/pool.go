@@ -243,7 +243,10 @@ func (p *Pool) Free(b Block) error {
 		p.arenas.release(blk)
 		p.mu.Unlock()
 	}
-	return p.afterFree()
+	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 {
+		return p.afterFree()
+	}
+	return nil
 }
 
 // afterFree gives memory back where a free leaves too much cached: all of

@@ -127,15 +127,19 @@ func (c *frontCache) index(mu *sync.Mutex) int {
 func (c *frontCache) lockOwner(blk *block) *shard {
 	for {
 		mu := blk.owner.Load()
-		i := c.index(mu)
-		if i < 0 {
+		if mu == nil {
 			return nil
 		}
 		mu.Lock()
-		if blk.owner.Load() == mu {
+		if blk.owner.Load() != mu {
+			mu.Unlock() // it moved while we waited
+			continue
+		}
+		if i := c.index(mu); i >= 0 {
 			return &c.shards[i]
 		}
-		mu.Unlock() // it moved while we waited
+		mu.Unlock()
+		return nil
 	}
 }
 

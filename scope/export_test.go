@@ -1,13 +1,19 @@
 package scope
 
+import (
+	"context"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
 // Internals reached by the external tests.
 
 // SetGeneration makes the slot of r's allocation believe it is at
 // generation g: a test reaches the end of the 48 bits without 2^48 uses.
 // The allocation must be live.
 func SetGeneration(r Ref, g uint64) Ref {
-	w := r.a.st.Load()
-	r.a.st.Store(word(g, stateOf(w)) | w&usersMask)
+	w := r.slot.word.Load()
+	r.slot.word.Store(packWord(g, stateOf(w)) | w&usersMask)
 	r.gen = g
 	return r
 }
@@ -30,3 +36,42 @@ func (t *Tree) FreeNodes() (n int, twice bool) {
 
 // Gen returns the generation: which use of its slot r names.
 func (r Ref) Gen() uint64 { return r.gen }
+
+// Pool returns the tree's pool.
+func (t *Tree) Pool() *pool.Pool { return t.pool }
+
+// FromContext returns the scope that ctx was made by ([Scope.Context]).
+func FromContext(ctx context.Context) (Scope, bool) {
+	e, ok := ctx.Value(scopeKey{}).(*ctxScope)
+	if !ok {
+		return Scope{}, false
+	}
+	return e.s, true
+}
+
+// ID returns the scope's ID; 0 once it ended.
+func (s Scope) ID() uint64 {
+	if !s.lock() {
+		return 0
+	}
+	defer s.n.mu.Unlock()
+	return s.n.id
+}
+
+// IsZero reports whether r is the zero Ref.
+func (r Ref) IsZero() bool { return r.slot == nil }
+
+// Owner returns the scope that owns the allocation now; the zero Scope
+// where it has ended.
+func (r Ref) Owner() Scope {
+	if r.slot == nil || r.err() != nil {
+		return Scope{}
+	}
+	if o := r.slot.owner.Load(); o != nil {
+		return o.handle()
+	}
+	return Scope{}
+}
+
+// Use is UseAt at offset 0.
+func (r Ref) Use(fn func(ptr uintptr) error) error { return r.UseAt(0, fn) }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -23,107 +21,6 @@ type Scope struct {
 	epoch  uint64
 	zeroed bool // copies of the node's flags, which do not change during a use
 	waits  bool
-}
-
-// node is the state of one open scope at a time. Its identity (tree,
-// parent, name, limit, flags, context) changes only when it is reused,
-// under mu; everything that reads it through a Scope takes mu and checks
-// the epoch first. Pointers between nodes (parent, owners, reservations)
-// are used only while the node they point to is open.
-type node struct {
-	epoch    atomic.Uint64 // its use: odd while a scope is open in it, even from the moment it ends
-	tree     *Tree
-	id       uint64
-	parent   *node
-	name     string
-	path     string
-	limit    int64
-	zeroed   bool            // allocations start zeroed (Options.Zeroed, here or above)
-	waits    bool            // allocations wait for memory (Options.Wait, here or above)
-	opened   context.Context // the context it was opened with
-	ctx      context.Context // opened with the scope in it, made on first use
-	done     <-chan struct{}
-	stack    []uintptr
-	region   *pool.Region // the reservation, if any
-	resBlock *pool.Block  // the memory behind region
-	reserves bool         // it or an ancestor has a reservation
-	stream   uintptr      // the stream its allocations are ordered on
-
-	live atomic.Int64 // bytes live here and in descendants
-	peak atomic.Int64
-
-	prevSib, nextSib *node // in the parent's children or the tree's roots, under that one's mu
-
-	mu         sync.Mutex // protects the fields below
-	head, tail *slot
-	count      int
-	children   scopeList
-	spare      []*slot      // slots ready for allocations (see slotTable)
-	resources  resourceList // what else the scope owns (Scope.OwnResource), ended first
-	left       sync.Cond    // on mu: a child left children (End waits for the last)
-}
-
-// scopeList is a list of scopes, linked through their prevSib and nextSib,
-// so that a scope leaves it at no cost however many there are.
-type scopeList struct {
-	head, tail *node
-	n          int
-}
-
-func (l *scopeList) push(s *node) {
-	s.prevSib, s.nextSib = l.tail, nil
-	if l.tail != nil {
-		l.tail.nextSib = s
-	} else {
-		l.head = s
-	}
-	l.tail = s
-	l.n++
-}
-
-func (l *scopeList) remove(s *node) {
-	if s.prevSib != nil {
-		s.prevSib.nextSib = s.nextSib
-	} else if l.head == s {
-		l.head = s.nextSib
-	} else {
-		return // not on the list
-	}
-	if s.nextSib != nil {
-		s.nextSib.prevSib = s.prevSib
-	} else {
-		l.tail = s.prevSib
-	}
-	s.prevSib, s.nextSib = nil, nil
-	l.n--
-}
-
-// handles returns handles to the scopes on the list, oldest first. Called
-// with the list owner's mu held.
-func (l *scopeList) handles() []Scope {
-	out := make([]Scope, 0, l.n)
-	for s := l.head; s != nil; s = s.nextSib {
-		out = append(out, s.handle())
-	}
-	return out
-}
-
-// Stats describes a scope.
-type Stats struct {
-	Live        int64 // bytes live in the scope and its children
-	Peak        int64 // the most Live has been
-	Allocations int   // live allocations the scope owns itself
-	Children    int   // open child scopes
-	Reserved    int64 // bytes of its reservation
-	Limit       int64 // its limit (0: none)
-}
-
-// closed reports whether the scope open in n has ended.
-func (n *node) closed() bool { return n.epoch.Load()&1 == 0 }
-
-// handle returns a Scope naming n's current use.
-func (n *node) handle() Scope {
-	return Scope{n: n, epoch: n.epoch.Load(), zeroed: n.zeroed, waits: n.waits}
 }
 
 // lock locks the node and reports whether s still names its use; on false
@@ -144,24 +41,6 @@ func (s Scope) lock() bool {
 
 // IsZero reports whether s is the zero Scope.
 func (s Scope) IsZero() bool { return s.n == nil }
-
-// ID returns a number no other scope of the process has; 0 once it ended.
-func (s Scope) ID() uint64 {
-	if !s.lock() {
-		return 0
-	}
-	defer s.n.mu.Unlock()
-	return s.n.id
-}
-
-// Name returns the scope's name; "" once it ended.
-func (s Scope) Name() string {
-	if !s.lock() {
-		return ""
-	}
-	defer s.n.mu.Unlock()
-	return s.n.name
-}
 
 // Path returns the names from the root to this scope, joined by "/"; ""
 // once it ended.
@@ -189,18 +68,6 @@ func (s Scope) Context() context.Context {
 		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, &ctxScope{s: s, outer: outer})
 	}
 	return s.n.ctx
-}
-
-// Info is a scope as one look saw it.
-type Info struct {
-	Scope       Scope
-	ID          uint64
-	Name        string
-	Path        string
-	Stack       []uintptr // where it was opened, when stacks were recorded
-	Stats       Stats
-	Allocations []AllocationInfo // the live allocations it owns, oldest first
-	Resources   []ResourceInfo   // what else it owns, oldest first
 }
 
 // Info returns what the scope is now, read in one look; false once it
@@ -253,22 +120,6 @@ func (s Scope) Stats() Stats {
 	return s.n.statsLocked()
 }
 
-func (n *node) statsLocked() Stats {
-	st := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.count, Children: n.children.n, Limit: n.limit}
-	if n.region != nil {
-		st.Reserved = n.region.Size()
-	}
-	return st
-}
-
-// AllocationInfo is an allocation as Allocations saw it.
-type AllocationInfo struct {
-	Ref   Ref
-	Ptr   uintptr
-	Size  int64
-	Stack []uintptr // where it was allocated, when stacks were recorded
-}
-
 // Allocations returns the live allocations the scope owns, oldest first,
 // copied while the scope's lock is held: slots are reused, so what they
 // hold can be read only then.
@@ -280,21 +131,13 @@ func (s Scope) Allocations() []AllocationInfo {
 	return s.n.allocationsLocked()
 }
 
-func (n *node) allocationsLocked() []AllocationInfo {
-	out := make([]AllocationInfo, 0, n.count)
-	for a := n.head; a != nil; a = a.next {
-		out = append(out, AllocationInfo{Ref: a.Ref(), Ptr: a.ptr, Size: a.size, Stack: a.stack})
-	}
-	return out
-}
-
 // Children returns the open child scopes, oldest first.
 func (s Scope) Children() []Scope {
 	if !s.lock() {
 		return nil
 	}
 	defer s.n.mu.Unlock()
-	return s.n.children.handles()
+	return handles(&s.n.children)
 }
 
 // Alloc allocates size bytes owned by the scope: from the nearest
@@ -314,209 +157,11 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 		return Ref{}, fmt.Errorf("%w: allocating through a scope that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	return s.n.allocLocked(size)
-}
-
-func (n *node) allocLocked(size int64) (Ref, error) {
-	if err := n.usable(); err != nil {
-		return Ref{}, err
+	r, err := s.n.allocLocked(size)
+	if err == nil && s.n.tree.recordStacks.Load() {
+		r.slot.stack = callerStack()
 	}
-	m := memory{size: size, taken: pool.Rounded(size)}
-	for r := n; r != nil && n.reserves; r = r.parent {
-		if r.region == nil || r.stream != n.stream {
-			continue // a reservation serves the scopes of its own stream
-		}
-		if ptr, _, ok := r.region.Alloc(size); ok {
-			m.ptr, m.region, m.resOf = ptr, r.region, r
-			break
-		}
-	}
-	// The memory is new to the scopes below the reservation that served it,
-	// or, from the pool, to every scope up to the root: charge those.
-	if err := n.charge(m.taken, m.resOf); err != nil {
-		if m.region != nil {
-			err = errors.Join(err, m.region.Free(m.ptr), m.resOf.releaseReservationIfEmpty())
-		}
-		return Ref{}, err
-	}
-	if m.region == nil {
-		// Short of memory, the pool may wait for other streams' work; it
-		// stops when the scope's context is done.
-		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
-		if err != nil {
-			n.uncharge(m.taken, nil)
-			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
-		}
-		m.ptr, m.block = b.Ptr(), b
-	}
-	n.holds(m.resOf)
-	a := n.takeSlot()
-	if a.tree == nil {
-		a.tree = n.tree
-	}
-	a.ptr, a.size, a.taken, a.block, a.region, a.resOf = m.ptr, m.size, m.taken, m.block, m.region, m.resOf
-	if a.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
-		a.stream.Store(n.stream)
-	}
-	if n.tree.record.Load() {
-		a.stack = callers(4)
-	}
-	gen := nextGen(genOf(a.st.Load()))
-	a.st.Store(word(gen, live))
-	if a.owner.Load() != n {
-		a.owner.Store(n)
-	}
-	n.link(a)
-	return Ref{a: a, gen: gen}, nil
-}
-
-// memory is what an allocation holds, before it has a slot.
-type memory struct {
-	ptr         uintptr
-	size, taken int64
-	block       pool.Block
-	region      *pool.Region
-	resOf       *node
-}
-
-// slot returns a slot for a new allocation. Called with n.mu held.
-func (n *node) takeSlot() *slot {
-	if len(n.spare) == 0 {
-		n.spare = n.tree.slots.take(n.spare)
-	}
-	a := n.spare[len(n.spare)-1]
-	n.spare = n.spare[:len(n.spare)-1]
-	return a
-}
-
-// recycle makes the slot of an ended allocation ready for another, keeping
-// its word: a stale Ref keeps failing as it did until the slot serves
-// again. Called with n.mu held, after its memory went back.
-func (n *node) recycle(a *slot) {
-	a.clear()
-	n.spare = append(n.spare, a)
-}
-
-// releaseReservationIfEmpty returns the scope's reservation to the pool once
-// the scope has closed and nothing is allocated from it; exactly one caller
-// does it. Nodes with a reservation are not reused (see Tree.free), so n
-// is still this scope's.
-func (n *node) releaseReservationIfEmpty() error {
-	if n.region == nil || !n.closed() || !n.region.CloseIfEmpty() {
-		return nil
-	}
-	n.uncharge(pool.Rounded(n.region.Size()), nil)
-	if err := n.tree.pool.Free(*n.resBlock); err != nil {
-		return fmt.Errorf("scope %q: releasing its reservation: %w", n.path, err)
-	}
-	if n.tree.onFree != nil {
-		n.tree.onFree()
-	}
-	return nil
-}
-
-// usable reports why the scope cannot allocate, if it cannot.
-func (n *node) usable() error {
-	if n.closed() {
-		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.path)
-	}
-	select {
-	case <-n.done:
-		return fmt.Errorf("scope %q cancelled: %w", n.path, context.Cause(n.opened))
-	default:
-		return nil
-	}
-}
-
-// charge counts size bytes against the scope and every ancestor, failing
-// where a limit would be passed.
-func (n *node) charge(size int64, stop *node) error {
-	for a := n; a != stop; a = a.parent {
-		v := a.live.Add(size)
-		if a.limit > 0 && v > a.limit {
-			for b := n; b != a.parent; b = b.parent {
-				b.live.Add(-size)
-			}
-			return &LimitError{Path: a.path, Limit: a.limit, Live: v - size, Requested: size}
-		}
-	}
-	return nil
-}
-
-// holds raises the peaks of the scope and its ancestors up to stop to what
-// is live now: once a charge's allocation holds, not before, since Peak is
-// the most Live has been and a refused allocation never was.
-func (n *node) holds(stop *node) {
-	for a := n; a != stop; a = a.parent {
-		v := a.live.Load()
-		for p := a.peak.Load(); v > p && !a.peak.CompareAndSwap(p, v); p = a.peak.Load() {
-		}
-	}
-}
-
-// uncharge undoes charge(size, stop).
-func (n *node) uncharge(size int64, stop *node) {
-	for a := n; a != stop; a = a.parent {
-		a.live.Add(-size)
-	}
-}
-
-// link appends a to the list. Called with n.mu held.
-func (n *node) link(a *slot) {
-	a.prev, a.next = n.tail, nil
-	if n.tail != nil {
-		n.tail.next = a
-	} else {
-		n.head = a
-	}
-	n.tail = a
-	n.count++
-}
-
-// unlink removes a from the list. Called with n.mu held.
-func (n *node) unlink(a *slot) {
-	if a.prev != nil {
-		a.prev.next = a.next
-	} else {
-		n.head = a.next
-	}
-	if a.next != nil {
-		a.next.prev = a.prev
-	} else {
-		n.tail = a.prev
-	}
-	a.prev, a.next = nil, nil
-	n.count--
-}
-
-// take checks that n owns the allocation r names, live, and takes it off
-// the list, marking it with state to. The state of the allocations on n's
-// list changes only under n.mu, so that Close, Free and Keep agree on who
-// ends each one. Called with n.mu held.
-func (n *node) take(r Ref, to uint64) error {
-	if r.IsZero() {
-		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
-	}
-	if err := r.err(); err != nil {
-		return err
-	}
-	a := r.a
-	switch o := a.owner.Load(); {
-	case o == nil:
-		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
-	case o.tree != n.tree:
-		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
-	case o != n:
-		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.path)
-	}
-	if to != live && !a.mark(to) {
-		panic("scope: bug: an allocation on a scope's list is not live")
-	}
-	n.unlink(a)
-	if to == live {
-		a.owner.Store(nil) // in transit: on no list
-	}
-	return nil
+	return r, err
 }
 
 // Free releases the allocation r names before the scope ends. Freeing
@@ -532,27 +177,27 @@ func (s Scope) Free(r Ref) error {
 		return fmt.Errorf("%w: Free through a scope that has ended", ErrClosed)
 	}
 	n := s.n
-	if err := n.take(r, freed); err != nil {
+	if err := n.detach(r, freed); err != nil {
 		n.mu.Unlock()
 		return err
 	}
-	a := r.a
-	size := a.size
-	n.uncharge(a.taken, a.resOf)
+	sl := r.slot
+	size := sl.size
+	n.uncharge(sl.charged, sl.reservedIn)
 	var err error
-	if a.region == nil && n.tree.scrub == nil && a.st.Load()&usersMask == 0 {
+	if sl.region == nil && n.tree.scrub == nil && sl.word.Load()&usersMask == 0 {
 		// The common case, done under the lock already held: nothing to
 		// wait for, nothing slow before the memory goes back.
-		err = a.releaseMemory(n.tree)
-		n.recycle(a)
+		err = sl.releaseMemory(n.tree)
+		n.recycle(sl)
 		n.mu.Unlock()
 	} else {
 		// Use calls to wait for, or slow work: outside the lock. The scope
 		// may end meanwhile, so the slot goes back to the table.
 		n.mu.Unlock()
-		err = a.releaseMemory(n.tree)
-		a.clear()
-		n.tree.slots.give([]*slot{a})
+		err = sl.releaseMemory(n.tree)
+		sl.clear()
+		n.tree.slots.give([]*slot{sl})
 	}
 	if err != nil {
 		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", size, err)
@@ -577,89 +222,39 @@ func (s Scope) Keep(r Ref) error {
 	if p == nil {
 		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.path)
 	}
-	if err := n.take(r, live); err != nil {
+	if err := n.detach(r, live); err != nil {
 		return err
 	}
-	a := r.a
-	if a.resOf == n {
-		a.owner.Store(n)
-		n.link(a)
+	sl := r.slot
+	if sl.reservedIn == n {
+		sl.owner.Store(n)
+		n.allocs.push(sl, &sl.link)
 		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.path)
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed() {
-		a.owner.Store(n)
-		n.link(a)
+		sl.owner.Store(n)
+		n.allocs.push(sl, &sl.link)
 		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
 	}
-	if p.stream != a.stream.Load() {
+	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
 		// must not reuse it on its own before that work is done. (Memory of
 		// a reservation never gets here: a scope draws only on reservations
 		// of its own stream, and so do the scopes between it and them.)
-		if err := n.tree.pool.RecordUse(a.block, p.stream); err != nil {
-			a.owner.Store(n)
-			n.link(a)
+		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
+			sl.owner.Store(n)
+			n.allocs.push(sl, &sl.link)
 			return fmt.Errorf("scope: Keep in %q: %w", n.path, err)
 		}
 	}
-	a.stream.Store(p.stream) // copies through the handle now go on the parent's stream
-	a.owner.Store(p)
-	p.link(a)
-	n.live.Add(-a.taken) // the parent held it already, as n's ancestor
+	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
+	sl.owner.Store(p)
+	p.allocs.push(sl, &sl.link)
+	n.live.Add(-sl.charged) // the parent held it already, as n's ancestor
 	return nil
-}
-
-// Own makes the scope own a resource other than memory (a stream, a loaded
-// module): end is called when the scope ends, last owned first, after its
-// children have ended and before its memory is released, so that work
-// queued on a stream completes before the memory it uses goes back. It
-// fails with ErrClosed, calling nothing, once the scope has ended.
-func (s Scope) Own(end func() error) error {
-	if end == nil {
-		return errors.New("scope: Own: nil function")
-	}
-	_, err := s.OwnResource(Resource{End: end})
-	return err
-}
-
-// Resource is something other than memory that a scope owns: a stream, an
-// event, a loaded module, page-locked host memory.
-type Resource struct {
-	Kind  string       // what it is, for leak reports: "stream", "module"; "" for none
-	Bytes int64        // its size, where it has one
-	End   func() error // if not nil, called as the scope ends, before its memory is released
-	Final func() error // if not nil, called once the scope's memory is released
-}
-
-// Owned names a resource a scope owns, for Disown.
-type Owned struct {
-	r     *resource
-	scope Scope
-}
-
-type resource struct {
-	Resource
-	id         uint64
-	stack      []uintptr
-	owned      bool // on its scope's list, under the scope's mu
-	prev, next *resource
-}
-
-// resourceList is a scope's resources, oldest first.
-type resourceList struct {
-	head, tail *resource
-	n          int
-}
-
-// ResourceInfo is a resource as Info saw it.
-type ResourceInfo struct {
-	ID    uint64 // no other resource of the process has it
-	Kind  string
-	Bytes int64
-	Stack []uintptr // where it was made, when stacks were recorded
 }
 
 // OwnResource makes the scope own r: when the scope ends, after its
@@ -678,69 +273,33 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	}
 	defer s.n.mu.Unlock()
 	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
-	if s.n.tree.record.Load() {
-		res.stack = callers(3)
+	if s.n.tree.recordStacks.Load() {
+		res.stack = callerStack()
 	}
-	l := &s.n.resources
-	res.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = res
-	} else {
-		l.head = res
-	}
-	l.tail = res
-	l.n++
+	s.n.resources.push(res, &res.link)
 	return Owned{r: res, scope: s}, nil
 }
 
-// Disown takes the resource o names from its scope, which will not end it:
-// its owner ends it now. It reports false where the scope has ended, or
-// ends it now, or o was disowned already: the scope ends it then.
-func (o Owned) Disown() bool {
-	if o.r == nil || !o.scope.lock() {
-		return false
+// lockAsParent locks the node of s and returns it, after checking that a
+// child of tree t with options o may open in s. On an error nothing is
+// locked.
+func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
+	if s.n.tree != t {
+		return nil, errors.New("scope: the parent belongs to another tree")
 	}
-	n := o.scope.n
-	defer n.mu.Unlock()
-	r := o.r
-	if !r.owned {
-		return false
-	}
-	r.owned = false
-	l := &n.resources
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else {
-		l.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else {
-		l.tail = r.prev
-	}
-	r.prev, r.next = nil, nil
-	l.n--
-	return true
-}
-
-// Resources returns the resources the scope owns, oldest first.
-func (s Scope) Resources() []ResourceInfo {
 	if !s.lock() {
-		return nil
+		return nil, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 	}
-	defer s.n.mu.Unlock()
-	return s.n.resourcesLocked()
-}
-
-func (n *node) resourcesLocked() []ResourceInfo {
-	if n.resources.n == 0 {
-		return nil
+	// Read the parent under its lock; attach checks it is still open.
+	pn := s.n
+	if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
+		// Its allocations would go on the stream it inherits; the
+		// reservation's memory, on the default stream, would return
+		// there while that stream's work still used it.
+		pn.mu.Unlock()
+		return nil, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
 	}
-	out := make([]ResourceInfo, 0, n.resources.n)
-	for r := n.resources.head; r != nil; r = r.next {
-		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
-	}
-	return out
+	return pn, nil
 }
 
 // adopt registers child c. It fails if s has ended.
@@ -749,15 +308,8 @@ func (s Scope) adopt(c *node) error {
 		return fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 	}
 	defer s.n.mu.Unlock()
-	s.n.children.push(c)
+	s.n.children.push(c, &c.siblings)
 	return nil
-}
-
-func (n *node) removeChild(c *node) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.children.remove(c)
-	n.left.Broadcast()
 }
 
 // Close ends the scope: open children are closed first, then every
@@ -779,84 +331,10 @@ func (s Scope) End() (path string, err error) {
 	n := s.n
 	path = n.path
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
-	var errs []error
-	if n.children.n > 0 {
-		kids := n.children.handles()
-		n.mu.Unlock()
-		for i := len(kids) - 1; i >= 0; i-- {
-			if err := kids[i].Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		// A child whose Close another goroutine began is still releasing
-		// into this scope's counters: wait until it has left.
-		n.mu.Lock()
-		for n.children.n > 0 {
-			n.left.Wait()
-		}
-	}
-	var finals []*resource
-	if n.resources.n > 0 {
-		// Streams and the like end first: their queued work may still use
-		// the memory released below.
-		last := n.resources.tail
-		for r := last; r != nil; r = r.prev {
-			r.owned = false // no Disown from now on
-		}
-		n.resources = resourceList{}
-		n.mu.Unlock()
-		for r := last; r != nil; r = r.prev {
-			if r.End != nil {
-				if err := r.End(); err != nil {
-					errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
-				}
-			}
-			if r.Final != nil {
-				finals = append(finals, r)
-			}
-		}
-		n.mu.Lock()
-	}
-	// Every allocation is marked released under the lock, then the list,
-	// taken whole, is released outside it, last allocated first: no Free
-	// or Keep can take a released allocation off it meanwhile.
-	for a := n.tail; a != nil; a = a.prev {
-		if !a.mark(released) {
-			panic("scope: bug: an allocation on a scope's list is not live")
-		}
-	}
-	last := n.tail
-	n.head, n.tail, n.count = nil, nil, 0
-	n.mu.Unlock()
-	var ended []*slot
-	for a := last; a != nil; {
-		prev := a.prev
-		a.prev, a.next = nil, nil
-		err := a.releaseMemory(n.tree)
-		n.uncharge(a.taken, a.resOf)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, a.size, a.ptr, err))
-		}
-		a.clear()
-		if ended == nil {
-			n.mu.Lock()
-			ended = n.spare
-			n.spare = nil
-			n.mu.Unlock()
-		}
-		ended = append(ended, a) // the node keeps its slots when it is reused
-		a = prev
-	}
-	if ended != nil {
-		n.mu.Lock()
-		n.spare = ended
-		n.mu.Unlock()
-	}
-	for _, r := range finals {
-		if err := r.Final(); err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", path, err))
-		}
-	}
+	errs := n.closeChildren(nil)
+	finals, errs := n.endResources(errs)
+	errs = n.releaseAllocations(errs)
+	errs = n.finalResources(finals, errs)
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.

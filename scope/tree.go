@@ -3,10 +3,6 @@ package scope
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -15,11 +11,11 @@ import (
 
 // Tree holds the scopes of one device over its pool.
 type Tree struct {
-	pool   *pool.Pool
-	device string
-	record atomic.Bool
-	scrub  func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
-	onFree func()                                           // run after memory went back; set before use
+	pool         *pool.Pool
+	device       string
+	recordStacks atomic.Bool
+	scrub        func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
+	onRelease    func()                                           // run after memory went back; set before use
 
 	slots slotTable
 
@@ -32,53 +28,6 @@ type Tree struct {
 	closed bool
 }
 
-// slotTable holds the tree's allocation slots. Slots are made in chunks
-// and live as long as the tree, since a stale Ref may point to any of them;
-// an ended allocation's slot is reused, with the next generation. Scopes
-// take slots in batches and keep spares, so that the table's lock is rare.
-type slotTable struct {
-	mu    sync.Mutex // protects the fields below
-	spare []*slot
-	chunk []slot // what is left of the last chunk made
-	made  int    // slots made, in all
-}
-
-// slotBatch is how many slots a scope takes from the table at once.
-const slotBatch = 32
-
-// take appends up to slotBatch slots to dst.
-func (t *slotTable) take(dst []*slot) []*slot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n := min(len(t.spare), slotBatch); n > 0 {
-		dst = append(dst, t.spare[len(t.spare)-n:]...)
-		clear(t.spare[len(t.spare)-n:])
-		t.spare = t.spare[:len(t.spare)-n]
-		return dst
-	}
-	if len(t.chunk) == 0 {
-		// Chunks grow with the table, from one batch up to 4096 slots.
-		t.chunk = make([]slot, min(max(slotBatch, t.made), 4096))
-		t.made += len(t.chunk)
-	}
-	n := min(len(t.chunk), slotBatch)
-	for i := range n {
-		dst = append(dst, &t.chunk[i])
-	}
-	t.chunk = t.chunk[n:]
-	return dst
-}
-
-// give returns slots to the table.
-func (t *slotTable) give(slots []*slot) {
-	if len(slots) == 0 {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.spare = append(t.spare, slots...)
-}
-
 // SetScrub makes every release run fn over the memory first, before it goes
 // back to the reservation or the pool (a device that zeroes freed memory).
 // fn gets the stream the memory's owner ordered its work on: the scrub is
@@ -89,7 +38,7 @@ func (t *Tree) SetScrub(fn func(ptr uintptr, n int64, stream uintptr) error) { t
 // OnRelease makes every release of memory call fn after the memory went
 // back (a device whose allocations wait for memory). Call it before the
 // first scope opens.
-func (t *Tree) OnRelease(fn func()) { t.onFree = fn }
+func (t *Tree) OnRelease(fn func()) { t.onRelease = fn }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string) *Tree {
@@ -98,28 +47,12 @@ func NewTree(p *pool.Pool, device string) *Tree {
 	return t
 }
 
-// Pool returns the tree's pool.
-func (t *Tree) Pool() *pool.Pool { return t.pool }
-
 // Device returns the name of the tree's device.
 func (t *Tree) Device() string { return t.device }
 
 // RecordStacks turns recording of allocation and scope-opening stacks on or
 // off for scopes and allocations made from now on.
-func (t *Tree) RecordStacks(on bool) { t.record.Store(on) }
-
-// Recording reports whether stacks are recorded.
-func (t *Tree) Recording() bool { return t.record.Load() }
-
-// Options configure a scope when it opens.
-type Options struct {
-	Name    string  // for diagnostics; its path is its ancestors' names and its own, joined by "/"
-	Reserve int64   // bytes to set aside for the scope and its children (0: none)
-	Limit   int64   // most bytes live in the scope and its children (0: none)
-	Zeroed  bool    // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
-	Wait    bool    // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
-	Stream  uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
-}
+func (t *Tree) RecordStacks(on bool) { t.recordStacks.Store(on) }
 
 // Open opens a scope: a child of parent, or a root where parent is the
 // zero Scope. With a zero parent, a scope of this tree that ctx carries
@@ -132,116 +65,88 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	if err := context.Cause(ctx); err != nil {
 		return Scope{}, err
 	}
-	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return Scope{}, fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
-	}
-	if o.Limit > 0 && o.Reserve > o.Limit {
-		return Scope{}, fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
-	}
-	if o.Reserve > 0 && o.Stream != 0 {
-		// A reservation is memory of one stream that its children share;
-		// on a stream of its own, every allocation would be a use on
-		// another stream. Refused rather than made slow.
-		return Scope{}, errors.New("scope: a scope on a stream of its own cannot reserve memory")
+	if err := o.check(); err != nil {
+		return Scope{}, err
 	}
 	if parent.IsZero() {
-		// A context from a scope of this tree makes the new one its child.
-		// Not only the innermost: between scopes of one device, ctx may
-		// carry another device's (A, then B, then A again).
-		for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
-			if e.s.n.tree == t {
-				parent = e.s
-				break
-			}
-		}
+		parent = t.parentIn(ctx)
 	}
 	var pn *node
 	if !parent.IsZero() {
-		if parent.n.tree != t {
-			return Scope{}, errors.New("scope: the parent belongs to another tree")
-		}
-		if !parent.lock() {
-			return Scope{}, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
-		}
-		// Read the parent under its lock; adopt below checks it is open.
-		pn = parent.n
-		if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
-			// Its allocations would go on the stream it inherits; the
-			// reservation's memory, on the default stream, would return
-			// there while that stream's work still used it.
-			pn.mu.Unlock()
-			return Scope{}, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
+		var err error
+		if pn, err = parent.lockAsParent(t, o); err != nil {
+			return Scope{}, err
 		}
 	}
+	var stack []uintptr
+	if t.recordStacks.Load() {
+		stack = callerStack()
+	}
 	if pn == nil && o.Reserve == 0 {
-		// The common case, a root with no reservation: one critical
-		// section takes the node and lists it.
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if t.closed {
-			return Scope{}, ErrClosed
-		}
-		n := t.freeNode()
-		t.setUp(n, ctx, nil, o)
-		t.roots.push(n)
-		return n.handle(), nil
+		return t.openRoot(ctx, o, stack)
 	}
 	t.mu.Lock()
 	n := t.freeNode()
 	t.mu.Unlock()
-	t.setUp(n, ctx, pn, o)
+	n.setUp(t, ctx, pn, o, stack)
 	if pn != nil {
 		pn.mu.Unlock()
 	}
-	path := n.path
 	s := n.handle()
+	op := opening{tree: t, n: n}
 	if o.Reserve > 0 {
-		// A reservation is memory taken: it counts against the limits of
-		// the scope and every ancestor, as its allocations then do not.
-		// Rounded as any allocation is, so that every size works.
-		taken := pool.Rounded(o.Reserve)
-		if err := n.charge(taken, nil); err != nil {
-			t.discard(n)
-			return Scope{}, fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), path, err)
+		if err := op.reserve(o.Reserve); err != nil {
+			return Scope{}, op.undo(err)
 		}
-		a, err := t.pool.Alloc(taken)
-		if err != nil {
-			n.uncharge(taken, nil)
-			t.discard(n)
-			return Scope{}, fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(o.Reserve), path, err)
-		}
-		r, err := pool.NewRegion(a.Ptr(), taken)
-		if err != nil {
-			n.uncharge(taken, nil)
-			t.discard(n)
-			return Scope{}, errors.Join(err, t.pool.Free(a))
-		}
-		n.resBlock, n.region = &a, r
 	}
-	var err error
-	if pn != nil {
-		err = parent.adopt(n)
-	} else {
-		t.mu.Lock()
-		if t.closed {
-			err = ErrClosed
-		} else {
-			t.roots.push(n)
-		}
-		t.mu.Unlock()
-	}
-	if err != nil {
-		if n.region != nil {
-			n.uncharge(pool.Rounded(o.Reserve), nil)
-			err = errors.Join(err, t.pool.Free(*n.resBlock))
-		}
-		t.discard(n)
-		return Scope{}, err
+	if err := t.attach(n, parent); err != nil {
+		return Scope{}, op.undo(err)
 	}
 	if n.region != nil {
-		n.holds(nil) // the reservation holds
+		n.raisePeaks(nil) // the reservation holds
 	}
 	return s, nil
+}
+
+// parentIn returns the scope of this tree that ctx carries; the zero Scope
+// where it carries none. Not only the innermost: between scopes of one
+// device, ctx may carry another device's (A, then B, then A again).
+func (t *Tree) parentIn(ctx context.Context) Scope {
+	for e, _ := ctx.Value(scopeKey{}).(*ctxScope); e != nil; e = e.outer {
+		if e.s.n.tree == t {
+			return e.s
+		}
+	}
+	return Scope{}
+}
+
+// openRoot opens a root scope with no reservation, the common case: one
+// critical section takes the node and lists it.
+func (t *Tree) openRoot(ctx context.Context, o Options, stack []uintptr) (Scope, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return Scope{}, ErrClosed
+	}
+	n := t.freeNode()
+	n.setUp(t, ctx, nil, o, stack)
+	t.roots.push(n, &n.siblings)
+	return n.handle(), nil
+}
+
+// attach lists the set-up node n: among parent's children, or the tree's
+// roots where parent is the zero Scope. It fails where that one has ended.
+func (t *Tree) attach(n *node, parent Scope) error {
+	if !parent.IsZero() {
+		return parent.adopt(n)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	t.roots.push(n, &n.siblings)
+	return nil
 }
 
 // freeNode returns a node to open a scope in: one of an ended scope, or
@@ -256,38 +161,6 @@ func (t *Tree) freeNode() *node {
 	n := &node{}
 	n.left.L = &n.mu
 	return n
-}
-
-// setUp makes n the node of a new scope, child of pn (nil: a root), and
-// opens it. The node is on no list and no handle names its new use yet:
-// handles to its old uses fail their epoch check and read nothing else, so
-// it is set up without its lock. pn's lock is held, where pn is not nil.
-func (t *Tree) setUp(n *node, ctx context.Context, pn *node, o Options) {
-	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
-	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
-	n.waits = o.Wait || pn != nil && pn.waits
-	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
-	n.stream = o.Stream
-	if n.stream == 0 && pn != nil {
-		n.stream = pn.stream
-	}
-	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
-	n.stack = nil
-	if t.record.Load() {
-		n.stack = callers(4)
-	}
-	n.path = o.Name
-	if n.path == "" {
-		n.path = unnamed(n.id, n.stack)
-	}
-	if pn != nil {
-		n.path = pn.path + "/" + n.path
-	}
-	if n.peak.Load() != 0 { // live is 0: everything was released
-		n.peak.Store(0)
-	}
-	n.region, n.resBlock = nil, nil
-	n.epoch.Add(1) // odd: open
 }
 
 // discard ends a node that never opened.
@@ -308,7 +181,7 @@ func (t *Tree) retire(n *node) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n.parent == nil {
-		t.roots.remove(n)
+		t.roots.remove(&n.siblings)
 	}
 	if n.region == nil {
 		t.free = append(t.free, n)
@@ -320,14 +193,14 @@ func (t *Tree) retire(n *node) {
 func (t *Tree) Roots() []Scope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.roots.handles()
+	return handles(&t.roots)
 }
 
 // Scopes returns every open scope, parents before children. A scope may
 // end right after: read it with Scope.Info.
 func (t *Tree) Scopes() []Scope {
 	t.mu.Lock()
-	roots := t.roots.handles()
+	roots := handles(&t.roots)
 	t.mu.Unlock()
 	var out []Scope
 	var walk func(s Scope)
@@ -348,7 +221,7 @@ func (t *Tree) Scopes() []Scope {
 func (t *Tree) Close() (leftOpen []string, err error) {
 	t.mu.Lock()
 	t.closed = true
-	roots := t.roots.handles()
+	roots := handles(&t.roots)
 	t.mu.Unlock()
 	var errs []error
 	for i := len(roots) - 1; i >= 0; i-- {
@@ -360,53 +233,6 @@ func (t *Tree) Close() (leftOpen []string, err error) {
 	return leftOpen, errors.Join(errs...)
 }
 
-type scopeKey struct{}
-
-// ctxScope is what a scope's Context carries: the scope, and what the
-// context it was opened with carried, of whichever tree.
-type ctxScope struct {
-	s     Scope
-	outer *ctxScope
-}
-
 // nextID numbers scopes, so that a scope can be told apart from a later one
 // at the same path.
 var nextID atomic.Uint64
-
-// FromContext returns the scope that ctx was made by ([Scope.Context]). It
-// may have ended since.
-func FromContext(ctx context.Context) (Scope, bool) {
-	e, ok := ctx.Value(scopeKey{}).(*ctxScope)
-	if !ok {
-		return Scope{}, false
-	}
-	return e.s, true
-}
-
-// unnamed names a scope opened without a name, so that a person can find
-// it: the function that opened it, where its stack is recorded, and its ID
-// ("main.loadBatch#12"); else "scope#12".
-func unnamed(id uint64, stack []uintptr) string {
-	name := "scope"
-	frames := runtime.CallersFrames(stack)
-	for len(stack) > 0 {
-		f, more := frames.Next()
-		if !strings.HasPrefix(f.Function, "github.com/gpuscope/gpuscope/gpu.") &&
-			!strings.HasPrefix(f.Function, "github.com/gpuscope/gpuscope/scope.") &&
-			!strings.HasPrefix(f.Function, "runtime.") && f.Function != "" {
-			name = f.Function[strings.LastIndex(f.Function, "/")+1:]
-			break
-		}
-		if !more {
-			break
-		}
-	}
-	return name + "#" + strconv.FormatUint(id, 10)
-}
-
-// callers records the stack above skip frames.
-func callers(skip int) []uintptr {
-	var pcs [32]uintptr
-	n := runtime.Callers(skip, pcs[:])
-	return append([]uintptr(nil), pcs[:n]...)
-}

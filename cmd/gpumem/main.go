@@ -179,33 +179,9 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("replay needs one trace FILE, got %d", len(files))
 	}
 	file := files[0]
-	var opts []pool.Option
-	switch o.expand {
-	case "auto":
-	case "never":
-		opts = append(opts, pool.Expand(pool.ExpandNever))
-	case "always":
-		opts = append(opts, pool.Expand(pool.ExpandAlways))
-	default:
-		return fmt.Errorf("--expand %q: want auto, never or always", o.expand)
-	}
-	if o.maxReserved != 0 {
-		opts = append(opts, pool.MaxReserved(o.maxReserved))
-	}
-	if o.maxSplit != 0 {
-		opts = append(opts, pool.MaxSplitSize(o.maxSplit))
-	}
-	if o.shards != 0 {
-		opts = append(opts, pool.Shards(o.shards))
-	}
-	if o.repeat < 1 {
-		return fmt.Errorf("--repeat %d: must be at least 1", o.repeat)
-	}
-	if o.step != pool.DefaultGrowthStep {
-		opts = append(opts, pool.GrowthStep(o.step))
-	}
-	if o.threshold >= 0 {
-		opts = append(opts, pool.ReleaseThreshold(o.threshold))
+	opts, err := o.poolOptions()
+	if err != nil {
+		return err
 	}
 	if _, err := os.Stat(file); err != nil {
 		return err
@@ -227,16 +203,11 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var tl io.Writer
-	if o.timeline != "" {
-		f, err := os.Create(o.timeline)
-		if err != nil {
-			return err
-		}
-		bw := bufio.NewWriter(f)
-		defer func() { _ = bw.Flush(); _ = f.Close() }()
-		tl = bw
+	tl, closeTimeline, err := createTimeline(o.timeline)
+	if err != nil {
+		return err
 	}
+	defer closeTimeline()
 	res, err := replay(p, openTraceFile(file, stderr), m, o.repeat, tl)
 	if serr := m.streams.close(p); err == nil && serr != nil {
 		err = serr
@@ -249,6 +220,60 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	res.Trace = file
 	res.Driver = o.driver
+	return writeResult(stdout, res)
+}
+
+// poolOptions returns the pool's options the flags ask for, and checks
+// --repeat.
+func (o *replayOptions) poolOptions() ([]pool.Option, error) {
+	var opts []pool.Option
+	switch o.expand {
+	case "auto":
+	case "never":
+		opts = append(opts, pool.Expand(pool.ExpandNever))
+	case "always":
+		opts = append(opts, pool.Expand(pool.ExpandAlways))
+	default:
+		return nil, fmt.Errorf("--expand %q: want auto, never or always", o.expand)
+	}
+	if o.maxReserved != 0 {
+		opts = append(opts, pool.MaxReserved(o.maxReserved))
+	}
+	if o.maxSplit != 0 {
+		opts = append(opts, pool.MaxSplitSize(o.maxSplit))
+	}
+	if o.shards != 0 {
+		opts = append(opts, pool.Shards(o.shards))
+	}
+	if o.repeat < 1 {
+		return nil, fmt.Errorf("--repeat %d: must be at least 1", o.repeat)
+	}
+	if o.step != pool.DefaultGrowthStep {
+		opts = append(opts, pool.GrowthStep(o.step))
+	}
+	if o.threshold >= 0 {
+		opts = append(opts, pool.ReleaseThreshold(o.threshold))
+	}
+	return opts, nil
+}
+
+// createTimeline creates the --timeline file, buffered; nil and a close
+// that does nothing where path is "".
+func createTimeline(path string) (io.Writer, func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	bw := bufio.NewWriter(f)
+	return bw, func() { _ = bw.Flush(); _ = f.Close() }, nil
+}
+
+// writeResult writes a replay's result as JSON; a replay in which
+// allocations ran out of memory exits with exitOutOfMemory.
+func writeResult(stdout io.Writer, res result) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil {
@@ -256,7 +281,7 @@ func replayCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	if res.OOMs > 0 {
 		return &exitStatus{exitOutOfMemory, fmt.Errorf("%s: %d of %d allocations ran out of memory (the pool reserved at most %d bytes); peak_requested_bytes, %d, is the trace's own",
-			file, res.OOMs, res.Allocs, res.PeakReservedBytes, res.PeakRequestedBytes)}
+			res.Trace, res.OOMs, res.Allocs, res.PeakReservedBytes, res.PeakRequestedBytes)}
 	}
 	return nil
 }

@@ -117,19 +117,9 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	groupOf := sizeGroup
-	if byScope {
-		top, err := topScopes(open, maxGroups)
-		if err != nil {
-			return nil, err
-		}
-		groupOf = func(ev event) string {
-			g := cmp.Or(ev.scope, "(no scope)")
-			if !top[g] {
-				return otherGroup
-			}
-			return g
-		}
+	groupOf, err := grouping(open, byScope)
+	if err != nil {
+		return nil, err
 	}
 	src := sim.New(0, 0)
 	p, err := pool.New(src, pool.Shards(1))
@@ -142,17 +132,10 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		return nil, err
 	}
 	defer closeEvents()
-	tl := &timeline{}
-	type liveBlock struct {
-		b     pool.Block
-		group string
+	s := &sampler{
+		p: p, groupOf: groupOf, per: max(1, (n+width-1)/width), tl: &timeline{},
+		live: map[uint64]groupedBlock{}, byGroup: map[string]int64{}, seen: map[string]bool{},
 	}
-	live := map[uint64]liveBlock{}
-	byGroup := map[string]int64{}
-	var requested int64
-	per := max(1, (n+width-1)/width)
-	var cur column
-	seen := map[string]bool{}
 	for i := 0; ; {
 		ev, err := evs.next()
 		if err == io.EOF {
@@ -161,62 +144,129 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch ev.action {
-		case "alloc":
-			if _, ok := live[ev.addr]; ok {
-				return nil, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.line, ev.addr)
-			}
-			b, err := p.AllocOn(ev.size, uintptr(ev.stream))
-			if err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
-			}
-			g := groupOf(ev)
-			live[ev.addr] = liveBlock{b, g}
-			byGroup[g] += ev.size
-			requested += ev.size
-			seen[g] = true
-		case "free_requested":
-			lb, ok := live[ev.addr]
-			if !ok {
-				continue
-			}
-			if err := p.Free(lb.b); err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", ev.line, err)
-			}
-			delete(live, ev.addr)
-			byGroup[lb.group] -= lb.b.Size()
-			requested -= lb.b.Size()
-		default:
-			continue
+		counted, err := s.apply(ev)
+		if err != nil {
+			return nil, err
 		}
-		reserved := p.Stats().Reserved
-		if requested > tl.peakRequested {
-			tl.peakRequested, tl.peakAt = requested, i
-		}
-		tl.peakReserved = max(tl.peakReserved, reserved)
-		if cur.byGroup == nil {
-			cur = column{first: i, byGroup: map[string]int64{}}
-		}
-		if requested >= cur.total {
-			cur.total = requested
-			clear(cur.byGroup)
-			for g, v := range byGroup {
-				cur.byGroup[g] = v
-			}
-		}
-		cur.reserved = max(cur.reserved, reserved)
-		cur.last = i
-		i++
-		if i%per == 0 {
-			tl.cols = append(tl.cols, cur)
-			cur = column{}
+		if counted {
+			s.sample(i)
+			i++
 		}
 	}
-	if cur.byGroup != nil {
-		tl.cols = append(tl.cols, cur)
+	return s.finish(n), nil
+}
+
+// grouping returns what a timeline's allocations are grouped by: their
+// scope, for the scopes that peak highest, where the trace names scopes;
+// else their size.
+func grouping(open openEvents, byScope bool) (func(event) string, error) {
+	if !byScope {
+		return sizeGroup, nil
+	}
+	top, err := topScopes(open, maxGroups)
+	if err != nil {
+		return nil, err
+	}
+	return func(ev event) string {
+		g := cmp.Or(ev.scope, "(no scope)")
+		if !top[g] {
+			return otherGroup
+		}
+		return g
+	}, nil
+}
+
+// sampler is traceTimeline's replay: what is live, by group, and the
+// column being sampled.
+type sampler struct {
+	p         *pool.Pool
+	groupOf   func(event) string
+	per       int // events per column
+	tl        *timeline
+	live      map[uint64]groupedBlock
+	byGroup   map[string]int64 // live bytes requested, by group
+	seen      map[string]bool  // groups that ever had an allocation
+	requested int64
+	cur       column
+}
+
+// groupedBlock is a live allocation of the timeline's replay, and its group.
+type groupedBlock struct {
+	b     pool.Block
+	group string
+}
+
+// apply replays one event on the pool; it reports whether the event
+// counts, an allocation or the free of a live one.
+func (s *sampler) apply(ev event) (bool, error) {
+	switch ev.action {
+	case "alloc":
+		if _, ok := s.live[ev.addr]; ok {
+			return false, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.line, ev.addr)
+		}
+		b, err := s.p.AllocOn(ev.size, uintptr(ev.stream))
+		if err != nil {
+			return false, fmt.Errorf("trace line %d: %w", ev.line, err)
+		}
+		g := s.groupOf(ev)
+		s.live[ev.addr] = groupedBlock{b, g}
+		s.byGroup[g] += ev.size
+		s.requested += ev.size
+		s.seen[g] = true
+		return true, nil
+	case "free_requested":
+		lb, ok := s.live[ev.addr]
+		if !ok {
+			return false, nil
+		}
+		if err := s.p.Free(lb.b); err != nil {
+			return false, fmt.Errorf("trace line %d: %w", ev.line, err)
+		}
+		delete(s.live, ev.addr)
+		s.byGroup[lb.group] -= lb.b.Size()
+		s.requested -= lb.b.Size()
+		return true, nil
+	}
+	return false, nil
+}
+
+// sample records the state after counted event i in the current column,
+// which keeps the moment its requested bytes were highest, and starts the
+// next column every per events.
+func (s *sampler) sample(i int) {
+	tl, cur := s.tl, &s.cur
+	reserved := s.p.Stats().Reserved
+	if s.requested > tl.peakRequested {
+		tl.peakRequested, tl.peakAt = s.requested, i
+	}
+	tl.peakReserved = max(tl.peakReserved, reserved)
+	if cur.byGroup == nil {
+		*cur = column{first: i, byGroup: map[string]int64{}}
+	}
+	if s.requested >= cur.total {
+		cur.total = s.requested
+		clear(cur.byGroup)
+		for g, v := range s.byGroup {
+			cur.byGroup[g] = v
+		}
+	}
+	cur.reserved = max(cur.reserved, reserved)
+	cur.last = i
+	if (i+1)%s.per == 0 {
+		tl.cols = append(tl.cols, *cur)
+		*cur = column{}
+	}
+}
+
+// finish ends the replay of n events: the last column, the groups, the
+// highest peak first, and frees what is still live.
+func (s *sampler) finish(n int) *timeline {
+	tl := s.tl
+	if s.cur.byGroup != nil {
+		tl.cols = append(tl.cols, s.cur)
 	}
 	tl.events = n
-	for g := range seen {
+	for g := range s.seen {
 		tl.groups = append(tl.groups, g)
 	}
 	peak := map[string]int64{}
@@ -226,10 +276,10 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		}
 	}
 	slices.SortFunc(tl.groups, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
-	for _, lb := range live {
-		_ = p.Free(lb.b)
+	for _, lb := range s.live {
+		_ = s.p.Free(lb.b)
 	}
-	return tl, nil
+	return tl
 }
 
 // topScopes returns the scopes whose live bytes peak highest, at most

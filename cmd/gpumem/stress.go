@@ -29,9 +29,6 @@ type stressResult struct {
 	OpenScopes     int   `json:"open_scopes_after"`
 }
 
-// stress opens and closes nested scopes from many goroutines until the time
-// is up, allocating, writing, keeping and freeing buffers in them; then it
-// checks that nothing is left. It is the workload compute-sanitizer runs.
 // stressOptions are the flags of stress.
 type stressOptions struct {
 	driver     string
@@ -47,6 +44,9 @@ func stressFlags(o *stressOptions) *flag.FlagSet {
 	return fs
 }
 
+// stress opens and closes nested scopes from many goroutines until the time
+// is up, allocating, writing, keeping and freeing buffers in them; then it
+// checks that nothing is left. It is the workload compute-sanitizer runs.
 func stress(args []string, stdout, stderr io.Writer) error {
 	if wantsHelp(args) {
 		help(stdout)
@@ -66,64 +66,56 @@ func stress(args []string, stdout, stderr io.Writer) error {
 	if o.seconds <= 0 || o.goroutines <= 0 {
 		return errors.New("--seconds and --goroutines must be positive")
 	}
-	var dev *gpu.Device
-	switch o.driver {
-	case "host":
-		dev, err = gpu.OpenHost(gpu.HostMemory(4 << 30))
-	case "cuda":
-		dev, err = gpu.Open(0)
-	default:
-		err = fmt.Errorf("--driver %q: want host or cuda", o.driver)
-	}
+	dev, err := openStressDevice(o.driver)
 	if err != nil {
 		return err
 	}
 	res := stressResult{Driver: o.driver, Goroutines: o.goroutines}
-	var scopes, allocs, kept, freed atomic.Int64
+	var c stressCounts
+	start := time.Now()
+	runErr := c.run(dev, o)
+	res.Seconds = time.Since(start).Seconds()
+	res.Scopes, res.Allocations, res.Kept, res.Freed = c.scopes.Load(), c.allocs.Load(), c.kept.Load(), c.freed.Load()
+	st := dev.Stats()
+	res.AllocatedAfter, res.OpenScopes = st.Allocated, st.OpenScopes
+	runErr = errors.Join(runErr, dev.Close())
+	if res.AllocatedAfter != 0 || res.OpenScopes != 0 {
+		runErr = errors.Join(runErr, fmt.Errorf("left behind: %d bytes, %d scopes", res.AllocatedAfter, res.OpenScopes))
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return errors.Join(runErr, enc.Encode(res))
+}
+
+// openStressDevice opens the device --driver names.
+func openStressDevice(driver string) (*gpu.Device, error) {
+	switch driver {
+	case "host":
+		return gpu.OpenHost(gpu.HostMemory(4 << 30))
+	case "cuda":
+		return gpu.Open(0)
+	}
+	return nil, fmt.Errorf("--driver %q: want host or cuda", driver)
+}
+
+// stressCounts counts what a stress run did, over all its goroutines.
+type stressCounts struct {
+	scopes, allocs, kept, freed atomic.Int64
+}
+
+// run runs o.goroutines goroutines that open nested scopes until the time
+// is up, and returns their errors joined.
+func (c *stressCounts) run(dev *gpu.Device, o *stressOptions) error {
 	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
 	var wg sync.WaitGroup
 	errs := make(chan error, o.goroutines)
-	start := time.Now()
 	for g := range o.goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 7))
-			var nest func(ctx context.Context, depth int) error
-			nest = func(ctx context.Context, depth int) error {
-				return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
-					scopes.Add(1)
-					var last gpu.Buffer
-					for range 1 + r.IntN(4) {
-						b, err := s.Alloc(int64(1 + r.IntN(3<<20)))
-						if err != nil {
-							return err
-						}
-						allocs.Add(1)
-						if err := b.Memset(byte(depth)); err != nil {
-							return err
-						}
-						last = b
-					}
-					if r.IntN(3) == 0 {
-						if err := s.Free(last); err != nil {
-							return err
-						}
-						freed.Add(1)
-					} else if depth > 0 && r.IntN(2) == 0 {
-						if err := s.Keep(last); err != nil {
-							return err
-						}
-						kept.Add(1)
-					}
-					if depth < 3 {
-						return nest(s.Context(), depth+1)
-					}
-					return nil
-				}, gpu.Name(fmt.Sprint("d", depth)))
-			}
 			for time.Now().Before(deadline) {
-				if err := nest(context.Background(), 0); err != nil {
+				if err := c.nest(context.Background(), dev, r, 0); err != nil {
 					errs <- err
 					return
 				}
@@ -132,19 +124,47 @@ func stress(args []string, stdout, stderr io.Writer) error {
 	}
 	wg.Wait()
 	close(errs)
-	res.Seconds = time.Since(start).Seconds()
-	res.Scopes, res.Allocations, res.Kept, res.Freed = scopes.Load(), allocs.Load(), kept.Load(), freed.Load()
-	st := dev.Stats()
-	res.AllocatedAfter, res.OpenScopes = st.Allocated, st.OpenScopes
 	var runErr error
 	for err := range errs {
 		runErr = errors.Join(runErr, err)
 	}
-	runErr = errors.Join(runErr, dev.Close())
-	if res.AllocatedAfter != 0 || res.OpenScopes != 0 {
-		runErr = errors.Join(runErr, fmt.Errorf("left behind: %d bytes, %d scopes", res.AllocatedAfter, res.OpenScopes))
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return errors.Join(runErr, enc.Encode(res))
+	return runErr
+}
+
+// maxStressDepth is the deepest scope a stress goroutine opens.
+const maxStressDepth = 3
+
+// nest opens a scope at depth, allocates and writes a few buffers in it,
+// frees or keeps the last at random, and opens the next scope inside it.
+func (c *stressCounts) nest(ctx context.Context, dev *gpu.Device, r *rand.Rand, depth int) error {
+	return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+		c.scopes.Add(1)
+		var last gpu.Buffer
+		for range 1 + r.IntN(4) {
+			b, err := s.Alloc(int64(1 + r.IntN(3<<20)))
+			if err != nil {
+				return err
+			}
+			c.allocs.Add(1)
+			if err := b.Memset(byte(depth)); err != nil {
+				return err
+			}
+			last = b
+		}
+		if r.IntN(3) == 0 {
+			if err := s.Free(last); err != nil {
+				return err
+			}
+			c.freed.Add(1)
+		} else if depth > 0 && r.IntN(2) == 0 {
+			if err := s.Keep(last); err != nil {
+				return err
+			}
+			c.kept.Add(1)
+		}
+		if depth < maxStressDepth {
+			return c.nest(s.Context(), dev, r, depth+1)
+		}
+		return nil
+	}, gpu.Name(fmt.Sprint("d", depth)))
 }

@@ -1,0 +1,398 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// node is the state of one open scope at a time. Its identity (tree,
+// parent, name, limit, flags, context) changes only when it is reused,
+// under mu; everything that reads it through a Scope takes mu and checks
+// the epoch first. Pointers between nodes (parent, owners, reservations)
+// are used only while the node they point to is open.
+type node struct {
+	epoch            atomic.Uint64 // its use: odd while a scope is open in it, even from the moment it ends
+	tree             *Tree
+	id               uint64
+	parent           *node
+	name             string
+	path             string
+	limit            int64
+	zeroed           bool            // allocations start zeroed (Options.Zeroed, here or above)
+	waits            bool            // allocations wait for memory (Options.Wait, here or above)
+	opened           context.Context // the context it was opened with
+	ctx              context.Context // opened with the scope in it, made on first use
+	done             <-chan struct{}
+	stack            []uintptr
+	region           *pool.Region // the reservation, if any
+	reservationBlock *pool.Block  // the memory behind region
+	reserves         bool         // it or an ancestor has a reservation
+	stream           uintptr      // the stream its allocations are ordered on
+
+	live atomic.Int64 // bytes live here and in descendants
+	peak atomic.Int64
+
+	siblings links[node] // in the parent's children or the tree's roots, under that one's mu
+
+	mu        sync.Mutex // protects the fields below
+	allocs    slotList
+	children  scopeList
+	spare     []*slot      // slots ready for allocations (see slotTable)
+	resources resourceList // what else the scope owns (Scope.OwnResource), ended first
+	left      sync.Cond    // on mu: a child left children (End waits for the last)
+}
+
+// closed reports whether the scope open in n has ended.
+func (n *node) closed() bool { return n.epoch.Load()&1 == 0 }
+
+// handle returns a Scope naming n's current use.
+func (n *node) handle() Scope {
+	return Scope{n: n, epoch: n.epoch.Load(), zeroed: n.zeroed, waits: n.waits}
+}
+
+func (n *node) statsLocked() Stats {
+	stats := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
+	if n.region != nil {
+		stats.Reserved = n.region.Size()
+	}
+	return stats
+}
+
+func (n *node) allocationsLocked() []AllocationInfo {
+	out := make([]AllocationInfo, 0, n.allocs.n)
+	for x := n.allocs.head; x != nil; x = x.next {
+		sl := x.elem
+		out = append(out, AllocationInfo{Ref: sl.Ref(), Ptr: sl.ptr, Size: sl.size, Stack: sl.stack})
+	}
+	return out
+}
+
+func (n *node) allocLocked(size int64) (Ref, error) {
+	if err := n.usable(); err != nil {
+		return Ref{}, err
+	}
+	m := memory{size: size, charged: pool.Rounded(size)}
+	for r := n; r != nil && n.reserves; r = r.parent {
+		if r.region == nil || r.stream != n.stream {
+			continue // a reservation serves the scopes of its own stream
+		}
+		if ptr, _, ok := r.region.Alloc(size); ok {
+			m.ptr, m.region, m.reservedIn = ptr, r.region, r
+			break
+		}
+	}
+	// The memory is new to the scopes below the reservation that served it,
+	// or, from the pool, to every scope up to the root: charge those.
+	if err := n.charge(m.charged, m.reservedIn); err != nil {
+		if m.region != nil {
+			err = errors.Join(err, m.region.Free(m.ptr), m.reservedIn.releaseReservationIfEmpty())
+		}
+		return Ref{}, err
+	}
+	if m.region == nil {
+		// Short of memory, the pool may wait for other streams' work; it
+		// stops when the scope's context is done.
+		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
+		if err != nil {
+			n.uncharge(m.charged, nil)
+			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
+		}
+		m.ptr, m.block = b.Ptr(), b
+	}
+	n.raisePeaks(m.reservedIn)
+	sl := n.spareSlot()
+	if sl.tree == nil {
+		sl.tree = n.tree
+	}
+	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn = m.ptr, m.size, m.charged, m.block, m.region, m.reservedIn
+	if sl.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
+		sl.stream.Store(n.stream)
+	}
+	gen := nextGen(genOf(sl.word.Load()))
+	sl.word.Store(packWord(gen, live))
+	if sl.owner.Load() != n {
+		sl.owner.Store(n)
+	}
+	n.allocs.push(sl, &sl.link)
+	return Ref{slot: sl, gen: gen}, nil
+}
+
+// memory is what an allocation holds, before it has a slot.
+type memory struct {
+	ptr           uintptr
+	size, charged int64
+	block         pool.Block
+	region        *pool.Region
+	reservedIn    *node
+}
+
+// spareSlot returns a slot for a new allocation. Called with n.mu held.
+func (n *node) spareSlot() *slot {
+	if len(n.spare) == 0 {
+		n.spare = n.tree.slots.takeBatch(n.spare)
+	}
+	sl := n.spare[len(n.spare)-1]
+	n.spare = n.spare[:len(n.spare)-1]
+	return sl
+}
+
+// recycle makes the slot of an ended allocation ready for another, keeping
+// its word: a stale Ref keeps failing as it did until the slot serves
+// again. Called with n.mu held, after its memory went back.
+func (n *node) recycle(sl *slot) {
+	sl.clear()
+	n.spare = append(n.spare, sl)
+}
+
+// releaseReservationIfEmpty returns the scope's reservation to the pool once
+// the scope has closed and nothing is allocated from it; exactly one caller
+// does it. Nodes with a reservation are not reused (see Tree.free), so n
+// is still this scope's.
+func (n *node) releaseReservationIfEmpty() error {
+	if n.region == nil || !n.closed() || !n.region.CloseIfEmpty() {
+		return nil
+	}
+	n.uncharge(pool.Rounded(n.region.Size()), nil)
+	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
+		return fmt.Errorf("scope %q: releasing its reservation: %w", n.path, err)
+	}
+	if n.tree.onRelease != nil {
+		n.tree.onRelease()
+	}
+	return nil
+}
+
+// setUp makes n the node of a new scope of tree t, child of pn (nil: a root), and
+// opens it. The node is on no list and no handle names its new use yet:
+// handles to its old uses fail their epoch check and read nothing else, so
+// it is set up without its lock. pn's lock is held, where pn is not nil.
+// stack is where it was opened, when stacks are recorded.
+func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o Options, stack []uintptr) {
+	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
+	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
+	n.waits = o.Wait || pn != nil && pn.waits
+	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
+	n.stream = o.Stream
+	if n.stream == 0 && pn != nil {
+		n.stream = pn.stream
+	}
+	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
+	n.stack = stack
+	n.path = o.Name
+	if n.path == "" {
+		n.path = unnamed(n.id, n.stack)
+	}
+	if pn != nil {
+		n.path = pn.path + "/" + n.path
+	}
+	if n.peak.Load() != 0 { // live is 0: everything was released
+		n.peak.Store(0)
+	}
+	n.region, n.reservationBlock = nil, nil
+	n.epoch.Add(1) // odd: open
+}
+
+// usable reports why the scope cannot allocate, if it cannot.
+func (n *node) usable() error {
+	if n.closed() {
+		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.path)
+	}
+	select {
+	case <-n.done:
+		return fmt.Errorf("scope %q cancelled: %w", n.path, context.Cause(n.opened))
+	default:
+		return nil
+	}
+}
+
+// charge counts size bytes against the scope and every ancestor, failing
+// where a limit would be passed.
+func (n *node) charge(size int64, stop *node) error {
+	for up := n; up != stop; up = up.parent {
+		v := up.live.Add(size)
+		if up.limit > 0 && v > up.limit {
+			for b := n; b != up.parent; b = b.parent {
+				b.live.Add(-size)
+			}
+			return &LimitError{Path: up.path, Limit: up.limit, Live: v - size, Requested: size}
+		}
+	}
+	return nil
+}
+
+// raisePeaks raises the peaks of the scope and its ancestors up to stop to what
+// is live now: once a charge's allocation holds, not before, since Peak is
+// the most Live has been and a refused allocation never was.
+func (n *node) raisePeaks(stop *node) {
+	for up := n; up != stop; up = up.parent {
+		v := up.live.Load()
+		for p := up.peak.Load(); v > p && !up.peak.CompareAndSwap(p, v); p = up.peak.Load() {
+		}
+	}
+}
+
+// uncharge undoes charge(size, stop).
+func (n *node) uncharge(size int64, stop *node) {
+	for up := n; up != stop; up = up.parent {
+		up.live.Add(-size)
+	}
+}
+
+// detach checks that n owns the allocation r names, live, and takes it off
+// the list, marking it with state to. The state of the allocations on n's
+// list changes only under n.mu, so that Close, Free and Keep agree on who
+// ends each one. Called with n.mu held.
+func (n *node) detach(r Ref, to uint64) error {
+	if r.slot == nil {
+		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
+	}
+	if err := r.err(); err != nil {
+		return err
+	}
+	sl := r.slot
+	switch o := sl.owner.Load(); {
+	case o == nil:
+		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
+	case o.tree != n.tree:
+		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
+	case o != n:
+		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.path)
+	}
+	if to != live && !sl.mark(to) {
+		panic("scope: bug: an allocation on a scope's list is not live")
+	}
+	n.allocs.remove(&sl.link)
+	if to == live {
+		sl.owner.Store(nil) // in transit: on no list
+	}
+	return nil
+}
+
+func (n *node) resourcesLocked() []ResourceInfo {
+	if n.resources.n == 0 {
+		return nil
+	}
+	out := make([]ResourceInfo, 0, n.resources.n)
+	for x := n.resources.head; x != nil; x = x.next {
+		r := x.elem
+		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
+	}
+	return out
+}
+
+func (n *node) removeChild(c *node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.children.remove(&c.siblings)
+	n.left.Broadcast()
+}
+
+// closeChildren closes the scope's open children, last opened first, and
+// waits until every child has left, appending their errors to errs. Called
+// with n.mu held, which it releases while children close.
+func (n *node) closeChildren(errs []error) []error {
+	if n.children.n == 0 {
+		return errs
+	}
+	kids := handles(&n.children)
+	n.mu.Unlock()
+	for i := len(kids) - 1; i >= 0; i-- {
+		if err := kids[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// A child whose Close another goroutine began is still releasing
+	// into this scope's counters: wait until it has left.
+	n.mu.Lock()
+	for n.children.n > 0 {
+		n.left.Wait()
+	}
+	return errs
+}
+
+// endResources ends the resources the scope owns, last owned first, and
+// returns those with a Final to call once the memory is released. Streams
+// and the like end before the memory: their queued work may still use it.
+// Called with n.mu held, which it releases while resources end.
+func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
+	if n.resources.n == 0 {
+		return nil, errs
+	}
+	last := n.resources.tail
+	for x := last; x != nil; x = x.prev {
+		x.elem.owned = false // no Disown from now on
+	}
+	n.resources = resourceList{}
+	n.mu.Unlock()
+	for x := last; x != nil; x = x.prev {
+		r := x.elem
+		if r.End != nil {
+			if err := r.End(); err != nil {
+				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
+			}
+		}
+		if r.Final != nil {
+			finals = append(finals, r)
+		}
+	}
+	n.mu.Lock()
+	return finals, errs
+}
+
+// releaseAllocations releases every allocation the scope owns, last
+// allocated first. Each is marked released under the lock, then the list,
+// taken whole, is released outside it: no Free or Keep can take a released
+// allocation off it meanwhile. The slots stay with the node, for its next
+// use. Called with n.mu held; returns with it released.
+func (n *node) releaseAllocations(errs []error) []error {
+	for x := n.allocs.tail; x != nil; x = x.prev {
+		if !x.elem.mark(released) {
+			panic("scope: bug: an allocation on a scope's list is not live")
+		}
+	}
+	last := n.allocs.tail
+	n.allocs = slotList{}
+	n.mu.Unlock()
+	var ended []*slot
+	for x := last; x != nil; {
+		prev := x.prev
+		x.prev, x.next = nil, nil
+		sl := x.elem
+		err := sl.releaseMemory(n.tree)
+		n.uncharge(sl.charged, sl.reservedIn)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, sl.size, sl.ptr, err))
+		}
+		sl.clear()
+		if ended == nil {
+			n.mu.Lock()
+			ended = n.spare
+			n.spare = nil
+			n.mu.Unlock()
+		}
+		ended = append(ended, sl)
+		x = prev
+	}
+	if ended != nil {
+		n.mu.Lock()
+		n.spare = ended
+		n.mu.Unlock()
+	}
+	return errs
+}
+
+// finalResources calls Final of each of finals, in order, once the scope's
+// memory is released.
+func (n *node) finalResources(finals []*resource, errs []error) []error {
+	for _, r := range finals {
+		if err := r.Final(); err != nil {
+			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,35 @@
+package scope
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// Options configure a scope when it opens.
+type Options struct {
+	Name    string  // for diagnostics; its path is its ancestors' names and its own, joined by "/"
+	Reserve int64   // bytes to set aside for the scope and its children (0: none)
+	Limit   int64   // most bytes live in the scope and its children (0: none)
+	Zeroed  bool    // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
+	Wait    bool    // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
+	Stream  uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
+}
+
+// check reports options that no scope can open with.
+func (o Options) check() error {
+	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
+		return fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
+	}
+	if o.Limit > 0 && o.Reserve > o.Limit {
+		return fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+	}
+	if o.Reserve > 0 && o.Stream != 0 {
+		// A reservation is memory of one stream that its children share;
+		// on a stream of its own, every allocation would be a use on
+		// another stream. Refused rather than made slow.
+		return errors.New("scope: a scope on a stream of its own cannot reserve memory")
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package scope
+
+import (
+	"errors"
+	"runtime"
+)
+
+// Ref names one allocation: a slot and the generation of its use. It is a
+// small comparable value; the zero Ref names nothing. Once the allocation
+// ends, every use of the Ref fails, also after its slot serves another
+// allocation: the generations differ.
+type Ref struct {
+	slot *slot
+	gen  uint64
+}
+
+// Ptr returns the device address while the allocation is live; 0 once it
+// has ended.
+func (r Ref) Ptr() uintptr {
+	var ptr uintptr
+	if r.acquire() == nil {
+		ptr = r.slot.ptr
+		r.slot.leave()
+	}
+	return ptr
+}
+
+// UseAt is Use with the address off bytes into the allocation: for views.
+// The caller keeps off within the allocation.
+func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.slot.leave()
+	return fn(r.slot.ptr + off)
+}
+
+// UseOn is UseAt that also passes the stream the allocation's owner orders
+// its work on.
+func (r Ref) UseOn(off uintptr, fn func(ptr, stream uintptr) error) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.slot.leave()
+	return fn(r.slot.ptr+off, r.slot.stream.Load())
+}
+
+// RecordUse tells the pool that work on stream uses the allocation, so
+// that its memory is not reused before that work has completed.
+func (r Ref) RecordUse(stream uintptr) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.slot.leave()
+	if stream == r.slot.stream.Load() {
+		return nil
+	}
+	if r.slot.region != nil {
+		// A reservation reuses its memory in its own stream's order and
+		// knows no other: a use elsewhere could see the memory reused
+		// under it.
+		return errors.New("scope: memory of a reservation is used on its own stream only")
+	}
+	return r.slot.tree.pool.RecordUse(r.slot.block, stream)
+}
+
+// acquire counts a running Use, if r is live.
+func (r Ref) acquire() error {
+	if r.slot == nil {
+		return ErrFreed
+	}
+	for {
+		w := r.slot.word.Load()
+		if err := r.check(w); err != nil {
+			return err
+		}
+		if w&usersMask == usersMask {
+			runtime.Gosched() // as many Use calls as the word counts: wait for one
+			continue
+		}
+		if r.slot.word.CompareAndSwap(w, w+1) {
+			return nil
+		}
+	}
+}
+
+// check returns why r cannot be used, given its slot's word w.
+func (r Ref) check(w uint64) error {
+	if genOf(w) != r.gen {
+		return ErrFreed // the slot serves another allocation now
+	}
+	return stateErr(stateOf(w))
+}
+
+func (r Ref) err() error {
+	if r.slot == nil {
+		return ErrFreed
+	}
+	return r.check(r.slot.word.Load())
+}
+
+func stateErr(state uint64) error {
+	switch state {
+	case freed:
+		return ErrFreed
+	case released:
+		return ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package scope
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/pool"
+)
+
+// An allocation's word (slot.word) holds, from the top, the generation
+// of the slot's current use, its state, and the count of running Use
+// calls: one atomic word, so that a Use checks all three at once.
+const (
+	live     uint64 = iota
+	freed           // by Scope.Free
+	released        // by the end of its scope
+
+	genBits    = 48
+	stateBits  = 2
+	usersBits  = 64 - genBits - stateBits
+	usersMask  = 1<<usersBits - 1
+	stateMask  = 1<<stateBits - 1
+	stateShift = usersBits
+	genShift   = usersBits + stateBits
+	genMask    = 1<<genBits - 1
+)
+
+func packWord(gen, state uint64) uint64 { return gen<<genShift | state<<stateShift }
+func genOf(w uint64) uint64             { return w >> genShift }
+func stateOf(w uint64) uint64           { return w >> stateShift & stateMask }
+
+// nextGen returns the generation after g: 48 bits, never 0, which no Ref
+// of a made allocation has.
+func nextGen(g uint64) uint64 {
+	if g = (g + 1) & genMask; g == 0 {
+		g = 1
+	}
+	return g
+}
+
+// slot is one entry of a Tree's slot table: the memory of one
+// allocation at a time. Slots are reused; a [Ref] names one use of one.
+type slot struct {
+	word  atomic.Uint64 // gen, state and running Use calls; see packWord
+	owner atomic.Pointer[node]
+	tree  *Tree // set at the slot's first use; slots never change trees
+
+	ptr        uintptr
+	size       int64
+	charged    int64          // size rounded as the pool rounds it: what the scopes were charged
+	block      pool.Block     // when from the pool
+	region     *pool.Region   // when from a reservation
+	reservedIn *node          // the scope whose reservation holds it
+	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while Use may read it
+	stack      []uintptr
+
+	link links[slot] // on the owner's list, guarded by the owner's mu
+}
+
+// clear forgets what the slot held, keeping its word (see recycle).
+func (sl *slot) clear() {
+	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn, sl.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+}
+
+// Ref returns the name of the allocation the slot holds now. Called with
+// the owner's mu held.
+func (sl *slot) Ref() Ref {
+	return Ref{slot: sl, gen: genOf(sl.word.Load())}
+}
+
+// leave ends a running Use counted by acquire. The last one to leave an
+// allocation that is no longer live wakes the release waiting for it.
+func (sl *slot) leave() {
+	if w := sl.word.Add(^uint64(0)); w&usersMask == 0 && stateOf(w) != live {
+		sl.tree.useMu.Lock()
+		sl.tree.useDone.Broadcast()
+		sl.tree.useMu.Unlock()
+	}
+}
+
+// mark moves the allocation from live to state to, keeping the count of
+// running Use calls, and reports whether it was live.
+func (sl *slot) mark(to uint64) bool {
+	for {
+		w := sl.word.Load()
+		if stateOf(w) != live {
+			return false
+		}
+		if sl.word.CompareAndSwap(w, w&^(stateMask<<stateShift)|to<<stateShift) {
+			return true
+		}
+	}
+}
+
+// releaseMemory returns the memory of a marked allocation. No new Use can
+// start; it waits for those running, which the contract says finish before
+// the scope ends (a copy, a kernel launch).
+func (sl *slot) releaseMemory(t *Tree) error {
+	if sl.word.Load()&usersMask != 0 {
+		t.useMu.Lock()
+		for sl.word.Load()&usersMask != 0 {
+			t.useDone.Wait() // the last Use to leave wakes it (see leave)
+		}
+		t.useMu.Unlock()
+	}
+	var scrubbed error
+	if t.scrub != nil {
+		stream := sl.stream.Load()
+		if sl.region == nil {
+			// Work on another stream that used the memory (its first
+			// owner's, after a Keep; a RecordUse) is not ordered before
+			// the zeros: wait for it, so that the zeros come last.
+			scrubbed = t.pool.WaitForUses(sl.block, stream)
+		}
+		scrubbed = errors.Join(scrubbed, t.scrub(sl.ptr, sl.size, stream))
+	}
+	var err error
+	if sl.region != nil {
+		// The last release from a closed scope's reservation returns it.
+		err = errors.Join(scrubbed, sl.region.Free(sl.ptr), sl.reservedIn.releaseReservationIfEmpty())
+	} else {
+		err = errors.Join(scrubbed, t.pool.Free(sl.block))
+	}
+	if t.onRelease != nil {
+		t.onRelease()
+	}
+	return err
+}

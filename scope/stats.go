@@ -1,0 +1,39 @@
+package scope
+
+// Stats describes a scope.
+type Stats struct {
+	Live        int64 // bytes live in the scope and its children
+	Peak        int64 // the most Live has been
+	Allocations int   // live allocations the scope owns itself
+	Children    int   // open child scopes
+	Reserved    int64 // bytes of its reservation
+	Limit       int64 // its limit (0: none)
+}
+
+// Info is a scope as one look saw it.
+type Info struct {
+	Scope       Scope
+	ID          uint64
+	Name        string
+	Path        string
+	Stack       []uintptr // where it was opened, when stacks were recorded
+	Stats       Stats
+	Allocations []AllocationInfo // the live allocations it owns, oldest first
+	Resources   []ResourceInfo   // what else it owns, oldest first
+}
+
+// AllocationInfo is an allocation as Allocations saw it.
+type AllocationInfo struct {
+	Ref   Ref
+	Ptr   uintptr
+	Size  int64
+	Stack []uintptr // where it was allocated, when stacks were recorded
+}
+
+// ResourceInfo is a resource as Info saw it.
+type ResourceInfo struct {
+	ID    uint64 // no other resource of the process has it
+	Kind  string
+	Bytes int64
+	Stack []uintptr // where it was made, when stacks were recorded
+}

@@ -1,5 +1,10 @@
 package pool
 
+import (
+	"slices"
+	"sync"
+)
+
 // Sizes that shape the pool. They follow PyTorch's caching allocator, whose
 // choices are tuned on real workloads, except where docs/pool.md says why not.
 const (
@@ -27,28 +32,14 @@ func roundSize(n int64) int64 {
 	return (n + minBlock - 1) &^ (minBlock - 1)
 }
 
-// segment is one range of address space held from the source: a classic
-// segment, or the whole reservation of an expandable arena.
-type segment struct {
-	ptr   uintptr
-	size  int64
-	arena *arena
-	first *block
-	// mapped, for expandable segments: the handles mapped in it, by address.
-	mapped []*handle
-}
-
-// arenaKey names an arena: one per stream and size class.
-type arenaKey struct {
-	stream uintptr
-	small  bool
-}
+// unlimitedSplit is a maxSplit that splits every block: above any size.
+const unlimitedSplit = 1 << 62
 
 // arena does best-fit allocation over its segments. Its methods are called
-// with the owner's lock held.
+// with guard held.
 type arena struct {
 	key        arenaKey
-	pool       *Pool // nil for a Region
+	guard      *sync.Mutex // the pool's (or Region's) lock, which guards the arena
 	expandable bool
 	maxSplit   int64
 	free       freeSet // free blocks
@@ -75,7 +66,7 @@ func (a *arena) take(r int64) *block {
 			}
 		}
 	}
-	if !a.key.small && !a.expandable && a.maxSplit < 1<<62 {
+	if !a.key.small && !a.expandable && a.maxSplit < unlimitedSplit {
 		// Oversize blocks serve only oversize requests, and only close fits.
 		if r < a.maxSplit && b.size >= a.maxSplit {
 			return nil
@@ -85,11 +76,6 @@ func (a *arena) take(r int64) *block {
 		}
 	}
 	return a.takeBlock(b, r)
-}
-
-// bordersHole reports whether a neighbour of b is a hole.
-func (b *block) bordersHole() bool {
-	return b.prev != nil && b.prev.state == stateHole || b.next != nil && b.next.state == stateHole
 }
 
 // takeBlock takes free block b for r bytes, splitting off the rest where
@@ -182,18 +168,37 @@ func (a *arena) newBlock() *block {
 func (a *arena) drop(b *block) {
 	b.ptr, b.size, b.prev, b.next = 0, 0, nil, nil
 	b.state, b.key, b.requested = stateFree, 0, 0
-	b.shard.Store(nil)
+	b.owner.Store(nil)
 	b.events, b.uses = b.events[:0], b.uses[:0]
 	a.spare = append(a.spare, b)
 }
 
 // addSegment adds a classic segment, all of it free, and returns it.
 func (a *arena) addSegment(ptr uintptr, size int64) *segment {
-	s := &segment{ptr: ptr, size: size, arena: a}
+	s := &segment{ptr: ptr, size: size, key: a.key, guard: a.guard}
 	s.first = &block{ptr: ptr, size: size, seg: s, state: stateFree}
+	a.restoreSegment(s)
+	return s
+}
+
+// restoreSegment puts back a classic segment, all of it free, that
+// removeSegment took out.
+func (a *arena) restoreSegment(s *segment) {
 	a.segments = append(a.segments, s)
 	a.free.insert(s.first)
-	return s
+}
+
+// takeFreeSegments removes the classic segments that hold no live block and
+// returns them.
+func (a *arena) takeFreeSegments() []*segment {
+	var segs []*segment
+	for _, s := range append([]*segment(nil), a.segments...) {
+		if s.fullyFree() {
+			a.removeSegment(s)
+			segs = append(segs, s)
+		}
+	}
+	return segs
 }
 
 // removeSegment drops a classic segment whose one block is free.
@@ -208,11 +213,6 @@ func (a *arena) removeSegment(s *segment) {
 	panic("pool: bug: segment not in its arena")
 }
 
-// fullyFree reports whether a classic segment holds no live block.
-func (s *segment) fullyFree() bool {
-	return s.first.state == stateFree && s.first.next == nil
-}
-
 // classicSegmentSize is the segment a request of r rounded bytes gets.
 func classicSegmentSize(r int64, small bool) int64 {
 	switch {
@@ -223,4 +223,97 @@ func classicSegmentSize(r int64, small bool) int64 {
 	default:
 		return (r + segmentRound - 1) &^ (segmentRound - 1)
 	}
+}
+
+// addReservation adds a reservation of address space to an expandable
+// arena: one segment, all of it a hole.
+func (a *arena) addReservation(ptr uintptr, size int64) {
+	s := &segment{ptr: ptr, size: size, key: a.key, guard: a.guard}
+	s.first = &block{ptr: ptr, size: size, seg: s, state: stateHole}
+	a.segments = append(a.segments, s)
+	a.holes.insert(s.first)
+}
+
+// takeEmptyReservations removes the reservations of an expandable arena
+// that have nothing mapped and returns them.
+func (a *arena) takeEmptyReservations() []*segment {
+	var segs []*segment
+	for _, s := range append([]*segment(nil), a.segments...) {
+		if a.expandable && s.empty() {
+			a.holes.remove(s.first)
+			a.segments = slices.DeleteFunc(a.segments, func(t *segment) bool { return t == s })
+			segs = append(segs, s)
+		}
+	}
+	return segs
+}
+
+// fillHole turns n bytes of hole h at at, now mapped, into a free block.
+func (a *arena) fillHole(h *block, at uintptr, n int64) {
+	a.holes.remove(h)
+	nb := a.newBlock()
+	nb.ptr, nb.size, nb.seg, nb.state = at, n, h.seg, stateInUse
+	switch {
+	case at == h.ptr && n == h.size:
+		nb.prev, nb.next = h.prev, h.next
+		if h.prev != nil {
+			h.prev.next = nb
+		} else {
+			h.seg.first = nb
+		}
+		if h.next != nil {
+			h.next.prev = nb
+		}
+	case at == h.ptr:
+		nb.prev, nb.next = h.prev, h
+		if h.prev != nil {
+			h.prev.next = nb
+		} else {
+			h.seg.first = nb
+		}
+		h.prev = nb
+		h.ptr += uintptr(n)
+		h.size -= n
+		a.holes.insert(h)
+	case at+uintptr(n) == h.end():
+		nb.prev, nb.next = h, h.next
+		if h.next != nil {
+			h.next.prev = nb
+		}
+		h.next = nb
+		h.size -= n
+		a.holes.insert(h)
+	default:
+		panic("pool: bug: memory mapped inside a hole, touching neither end")
+	}
+	a.release(nb)
+}
+
+// makeHole turns b into a hole and merges it with neighbouring holes.
+func (a *arena) makeHole(b *block) { a.coalesce(b, stateHole, &a.holes) }
+
+// isolate cuts the range of mapped handle hd out of the free block around
+// it and marks that range moving. b is the free block hd lay under when the
+// candidates were listed; cutting out other handles since leaves b at or
+// before hd, so the walk is short.
+func (a *arena) isolate(hd *handle, b *block) *block {
+	for b != nil && b.end() <= hd.ptr {
+		b = b.next
+	}
+	if b == nil || b.state != stateFree || b.ptr > hd.ptr || b.end() < hd.end() {
+		panic("pool: bug: a moving handle is not under one free block")
+	}
+	a.free.remove(b)
+	mv := b
+	if hd.ptr > b.ptr {
+		mv = a.splitAt(b, int64(hd.ptr-b.ptr))
+		a.free.insert(b)
+	}
+	if mv.end() > hd.end() {
+		tail := a.splitAt(mv, hd.size)
+		tail.state = stateFree
+		a.free.insert(tail)
+	}
+	mv.state = stateMoving
+	return mv
 }

@@ -1,9 +1,15 @@
 package pool
 
 import (
+	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 )
+
+// This file is the bottom of the pool: the memory it holds, as segments
+// tiled by blocks, and the handles of physical memory mapped into them. It
+// uses no other file's names.
 
 type blockState uint8
 
@@ -23,17 +29,22 @@ type block struct {
 	seg        *segment
 	prev, next *block
 	state      blockState
-	key        int64                 // rounded size it was handed out for: the front-cache key
-	requested  int64                 // bytes asked for while allocated
-	shard      atomic.Pointer[shard] // the shard that handed it out or caches it; nil in an arena
-	gen        uint64                // handout count; a Block carries the gen it was given
-	live       uint64                // gen while allocated, 0 otherwise: guards double frees; under shard's mu
-	events     []uintptr             // while pending: events on other streams
-	unrecorded []uintptr             // while pending: other streams no event could be recorded on yet
-	uses       []uintptr             // streams besides its own that used it
+	key        int64                      // rounded size it was handed out for: the front-cache key
+	requested  int64                      // bytes asked for while allocated
+	owner      atomic.Pointer[sync.Mutex] // the lock of the shard that handed it out or caches it; nil in an arena
+	gen        uint64                     // handout count; a Block carries the gen it was given
+	live       uint64                     // gen while allocated, 0 otherwise: guards double frees; under owner
+	events     []uintptr                  // while pending: events on other streams
+	unrecorded []uintptr                  // while pending: other streams no event could be recorded on yet
+	uses       []uintptr                  // streams besides its own that used it
 }
 
 func (b *block) end() uintptr { return b.ptr + uintptr(b.size) }
+
+// bordersHole reports whether a neighbour of b is a hole.
+func (b *block) bordersHole() bool {
+	return b.prev != nil && b.prev.state == stateHole || b.next != nil && b.next.state == stateHole
+}
 
 // Block is an allocation handed out by a Pool. It is a small value; copies
 // refer to the same allocation. The zero Block is invalid.
@@ -56,6 +67,68 @@ func (b Block) Stream() uintptr { return b.stream }
 
 // IsZero reports whether b is the zero Block.
 func (b Block) IsZero() bool { return b.blk == nil }
+
+// arenaKey names an arena: one per stream and size class.
+type arenaKey struct {
+	stream uintptr
+	small  bool
+}
+
+// segment is one range of address space held from the source: a classic
+// segment, or the whole reservation of an expandable arena. It belongs to
+// the arena of key, guarded by guard: the lock of the pool (or Region) that
+// holds it.
+type segment struct {
+	ptr   uintptr
+	size  int64
+	key   arenaKey
+	guard *sync.Mutex
+	first *block
+	// mapped, for expandable segments: the handles mapped in it, by address.
+	mapped []*handle
+}
+
+// fullyFree reports whether a classic segment holds no live block.
+func (s *segment) fullyFree() bool {
+	return s.first.state == stateFree && s.first.next == nil
+}
+
+// empty reports whether an expandable segment is one hole: nothing mapped.
+func (s *segment) empty() bool {
+	return s.first.state == stateHole && s.first.next == nil
+}
+
+// handle is physical memory from the source, mapped at ptr or idle (ptr 0).
+type handle struct {
+	id   uint64
+	size int64
+	ptr  uintptr
+}
+
+func (h *handle) end() uintptr { return h.ptr + uintptr(h.size) }
+
+// mappedIn returns the handles mapped wholly inside [lo, hi).
+func (s *segment) mappedIn(lo, hi uintptr) []*handle {
+	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= lo })
+	var out []*handle
+	for ; i < len(s.mapped) && s.mapped[i].end() <= hi; i++ {
+		out = append(out, s.mapped[i])
+	}
+	return out
+}
+
+func (s *segment) addMapping(hd *handle) {
+	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= hd.ptr })
+	s.mapped = slices.Insert(s.mapped, i, hd)
+}
+
+func (s *segment) removeMapping(hd *handle) {
+	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= hd.ptr })
+	if i == len(s.mapped) || s.mapped[i] != hd {
+		panic("pool: bug: handle not mapped in its segment")
+	}
+	s.mapped = slices.Delete(s.mapped, i, i+1)
+}
 
 // freeSet is a set of blocks ordered by (size, ptr), for best fit.
 type freeSet struct {

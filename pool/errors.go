@@ -69,3 +69,23 @@ func IsSourceOutOfMemory(err error) bool {
 
 // FormatBytes writes n in the largest binary unit that keeps it at or above 1.
 func FormatBytes(n int64) string { return units.FormatBytes(n) }
+
+// sourceOOM marks an out-of-memory error from the source or from the limit.
+type sourceOOM struct{ err error }
+
+func (e sourceOOM) Error() string {
+	if e.err == nil {
+		return "pool limit reached"
+	}
+	return e.err.Error()
+}
+func (e sourceOOM) Is(target error) bool { return target == ErrOutOfMemory }
+func (e sourceOOM) Unwrap() error        { return e.err }
+
+// markOutOfMemory wraps a source error in sourceOOM where it means no room.
+func markOutOfMemory(err error) error {
+	if IsSourceOutOfMemory(err) {
+		return sourceOOM{err}
+	}
+	return err
+}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
+	"sync"
 )
 
 // An expandable arena is one or more reservations of address space, each a
@@ -29,55 +29,99 @@ import (
 // access), and a workload that repeats makes no driver call once its first
 // pass is done.
 
-// handle is physical memory from the source, mapped at ptr or idle (ptr 0).
-type handle struct {
-	id   uint64
-	size int64
-	ptr  uintptr
+// expander grows a pool's arenas by mapping pages, and gives pages back. Its
+// fields below mu, and the arenas, are guarded by mu, the pool's lock.
+// Growing is serialized by the pool's growMu, held across the driver calls;
+// mu never is.
+type expander struct {
+	mapper PageMapper
+	gran   int64 // the mapper's granularity
+	vaSize int64 // address space each expandable segment reserves
+	step   int64 // large arenas grow by multiples of this (GrowthStep), whole granules
+
+	mu      *sync.Mutex
+	arenas  *arenaSet
+	ledger  *ledger
+	streams *streams
+	idle    []*handle // handles held but mapped nowhere
 }
 
-func (h *handle) end() uintptr { return h.ptr + uintptr(h.size) }
+// The address space an expandable segment reserves: reservesPerDevice
+// times the device, or MaxSize/addressShare where the device's size is
+// unknown.
+const (
+	reservesPerDevice = 2
+	addressShare      = 64
+)
+
+// newExpander returns an expander over m for a device of total bytes
+// (0: unknown), growing by multiples of step bytes.
+func newExpander(m PageMapper, total, step int64) (*expander, error) {
+	e := &expander{mapper: m, gran: m.Granularity()}
+	if e.gran <= 0 || e.gran&(e.gran-1) != 0 {
+		return nil, fmt.Errorf("pool: source granularity %d is not a power of two", e.gran)
+	}
+	// Address space is cheap and pages move: reserve more than the device
+	// so that holes never leave too little contiguous room.
+	va := total
+	if va <= 0 || va > MaxSize {
+		va = MaxSize / addressShare
+	}
+	e.vaSize = reservesPerDevice * e.granules(va) * e.gran
+	e.step = e.granules(step) * e.gran
+	return e, nil
+}
 
 // granules counts the granules of n bytes, rounded up.
-func (p *Pool) granules(n int64) int64 { return (n + p.gran - 1) / p.gran }
+func (e *expander) granules(n int64) int64 { return (n + e.gran - 1) / e.gran }
 
-// growExpandable maps memory into a so that it has a free block of r bytes.
-// With squeeze it moves every handle it can before it creates one, as it
-// does when memory is short. Called with growMu held.
-func (p *Pool) growExpandable(a *arena, r int64, squeeze bool) error {
-	p.mu.Lock()
-	h, at, k := p.bestHole(a, r)
-	p.mu.Unlock()
+// grow maps memory into a so that it has a free block of r bytes. With
+// squeeze it moves every handle it can before it creates one, as it does
+// when memory is short. Called with growMu held.
+func (e *expander) grow(a *arena, r int64, squeeze bool) error {
+	e.mu.Lock()
+	h, at, k := e.bestHole(a, r)
+	e.mu.Unlock()
 	if h == nil {
-		if err := p.reserveSegment(a, r); err != nil {
+		if err := e.reserve(a, r); err != nil {
 			return err
 		}
-		p.mu.Lock()
-		h, at, k = p.bestHole(a, r)
-		p.mu.Unlock()
+		e.mu.Lock()
+		h, at, k = e.bestHole(a, r)
+		e.mu.Unlock()
 		if h == nil {
 			return fmt.Errorf("pool: bug: no hole for %d bytes in a new reservation", r)
 		}
 	}
-	if step := p.opts.growthStep / p.gran; step > 1 && !a.key.small && !squeeze {
-		// Round the growth up to whole steps, where the hole has room and
-		// the limit allows; short of memory, take only what is lacking.
-		p.mu.Lock()
-		n := (k + step - 1) / step * step
-		over := p.overLimit(n * p.gran)
-		p.mu.Unlock()
-		if n*p.gran <= h.size && !over {
-			if at != h.ptr {
-				at = h.end() - uintptr(n*p.gran)
-			}
-			k = n
-		}
+	if !a.key.small && !squeeze {
+		at, k = e.roundToStep(h, at, k)
 	}
-	p.mu.Lock()
-	g := p.planGrowth(a, h, at, k, squeeze || p.overLimit(k*p.gran))
+	e.mu.Lock()
+	g := e.plan(a, h, at, k, squeeze || e.ledger.overLimit(k*e.gran))
 	g.blockEnd = requestEnd(h, at, r)
-	p.mu.Unlock()
-	return p.carryOut(a, g)
+	e.mu.Unlock()
+	return e.apply(a, g)
+}
+
+// roundToStep rounds a growth of k granules at at in hole h up to whole
+// steps, where the hole has room and the limit allows, and returns where
+// it then starts and its granules.
+func (e *expander) roundToStep(h *block, at uintptr, k int64) (uintptr, int64) {
+	step := e.step / e.gran
+	if step <= 1 {
+		return at, k
+	}
+	e.mu.Lock()
+	n := (k + step - 1) / step * step
+	over := e.ledger.overLimit(n * e.gran)
+	e.mu.Unlock()
+	if n*e.gran > h.size || over {
+		return at, k
+	}
+	if at != h.ptr {
+		at = h.end() - uintptr(n*e.gran)
+	}
+	return at, n
 }
 
 // growth is what one growth of an arena maps, and where it takes it from.
@@ -107,28 +151,24 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // The shape of new handles. A handle is at most 1/budgetShare of the pool's
 // budget (MaxReserved, else the device's memory): then one handle strands at
 // most that share of the budget, and filling the budget creates at most
-// budgetShare handles beyond one a growth. A handle costs about 40 us on an
-// H200 (create, map, and the access call's share: docs/pool.md), so 256 of
-// them cost about what PyTorch's expandable segments spend mapping a 5 GiB
-// budget in 20 MiB pages. A handle is never below minHandleGranules granules
-// (8 MiB on an H200): on a small budget, handles of a page or two would
-// multiply the driver calls and the moves for little memory.
+// budgetShare handles beyond one a growth, whose driver calls cost about
+// what PyTorch's expandable segments spend mapping the budget in pages
+// (docs/pool.md has the times). A handle is never below minHandleGranules
+// granules: on a small budget, handles of a page or two would multiply the
+// driver calls and the moves for little memory.
 const (
 	budgetShare       = 256
 	minHandleGranules = 4
 )
 
 // handleLimit is the largest handle a growth creates now. Called with
-// p.mu held.
-func (p *Pool) handleLimit() int64 {
-	budget := p.total
-	if limit := p.limit.Load(); limit > 0 && (budget <= 0 || limit < budget) {
-		budget = limit
-	}
+// mu held.
+func (e *expander) handleLimit() int64 {
+	budget := e.ledger.budget()
 	if budget <= 0 {
 		return MaxSize
 	}
-	return max(budget/budgetShare&^(p.gran-1), minHandleGranules*p.gran)
+	return max(budget/budgetShare&^(e.gran-1), minHandleGranules*e.gran)
 }
 
 // newHandleSizes cuts the bytes a growth creates, which start off bytes
@@ -151,8 +191,8 @@ func (g *growth) newHandleSizes(off, cut int64) []int64 {
 
 // bestHole picks where to map memory for r bytes: the hole, the address in
 // it and the granule count that need the least new memory, joining free
-// blocks on either side. Called with p.mu held.
-func (p *Pool) bestHole(a *arena, r int64) (hole *block, at uintptr, granules int64) {
+// blocks on either side. Called with mu held.
+func (e *expander) bestHole(a *arena, r int64) (hole *block, at uintptr, granules int64) {
 	best := int64(-1)
 	consider := func(h *block, addr uintptr, k int64) {
 		if best < 0 || k < best || k == best && h.size < hole.size {
@@ -168,58 +208,58 @@ func (p *Pool) bestHole(a *arena, r int64) (hole *block, at uintptr, granules in
 			after = h.next.size
 		}
 		if need := r - before; need > 0 && need <= h.size {
-			consider(h, h.ptr, p.granules(need))
+			consider(h, h.ptr, e.granules(need))
 		}
 		if need := r - after; need > 0 && need <= h.size {
-			k := p.granules(need)
-			consider(h, h.end()-uintptr(k*p.gran), k)
+			k := e.granules(need)
+			consider(h, h.end()-uintptr(k*e.gran), k)
 		}
 		if before+h.size+after >= r {
-			consider(h, h.ptr, h.size/p.gran)
+			consider(h, h.ptr, h.size/e.gran)
 		}
 	}
 	return hole, at, granules
 }
 
-// planGrowth chooses the handles that fill k granules at at in hole h: idle
+// plan chooses the handles that fill k granules at at in hole h: idle
 // ones, then, if move, handles moved from under free blocks, then one new
 // handle for the rest. The plan maps at least k and at most the hole's
-// granules. Called with p.mu held; it takes the idle handles and marks the
+// granules. Called with mu held; it takes the idle handles and marks the
 // moving blocks, so the plan is the caller's to carry out or undo.
-func (p *Pool) planGrowth(a *arena, h *block, at uintptr, k int64, move bool) *growth {
+func (e *expander) plan(a *arena, h *block, at uintptr, k int64, move bool) *growth {
 	g := &growth{hole: h, fromEnd: at != h.ptr}
-	limit := h.size / p.gran
+	limit := h.size / e.gran
 	var total int64 // granules planned
 	// Idle handles first: mapping one costs no unmap.
 	for total < k {
-		i := pickHandle(p.idle, p.gran, k-total, limit-total)
+		i := pickHandle(e.idle, e.gran, k-total, limit-total)
 		if i < 0 {
 			break
 		}
-		hd := p.idle[i]
-		p.idle = slices.Delete(p.idle, i, i+1)
+		hd := e.idle[i]
+		e.idle = slices.Delete(e.idle, i, i+1)
 		g.handles = append(g.handles, hd)
-		total += hd.size / p.gran
+		total += hd.size / e.gran
 	}
 	if total < k && move {
-		cands, under := p.movable(a.key.stream, h.prev, h.next)
+		cands, under := e.movable(a.key.stream, h.prev, h.next)
 		for total < k {
-			i := pickHandle(cands, p.gran, k-total, limit-total)
+			i := pickHandle(cands, e.gran, k-total, limit-total)
 			if i < 0 {
 				break
 			}
-			g.moving = append(g.moving, p.isolate(cands[i], under[i]))
+			g.moving = append(g.moving, e.arenas.of(under[i].seg).isolate(cands[i], under[i]))
 			g.movingH = append(g.movingH, cands[i])
-			total += cands[i].size / p.gran
+			total += cands[i].size / e.gran
 			cands, under = slices.Delete(cands, i, i+1), slices.Delete(under, i, i+1)
 		}
 	}
 	if total < k {
-		g.create = (k - total) * p.gran
-		g.maxNew = p.handleLimit()
+		g.create = (k - total) * e.gran
+		g.maxNew = e.handleLimit()
 		total = k
 	}
-	g.byteSize = total * p.gran
+	g.byteSize = total * e.gran
 	return g
 }
 
@@ -248,10 +288,10 @@ func pickHandle(hs []*handle, gran, need, limit int64) int {
 
 // movable lists the handles lying wholly under free blocks of stream's
 // expandable arenas, except skip1 and skip2, which the caller means to join,
-// and for each the free block it lies under. Called with p.mu held.
-func (p *Pool) movable(stream uintptr, skip1, skip2 *block) (hs []*handle, under []*block) {
+// and for each the free block it lies under. Called with mu held.
+func (e *expander) movable(stream uintptr, skip1, skip2 *block) (hs []*handle, under []*block) {
 	for _, small := range []bool{false, true} {
-		a := p.arenas[arenaKey{stream, small}]
+		a := e.arenas.byKey[arenaKey{stream, small}]
 		if a == nil || !a.expandable {
 			continue
 		}
@@ -268,64 +308,67 @@ func (p *Pool) movable(stream uintptr, skip1, skip2 *block) (hs []*handle, under
 	return hs, under
 }
 
-// isolate cuts the range of mapped handle hd out of the free block around
-// it and marks that range moving. b is the free block hd lay under when the
-// candidates were listed; cutting out other handles since leaves b at or
-// before hd, so the walk is short. Called with p.mu held.
-func (p *Pool) isolate(hd *handle, b *block) *block {
-	for b != nil && b.end() <= hd.ptr {
-		b = b.next
+// unmapAll undoes the mappings of handles (after a failed growth) and
+// leaves them idle. A mapping the source will not undo is kept counted
+// as reserved and never used again. Called with mu not held.
+func (e *expander) unmapAll(handles []*handle) {
+	for _, hd := range handles {
+		if err := e.mapper.Unmap(hd.ptr, hd.size); err == nil {
+			hd.ptr = 0
+		}
 	}
-	if b == nil || b.state != stateFree || b.ptr > hd.ptr || b.end() < hd.end() {
-		panic("pool: bug: a moving handle is not under one free block")
-	}
-	a := b.seg.arena
-	a.free.remove(b)
-	mv := b
-	if hd.ptr > b.ptr {
-		mv = a.splitAt(b, int64(hd.ptr-b.ptr))
-		a.free.insert(b)
-	}
-	if mv.end() > hd.end() {
-		tail := a.splitAt(mv, hd.size)
-		tail.state = stateFree
-		a.free.insert(tail)
-	}
-	mv.state = stateMoving
-	return mv
 }
 
-// carryOut makes the driver calls of a growth plan and records the result.
+// createHandle creates a handle of size bytes, within the limit.
+func (e *expander) createHandle(size int64) (*handle, error) {
+	if err := e.ledger.checkLimit(size); err != nil {
+		return nil, err
+	}
+	id, err := e.mapper.Create(size)
+	if err != nil {
+		return nil, markOutOfMemory(fmt.Errorf("pool: creating %s: %w", FormatBytes(size), err))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ledger.counts.SourceAllocs++
+	e.ledger.handles++
+	e.ledger.addReserved(size)
+	return &handle{id: id, size: size}, nil
+}
+
+// unmapMoving unmaps the handle under each moving block, turns the block
+// into a hole and returns the handles unmapped. A block the source would not
+// unmap goes back to its free set. Called with growMu held and mu not held.
+func (e *expander) unmapMoving(moving []*block, hs []*handle) ([]*handle, error) {
+	var errs []error
+	var done []*handle
+	for i, mv := range moving {
+		hd := hs[i]
+		err := e.mapper.Unmap(hd.ptr, hd.size)
+		e.mu.Lock()
+		a := e.arenas.of(mv.seg)
+		if err != nil {
+			a.release(mv)
+			errs = append(errs, fmt.Errorf("pool: unmapping %s: %w", FormatBytes(hd.size), err))
+		} else {
+			mv.seg.removeMapping(hd)
+			hd.ptr = 0
+			a.makeHole(mv)
+			done = append(done, hd)
+		}
+		e.mu.Unlock()
+	}
+	return done, errors.Join(errs...)
+}
+
+// apply makes the driver calls of growth plan g and records the result.
 // On failure nothing is lost: handles it could not map are kept idle, and
 // moving blocks it could not unmap are free again. Called with growMu held
-// and p.mu not held.
-func (p *Pool) carryOut(a *arena, g *growth) error {
-	handles := g.handles
-	fail := func(err error) error {
-		p.mu.Lock()
-		p.idle = append(p.idle, handles...)
-		p.mu.Unlock()
-		return err
-	}
-	if len(g.moving) > 0 {
-		if _, err := p.waitStreams(context.Background(), []uintptr{a.key.stream}); err != nil {
-			p.mu.Lock()
-			for _, mv := range g.moving {
-				mv.seg.arena.release(mv)
-			}
-			p.mu.Unlock()
-			return fail(err)
-		}
-		moved, err := p.unmapMoving(g.moving, g.movingH)
-		handles = append(handles, moved...)
-		p.mu.Lock()
-		for _, hd := range moved {
-			p.pagesMoved += hd.size / p.gran
-		}
-		p.mu.Unlock()
-		if err != nil {
-			return fail(err)
-		}
+// and mu not held.
+func (e *expander) apply(a *arena, g *growth) error {
+	handles, err := e.unmapForMove(a, g)
+	if err != nil {
+		return e.keepIdle(handles, err)
 	}
 	start := g.hole.ptr
 	if g.fromEnd {
@@ -333,174 +376,147 @@ func (p *Pool) carryOut(a *arena, g *growth) error {
 	}
 	cut := int64(0)
 	if g.blockEnd > start {
-		cut = p.granules(int64(g.blockEnd-start)) * p.gran
+		cut = e.granules(int64(g.blockEnd-start)) * e.gran
 	}
 	for _, n := range g.newHandleSizes(g.byteSize-g.create, cut) {
-		hd, err := p.createHandle(n)
+		hd, err := e.createHandle(n)
 		if err != nil {
-			return fail(err)
+			return e.keepIdle(handles, err)
 		}
 		handles = append(handles, hd)
 	}
+	if err := e.mapAt(start, g.byteSize, handles); err != nil {
+		return e.keepIdle(handles, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a.fillHole(g.hole, start, g.byteSize)
+	for _, hd := range handles {
+		g.hole.seg.addMapping(hd)
+	}
+	e.ledger.counts.Growths++
+	e.ledger.counts.PagesMapped += g.byteSize / e.gran
+	return nil
+}
+
+// unmapForMove unmaps the handles g moves, once the work on a's stream that
+// may use them has completed, and returns them with the idle handles g
+// takes: the handles to map. Where it fails the moving blocks it did not
+// unmap are free again.
+func (e *expander) unmapForMove(a *arena, g *growth) ([]*handle, error) {
+	handles := g.handles
+	if len(g.moving) == 0 {
+		return handles, nil
+	}
+	if _, err := e.streams.wait(context.Background(), []uintptr{a.key.stream}); err != nil {
+		e.mu.Lock()
+		for _, mv := range g.moving {
+			e.arenas.release(mv)
+		}
+		e.mu.Unlock()
+		return handles, err
+	}
+	moved, err := e.unmapMoving(g.moving, g.movingH)
+	handles = append(handles, moved...)
+	e.mu.Lock()
+	for _, hd := range moved {
+		e.ledger.counts.PagesMoved += hd.size / e.gran
+	}
+	e.mu.Unlock()
+	return handles, err
+}
+
+// mapAt maps handles one after another from start and sets access to the
+// n bytes they cover. Where a call fails it undoes the mappings.
+func (e *expander) mapAt(start uintptr, n int64, handles []*handle) error {
 	at := start
 	for i, hd := range handles {
-		if err := p.mapper.Map(at, hd.size, hd.id); err != nil {
-			p.unmapAll(handles[:i])
-			return fail(classify(fmt.Errorf("pool: mapping %s: %w", FormatBytes(hd.size), err)))
+		if err := e.mapper.Map(at, hd.size, hd.id); err != nil {
+			e.unmapAll(handles[:i])
+			return markOutOfMemory(fmt.Errorf("pool: mapping %s: %w", FormatBytes(hd.size), err))
 		}
 		hd.ptr = at
 		at += uintptr(hd.size)
 	}
-	if err := p.mapper.SetAccess(start, g.byteSize); err != nil {
-		p.unmapAll(handles)
-		return fail(classify(fmt.Errorf("pool: setting access to %s: %w", FormatBytes(g.byteSize), err)))
+	if err := e.mapper.SetAccess(start, n); err != nil {
+		e.unmapAll(handles)
+		return markOutOfMemory(fmt.Errorf("pool: setting access to %s: %w", FormatBytes(n), err))
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fillHole(a, g.hole, start, g.byteSize)
-	for _, hd := range handles {
-		g.hole.seg.addMapping(hd)
-	}
-	p.growths++
-	p.pagesMapped += g.byteSize / p.gran
 	return nil
 }
 
-// unmapAll undoes the mappings of handles (after a failed growth) and
-// leaves them idle. A mapping the source will not undo is kept counted
-// as reserved and never used again. Called with p.mu not held.
-func (p *Pool) unmapAll(handles []*handle) {
-	for _, hd := range handles {
-		if err := p.mapper.Unmap(hd.ptr, hd.size); err == nil {
-			hd.ptr = 0
-		}
-	}
+// keepIdle keeps handles idle after a failed growth and returns err.
+func (e *expander) keepIdle(handles []*handle, err error) error {
+	e.mu.Lock()
+	e.idle = append(e.idle, handles...)
+	e.mu.Unlock()
+	return err
 }
 
-// createHandle creates a handle of size bytes, within the limit.
-func (p *Pool) createHandle(size int64) (*handle, error) {
-	if err := p.checkLimit(size); err != nil {
-		return nil, err
-	}
-	id, err := p.mapper.Create(size)
-	if err != nil {
-		return nil, classify(fmt.Errorf("pool: creating %s: %w", FormatBytes(size), err))
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sourceAllocs++
-	p.handles++
-	p.addReserved(size)
-	return &handle{id: id, size: size}, nil
-}
-
-// reserveSegment adds a reservation of address space to a.
-func (p *Pool) reserveSegment(a *arena, r int64) error {
-	size := max(p.vaSize, p.granules(r)*p.gran)
-	ptr, err := p.mapper.ReserveAddress(size)
+// reserve adds a reservation of address space to a.
+func (e *expander) reserve(a *arena, r int64) error {
+	size := max(e.vaSize, e.granules(r)*e.gran)
+	ptr, err := e.mapper.ReserveAddress(size)
 	if err != nil {
 		// Without address space the request cannot be served: to the
 		// caller that is running out of memory, and the cache is released
 		// and the reservation tried again as for any other.
 		return sourceOOM{fmt.Errorf("pool: reserving %s of address space: %w", FormatBytes(size), err)}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := &segment{ptr: ptr, size: size, arena: a}
-	s.first = &block{ptr: ptr, size: size, seg: s, state: stateHole}
-	a.segments = append(a.segments, s)
-	a.holes.insert(s.first)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a.addReservation(ptr, size)
 	return nil
 }
 
-// fillHole turns n bytes of hole h at at, now mapped, into a free block.
-// Called with p.mu held.
-func (p *Pool) fillHole(a *arena, h *block, at uintptr, n int64) {
-	a.holes.remove(h)
-	nb := a.newBlock()
-	nb.ptr, nb.size, nb.seg, nb.state = at, n, h.seg, stateInUse
-	switch {
-	case at == h.ptr && n == h.size:
-		nb.prev, nb.next = h.prev, h.next
-		if h.prev != nil {
-			h.prev.next = nb
-		} else {
-			h.seg.first = nb
+// isolateFree marks moving every handle lying wholly under a free block of
+// a, to be released, and returns the moving blocks with their handles.
+// Called with mu held.
+func (e *expander) isolateFree(a *arena) (moving []*block, hs []*handle) {
+	for _, b := range append([]*block(nil), a.free.blocks...) {
+		for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
+			moving = append(moving, a.isolate(hd, b))
+			hs = append(hs, hd)
 		}
-		if h.next != nil {
-			h.next.prev = nb
-		}
-	case at == h.ptr:
-		nb.prev, nb.next = h.prev, h
-		if h.prev != nil {
-			h.prev.next = nb
-		} else {
-			h.seg.first = nb
-		}
-		h.prev = nb
-		h.ptr += uintptr(n)
-		h.size -= n
-		a.holes.insert(h)
-	case at+uintptr(n) == h.end():
-		nb.prev, nb.next = h, h.next
-		if h.next != nil {
-			h.next.prev = nb
-		}
-		h.next = nb
-		h.size -= n
-		a.holes.insert(h)
-	default:
-		panic("pool: bug: memory mapped inside a hole, touching neither end")
 	}
-	a.release(nb)
+	return moving, hs
 }
 
-// unmapMoving unmaps the handle under each moving block, turns the block
-// into a hole and returns the handles unmapped. A block the source would not
-// unmap goes back to its free set. Called with growMu held and p.mu not held.
-func (p *Pool) unmapMoving(moving []*block, hs []*handle) ([]*handle, error) {
+// release unmaps the handles under the moving blocks and releases them,
+// with every idle handle, to the source. A handle the source would not
+// release stays idle. Called with growMu held and mu not held.
+func (e *expander) release(moving []*block, hs []*handle) error {
+	unmapped, err := e.unmapMoving(moving, hs)
+	errs := []error{err}
+	e.mu.Lock()
+	idle := append(e.idle, unmapped...)
+	e.idle = nil
+	e.mu.Unlock()
+	for i, hd := range idle {
+		if err := e.mapper.Release(hd.id); err != nil {
+			e.mu.Lock()
+			e.idle = append(e.idle, idle[i:]...)
+			e.mu.Unlock()
+			errs = append(errs, fmt.Errorf("pool: releasing %s: %w", FormatBytes(hd.size), err))
+			break
+		}
+		e.mu.Lock()
+		e.ledger.counts.SourceFrees++
+		e.ledger.handles--
+		e.ledger.addReserved(-hd.size)
+		e.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// releaseAddress returns reservations of address space that hold nothing
+// to the source.
+func (e *expander) releaseAddress(segs []*segment) error {
 	var errs []error
-	var done []*handle
-	for i, mv := range moving {
-		hd := hs[i]
-		err := p.mapper.Unmap(hd.ptr, hd.size)
-		p.mu.Lock()
-		if err != nil {
-			mv.seg.arena.release(mv)
-			errs = append(errs, fmt.Errorf("pool: unmapping %s: %w", FormatBytes(hd.size), err))
-		} else {
-			mv.seg.removeMapping(hd)
-			hd.ptr = 0
-			makeHole(mv.seg.arena, mv)
-			done = append(done, hd)
+	for _, s := range segs {
+		if err := e.mapper.ReleaseAddress(s.ptr, s.size); err != nil {
+			errs = append(errs, fmt.Errorf("pool: releasing address space: %w", err))
 		}
-		p.mu.Unlock()
 	}
-	return done, errors.Join(errs...)
-}
-
-// makeHole turns b into a hole and merges it with neighbouring holes.
-func makeHole(a *arena, b *block) { a.coalesce(b, stateHole, &a.holes) }
-
-// mappedIn returns the handles mapped wholly inside [lo, hi).
-func (s *segment) mappedIn(lo, hi uintptr) []*handle {
-	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= lo })
-	var out []*handle
-	for ; i < len(s.mapped) && s.mapped[i].end() <= hi; i++ {
-		out = append(out, s.mapped[i])
-	}
-	return out
-}
-
-func (s *segment) addMapping(hd *handle) {
-	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= hd.ptr })
-	s.mapped = slices.Insert(s.mapped, i, hd)
-}
-
-func (s *segment) removeMapping(hd *handle) {
-	i := sort.Search(len(s.mapped), func(i int) bool { return s.mapped[i].ptr >= hd.ptr })
-	if i == len(s.mapped) || s.mapped[i] != hd {
-		panic("pool: bug: handle not mapped in its segment")
-	}
-	s.mapped = slices.Delete(s.mapped, i, i+1)
+	return errors.Join(errs...)
 }

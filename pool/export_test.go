@@ -10,12 +10,4 @@ func (p *Pool) CheckTrimmed() error { return p.checkTrimmed() }
 
 // ShardOf returns the index of the shard that b's block is cached in or
 // was handed out by; -1 for none.
-func (p *Pool) ShardOf(b Block) int {
-	sh := b.blk.shard.Load()
-	for i := range p.shards {
-		if &p.shards[i] == sh {
-			return i
-		}
-	}
-	return -1
-}
+func (p *Pool) ShardOf(b Block) int { return p.front.index(b.blk.owner.Load()) }

@@ -18,8 +18,8 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cached := map[*block]bool{}
-	for i := range p.shards {
-		s := &p.shards[i]
+	for i := range p.front.shards {
+		s := &p.front.shards[i]
 		s.mu.Lock()
 		var bytes int64
 		var bad error
@@ -32,10 +32,10 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 				if cached[b] {
 					bad = fmt.Errorf("block %#x cached twice", b.ptr)
 				}
-				if b.key != k.size || b.seg.arena.key.stream != k.stream || b.size < k.size {
+				if b.key != k.size || b.seg.key.stream != k.stream || b.size < k.size {
 					bad = fmt.Errorf("block %#x (%d bytes) in bin %+v", b.ptr, b.size, k)
 				}
-				if b.shard.Load() != s {
+				if b.owner.Load() != &s.mu {
 					bad = fmt.Errorf("block %#x cached by a shard that does not own it", b.ptr)
 				}
 				cached[b] = true
@@ -53,19 +53,19 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 		s.mu.Unlock()
 	}
 	pending := map[*block]bool{}
-	for _, b := range p.pending {
+	for _, b := range p.streams.pending {
 		pending[b] = true
 	}
 	var allocated, requested, live, reserved, handles int64
 	type span struct{ lo, hi uintptr }
 	var spans []span
-	for key, a := range p.arenas {
+	for key, a := range p.arenas.byKey {
 		if a.key != key {
 			return fmt.Errorf("arena %+v filed under %+v", a.key, key)
 		}
 		nfree, nholes := 0, 0
 		for _, s := range a.segments {
-			if s.arena != a {
+			if s.key != a.key || s.guard != a.guard {
 				return fmt.Errorf("segment %#x points to another arena", s.ptr)
 			}
 			spans = append(spans, span{s.ptr, s.ptr + uintptr(s.size)})
@@ -84,12 +84,12 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 				switch b.state {
 				case stateFree:
 					nfree++
-					if !a.free.has(b) || b.shard.Load() != nil {
+					if !a.free.has(b) || b.owner.Load() != nil {
 						return fmt.Errorf("free block %#x missing from the free set, or owned by a shard", b.ptr)
 					}
 				case stateHole:
 					nholes++
-					if !a.holes.has(b) || int64(b.ptr)%p.gran != 0 || b.size%p.gran != 0 {
+					if !a.holes.has(b) || int64(b.ptr)%p.pages.gran != 0 || b.size%p.pages.gran != 0 {
 						return fmt.Errorf("hole %#x (%d bytes) unaligned or missing from the hole set", b.ptr, b.size)
 					}
 				case statePending:
@@ -103,7 +103,7 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 						}
 						delete(cached, b)
 					} else {
-						if b.live != b.gen || b.gen == 0 || b.shard.Load() == nil {
+						if b.live != b.gen || b.gen == 0 || b.owner.Load() == nil {
 							return fmt.Errorf("block %#x in use but not live", b.ptr)
 						}
 						live++
@@ -136,7 +136,7 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 				return fmt.Errorf("segment %#x: blocks end at %#x, not at its end", s.ptr, at)
 			}
 			for i, hd := range s.mapped {
-				if hd.ptr < s.ptr || hd.end() > s.ptr+uintptr(s.size) || int64(hd.ptr)%p.gran != 0 || hd.size%p.gran != 0 {
+				if hd.ptr < s.ptr || hd.end() > s.ptr+uintptr(s.size) || int64(hd.ptr)%p.pages.gran != 0 || hd.size%p.pages.gran != 0 {
 					return fmt.Errorf("segment %#x: mapping %#x (%d bytes) out of it or unaligned", s.ptr, hd.ptr, hd.size)
 				}
 				if i > 0 && s.mapped[i-1].end() > hd.ptr {
@@ -159,25 +159,25 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 			return fmt.Errorf("segments at %#x and %#x overlap", spans[i-1].lo, spans[i].lo)
 		}
 	}
-	for _, hd := range p.idle {
+	for _, hd := range p.idleHandles() {
 		if hd.ptr != 0 {
 			return fmt.Errorf("idle handle %d is mapped at %#x", hd.id, hd.ptr)
 		}
 		reserved += hd.size
 		handles++
 	}
-	if handles != p.handles {
-		return fmt.Errorf("the pool counts %d handles, holds %d", p.handles, handles)
+	if handles != p.ledger.handles {
+		return fmt.Errorf("the pool counts %d handles, holds %d", p.ledger.handles, handles)
 	}
-	if reserved != p.reserved || p.reservedNow.Load() != p.reserved {
-		return fmt.Errorf("reserved counts %d, segments and pages hold %d", p.reserved, reserved)
+	if reserved != p.ledger.counts.Reserved || p.ledger.reservedNow.Load() != p.ledger.counts.Reserved {
+		return fmt.Errorf("reserved counts %d, segments and pages hold %d", p.ledger.counts.Reserved, reserved)
 	}
 	var allocs, frees, sumAllocated, sumRequested int64
-	for i := range p.shards {
-		allocs += p.shards[i].allocs
-		frees += p.shards[i].frees
-		sumAllocated += p.shards[i].allocated
-		sumRequested += p.shards[i].requested
+	for i := range p.front.shards {
+		allocs += p.front.shards[i].allocs
+		frees += p.front.shards[i].frees
+		sumAllocated += p.front.shards[i].allocated
+		sumRequested += p.front.shards[i].requested
 	}
 	if allocated != sumAllocated || requested != sumRequested {
 		return fmt.Errorf("allocated/requested count %d/%d, live blocks hold %d/%d",
@@ -186,8 +186,8 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 	if allocs-frees != live {
 		return fmt.Errorf("counters say %d blocks live, %d are", allocs-frees, live)
 	}
-	if p.peakReserved < p.reserved {
-		return fmt.Errorf("peak reserved %d is below reserved %d", p.peakReserved, p.reserved)
+	if p.ledger.counts.PeakReserved < p.ledger.counts.Reserved {
+		return fmt.Errorf("peak reserved %d is below reserved %d", p.ledger.counts.PeakReserved, p.ledger.counts.Reserved)
 	}
 	return nil
 }
@@ -198,15 +198,15 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 func (p *Pool) checkTrimmed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.idle) != 0 {
-		return fmt.Errorf("%d idle handles kept", len(p.idle))
+	if len(p.idleHandles()) != 0 {
+		return fmt.Errorf("%d idle handles kept", len(p.idleHandles()))
 	}
-	for i := range p.shards {
-		if p.shards[i].bytes != 0 {
-			return fmt.Errorf("shard %d still caches %d bytes", i, p.shards[i].bytes)
+	for i := range p.front.shards {
+		if p.front.shards[i].bytes != 0 {
+			return fmt.Errorf("shard %d still caches %d bytes", i, p.front.shards[i].bytes)
 		}
 	}
-	for _, a := range p.arenas {
+	for _, a := range p.arenas.byKey {
 		for _, s := range a.segments {
 			if !a.expandable && s.fullyFree() {
 				return fmt.Errorf("segment %#x holds no live block", s.ptr)
@@ -251,4 +251,12 @@ func (s *freeSet) has(b *block) bool {
 		}
 	}
 	return false
+}
+
+// idleHandles returns the handles held unmapped. Called with p.mu held.
+func (p *Pool) idleHandles() []*handle {
+	if p.pages == nil {
+		return nil
+	}
+	return p.pages.idle
 }

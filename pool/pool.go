@@ -9,60 +9,34 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Pool is a caching allocator over a Source. Make one with [New]. All
 // methods are safe for concurrent use.
+//
+// Pool is the coordinator: it takes a request through the front cache, the
+// arenas and the growth of an arena in turn, and every public operation
+// starts here. The parts it coordinates live below it, one type a file
+// (docs/pool.md draws them).
 type Pool struct {
-	src    Source
-	events EventSource // nil where the source has no events
-	mapper PageMapper  // nil unless arenas are expandable
-	gran   int64       // the mapper's granularity
-	vaSize int64       // address space each expandable segment reserves
-	opts   options
-	limit  atomic.Int64 // MaxReserved in bytes; 0 means none. Changed under mu and growMu (SetMaxReserved)
-	total  int64        // the device's bytes, as MemInfo said when the pool was made; 0: unknown
+	src  Source
+	opts options
 
 	closed   atomic.Bool
 	observer atomic.Pointer[func(alloc bool, b Block)] // Observe's function, or nil
 
-	reservedNow atomic.Int64 // copy of reserved for lock-free reads
-
-	// peakAllocated is raised when a shard passes its own high-water mark;
-	// see shard.account. Current bytes are counted per shard, so that the
-	// hit path writes no shared cache line.
-	_             [64]byte
-	peakAllocated atomic.Int64
-	peakBlocks    atomic.Int64 // the same, for live blocks
-	_             [64]byte
-
-	shards    []shard
-	stackKeys []atomic.Uintptr // per shard, the stack of the goroutine that used it last (see lockShard); read-mostly
-	claims    atomic.Uint32    // shards claimed by goroutines new to them (see findShard)
+	front frontCache // freed small blocks, by stream and size, and the peaks
 
 	// growMu serializes the work that calls the source to change what the
 	// pool holds: growth, moving pages, releasing memory. It is held across
 	// driver calls; mu never is. Cache hits never take it.
 	growMu sync.Mutex
 
-	mu            sync.Mutex // protects the fields below and every arena
-	arenas        map[arenaKey]*arena
-	defaultArenas [2]*arena        // the default stream's large and small arenas, found without the map
-	idle          []*handle        // handles held but mapped nowhere
-	pending       []*block         // freed blocks waiting for events on other streams
-	retired       map[uintptr]bool // streams RetireStream took out of use
-	reserved      int64
-	peakReserved  int64
-	segments      int64
-	sourceAllocs  int64
-	sourceFrees   int64
-	handles       int64 // handles held, mapped or idle
-	growths       int64
-	pagesMapped   int64
-	pagesMoved    int64
-	ooms          int64
-	retries       int64
+	mu      sync.Mutex // protects the fields below, and every arena
+	arenas  arenaSet   // the arenas, by stream and size class
+	ledger  ledger     // what the pool holds from the source, and its counters
+	streams streams    // blocks held for other streams' work, and retired streams
+	pages   *expander  // the growth of arenas by mapping pages; nil for classic segments
 }
 
 // New returns a Pool that takes memory from src.
@@ -74,9 +48,12 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{src: src, opts: o, arenas: make(map[arenaKey]*arena)}
-	p.limit.Store(o.limit)
-	p.events, _ = src.(EventSource)
+	p := &Pool{src: src, opts: o}
+	p.arenas = arenaSet{guard: &p.mu, maxSplit: o.maxSplit, byKey: make(map[arenaKey]*arena)}
+	events, _ := src.(EventSource)
+	p.streams = streams{mu: &p.mu, events: events, arenas: &p.arenas}
+	p.ledger.mu = &p.mu
+	p.ledger.limit.Store(o.limit)
 	// The device's size bounds what can ever be allocated and sizes the
 	// address space reserved; a source that cannot say is still usable,
 	// unless a limit is a fraction of it.
@@ -87,44 +64,52 @@ func New(src Source, opts ...Option) (*Pool, error) {
 		}
 		total = 0
 	}
-	p.total = total
+	p.ledger.total = total
 	if o.limitFraction > 0 {
 		if total <= 0 {
 			return nil, fmt.Errorf("pool: MaxReservedFraction needs the device's total memory, and the source reports %d", total)
 		}
-		p.limit.Store(int64(o.limitFraction * float64(total)))
+		p.ledger.limit.Store(int64(o.limitFraction * float64(total)))
 	}
-	if m, ok := src.(PageMapper); ok && o.expansion != ExpandNever {
-		p.mapper = m
-		p.gran = m.Granularity()
-		if p.gran <= 0 || p.gran&(p.gran-1) != 0 {
-			return nil, fmt.Errorf("pool: source granularity %d is not a power of two", p.gran)
-		}
-		// Address space is cheap and pages move: reserve twice the device
-		// so that holes never leave too little contiguous room.
-		va := total
-		if va <= 0 || va > MaxSize {
-			va = MaxSize / 64
-		}
-		p.vaSize = 2 * p.granules(va) * p.gran
-		p.opts.growthStep = p.granules(p.opts.growthStep) * p.gran
-		if o.maxSplit != math.MaxInt64 {
-			return nil, errors.New("pool: MaxSplitSize applies to classic segments; this source maps pages (add Expand(ExpandNever))")
-		}
-	} else if o.expansion == ExpandAlways {
-		return nil, errors.New("pool: Expand(ExpandAlways): the source cannot map pages")
+	if err := p.setUpExpansion(); err != nil {
+		return nil, err
 	}
 	n := o.shards
 	if n == 0 {
-		n = 2 * runtime.GOMAXPROCS(0)
+		n = shardsPerP * runtime.GOMAXPROCS(0)
 	}
-	p.shards = make([]shard, n)
-	p.stackKeys = make([]atomic.Uintptr, n)
+	p.front = newFrontCache(n)
 	return p, nil
 }
 
+// shardsPerP is the front cache's shards per P where Shards does not say.
+const shardsPerP = 2
+
+// setUpExpansion makes the arenas expandable where the source maps pages
+// and the options allow it.
+func (p *Pool) setUpExpansion() error {
+	m, ok := p.src.(PageMapper)
+	if !ok || p.opts.expansion == ExpandNever {
+		if p.opts.expansion == ExpandAlways {
+			return errors.New("pool: Expand(ExpandAlways): the source cannot map pages")
+		}
+		return nil
+	}
+	e, err := newExpander(m, p.ledger.total, p.opts.growthStep)
+	if err != nil {
+		return err
+	}
+	if p.opts.maxSplit != math.MaxInt64 {
+		return errors.New("pool: MaxSplitSize applies to classic segments; this source maps pages (add Expand(ExpandNever))")
+	}
+	e.mu, e.arenas, e.ledger, e.streams = &p.mu, &p.arenas, &p.ledger, &p.streams
+	p.pages = e
+	p.arenas.expandable = true
+	return nil
+}
+
 // Expandable reports whether the pool's arenas grow by mapping pages.
-func (p *Pool) Expandable() bool { return p.mapper != nil }
+func (p *Pool) Expandable() bool { return p.pages != nil }
 
 // Alloc allocates size bytes for the default stream.
 func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocContext(context.Background(), size, 0) }
@@ -162,12 +147,12 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 		if err != nil {
 			return Block{}, err
 		}
-		sh := p.lockShard()
+		sh := p.front.lock()
 		peak := sh.handOut(b, r, size)
 		sh.mu.Unlock()
 		return p.handedOut(sh, b, size, stream, peak), nil
 	}
-	sh := p.lockShard()
+	sh := p.front.lock()
 	key := cacheKey{stream, r}
 	b := sh.pop(key)
 	if b == nil {
@@ -176,7 +161,7 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 		// where blocks land independent of which shard this goroutine
 		// happens to use, so placement, and the memory it wastes, do not
 		// depend on scheduling.
-		if b = p.stealExact(key, sh); b == nil {
+		if b = p.front.steal(key, sh); b == nil {
 			var err error
 			if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
 				return Block{}, err
@@ -193,7 +178,7 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 // and the Block itself.
 func (p *Pool) handedOut(sh *shard, b *block, size int64, stream uintptr, peak bool) Block {
 	if peak {
-		p.notePeak(sh)
+		p.front.notePeak(sh)
 	}
 	blk := Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}
 	if o := p.observer.Load(); o != nil {
@@ -216,82 +201,6 @@ func (p *Pool) Observe(fn func(alloc bool, b Block)) {
 	p.observer.Store(&fn)
 }
 
-// notePeak raises the peaks to what is live now, summed over the shards,
-// and hands out the thresholds again. The shards' thresholds (highWater,
-// liveHigh) always add up to the peak; a shard passes its own only by
-// allocating, and then calls notePeak. While the sum holds, the total
-// cannot pass the peak without some shard passing its threshold: so the
-// peaks are exact for one goroutine, whichever shards it uses. sh gets
-// what the other shards' thresholds leave of the peak; where that is less
-// than it holds, the others are cut to what they hold and sh gets the
-// rest. A shard that frees keeps its threshold, so goroutines that
-// allocate and free on their own shards settle with no calls here. Under
-// concurrent allocation the sum is taken a little after the allocation
-// that passed, so the peak can miss what frees in between gave back: a
-// lower bound there.
-//
-// It holds every shard's lock at once, in order, so that the sum is one
-// instant; callers hold none.
-func (p *Pool) notePeak(sh *shard) {
-	for i := range p.shards {
-		p.shards[i].mu.Lock()
-	}
-	var total, blocks, highs, lives int64
-	for i := range p.shards {
-		s := &p.shards[i]
-		total += s.allocated
-		blocks += s.allocs - s.frees
-		if s != sh {
-			highs += s.highWater
-			lives += s.liveHigh
-		}
-	}
-	raise(&p.peakAllocated, total)
-	raise(&p.peakBlocks, blocks)
-	peak, peakBlocks := p.peakAllocated.Load(), p.peakBlocks.Load()
-	if sh.highWater = peak - highs; sh.highWater < sh.allocated {
-		for i := range p.shards {
-			s := &p.shards[i]
-			s.highWater = s.allocated
-		}
-		sh.highWater += peak - total
-	}
-	if sh.liveHigh = peakBlocks - lives; sh.liveHigh < sh.allocs-sh.frees {
-		for i := range p.shards {
-			s := &p.shards[i]
-			s.liveHigh = s.allocs - s.frees
-		}
-		sh.liveHigh += peakBlocks - blocks
-	}
-	for i := range p.shards {
-		p.shards[i].mu.Unlock()
-	}
-}
-
-// allocatedNow sums the shards' allocated bytes. It locks each shard in
-// turn, so it is for the rare paths: a new peak, a release threshold, an
-// out-of-memory report.
-func (p *Pool) allocatedNow() int64 {
-	var n int64
-	for i := range p.shards {
-		s := &p.shards[i]
-		s.mu.Lock()
-		n += s.allocated
-		s.mu.Unlock()
-	}
-	return n
-}
-
-// raise sets peak to v if v is larger.
-func raise(peak *atomic.Int64, v int64) {
-	for {
-		old := peak.Load()
-		if v <= old || peak.CompareAndSwap(old, v) {
-			return
-		}
-	}
-}
-
 // Free returns b to the pool. It is reused at once on its stream, and on
 // other streams once the work queued at the free has completed. Freeing a
 // block twice, or a block of another pool, is an error that changes nothing.
@@ -300,12 +209,12 @@ func (p *Pool) Free(b Block) error {
 	if blk == nil {
 		return fmt.Errorf("%w: zero Block", ErrInvalidBlock)
 	}
-	sh := p.lockOwner(blk)
-	if sh == nil || !p.owns(sh) || blk.live != b.gen {
+	sh := p.front.lockOwner(blk)
+	if sh == nil || blk.live != b.gen {
 		if sh != nil {
 			sh.mu.Unlock()
 		}
-		if blk.seg.arena.pool != p {
+		if blk.seg.guard != &p.mu {
 			return fmt.Errorf("%w: block at %#x belongs to another pool", ErrInvalidBlock, b.ptr)
 		}
 		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
@@ -328,43 +237,30 @@ func (p *Pool) Free(b Block) error {
 	sh.mu.Unlock()
 	switch {
 	case usedElsewhere:
-		return p.freeAfterEvents(blk)
+		return p.streams.freeAfterEvents(blk)
 	case !cache:
 		p.mu.Lock()
-		blk.seg.arena.release(blk)
+		p.arenas.release(blk)
 		p.mu.Unlock()
 	}
+	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 {
+		return p.afterFree()
+	}
+	return nil
+}
+
+// afterFree gives memory back where a free leaves too much cached: all of
+// it after Close, and what passes the release threshold.
+func (p *Pool) afterFree() error {
 	if p.closed.Load() {
 		// A block freed after Close: everything it held goes back now.
 		return errors.Join(p.EmptyCache(), p.releaseAddressSpace())
 	}
 	if p.opts.releaseThreshold != math.MaxInt64 &&
-		p.reservedNow.Load()-p.allocatedNow() > p.opts.releaseThreshold {
+		p.ledger.reservedNow.Load()-p.front.allocated() > p.opts.releaseThreshold {
 		return p.EmptyCache()
 	}
 	return nil
-}
-
-// owns reports whether sh is one of p's shards.
-func (p *Pool) owns(sh *shard) bool {
-	i := (uintptr(unsafe.Pointer(sh)) - uintptr(unsafe.Pointer(&p.shards[0]))) / unsafe.Sizeof(*sh)
-	return i < uintptr(len(p.shards)) && &p.shards[i] == sh
-}
-
-// lockOwner locks and returns the shard that holds blk, which guards its
-// state; nil where no shard does (blk is in an arena: not allocated).
-func (p *Pool) lockOwner(blk *block) *shard {
-	for {
-		sh := blk.shard.Load()
-		if sh == nil {
-			return nil
-		}
-		sh.mu.Lock()
-		if blk.shard.Load() == sh {
-			return sh
-		}
-		sh.mu.Unlock() // it moved while we waited
-	}
 }
 
 // allocSlow takes a block from the arena, growing it if needed. Cached
@@ -373,20 +269,20 @@ func (p *Pool) lockOwner(blk *block) *shard {
 func (p *Pool) allocSlow(ctx context.Context, r, size int64, stream uintptr) (*block, error) {
 	key := arenaKey{stream: stream, small: r <= smallMax}
 	p.mu.Lock()
-	if p.retired[stream] {
+	if p.streams.retired[stream] {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool: allocating on stream %#x, which was retired", stream)
 	}
-	if len(p.pending) > 0 {
+	if len(p.streams.pending) > 0 {
 		p.mu.Unlock()
-		if err := p.collectPending(); err != nil {
+		if err := p.streams.collectPending(); err != nil {
 			return nil, err
 		}
 		p.mu.Lock()
 	}
-	a := p.arenaLocked(key)
+	a := p.arenas.get(key)
 	if key.small {
-		p.drainShards()
+		p.front.drain(&p.arenas)
 	}
 	b := a.take(r)
 	p.mu.Unlock()
@@ -396,33 +292,15 @@ func (p *Pool) allocSlow(ctx context.Context, r, size int64, stream uintptr) (*b
 	return p.grow(ctx, a, r, size)
 }
 
-func (p *Pool) arenaLocked(key arenaKey) *arena {
-	if key.stream == 0 && p.defaultArenas[b2i(key.small)] != nil {
-		return p.defaultArenas[b2i(key.small)]
-	}
-	a := p.arenas[key]
-	if a == nil {
-		a = &arena{key: key, pool: p, expandable: p.mapper != nil, maxSplit: p.opts.maxSplit}
-		p.arenas[key] = a
-		if key.stream == 0 {
-			p.defaultArenas[b2i(key.small)] = a
-		}
-	}
-	return a
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+// maxGrowAttempts bounds the rounds of grow: each round grows the arena or
+// frees memory, and a few always suffice.
+const maxGrowAttempts = 64
 
 // grow makes room in a for r bytes and takes a block. On running out of
-// memory it moves what can move, then waits for the blocks parked for other
+// memory it moves what can move, then waits for the blocks held for other
 // streams (until ctx is done), releases the cache and retries once.
 func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error) {
-	if limit := p.limit.Load(); p.total > 0 && r > p.total || limit > 0 && r > limit {
+	if p.ledger.tooLarge(r) {
 		// No release of the cache can make room for it.
 		return nil, p.oomError(size, a.key.stream, nil)
 	}
@@ -434,112 +312,86 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 		return nil, ErrClosed
 	}
 	retried, squeeze := false, false
-	for range 64 {
-		p.mu.Lock()
-		b := a.take(r)
-		p.mu.Unlock()
-		if b != nil {
+	for range maxGrowAttempts {
+		if b := p.take(a, r); b != nil {
 			return b, nil
 		}
-		var err error
-		if a.expandable {
-			err = p.growExpandable(a, r, squeeze)
-		} else if b, err = p.growClassic(a, r); b != nil {
-			return b, nil
-		}
-		if err == nil {
+		b, err := p.growOnce(a, r, squeeze)
+		if b != nil || err == nil {
+			if b != nil {
+				return b, nil
+			}
 			continue
 		}
-		if errors.Is(err, ErrOutOfMemory) && a.expandable && !squeeze {
+		oom := errors.Is(err, ErrOutOfMemory)
+		if oom && a.expandable && !squeeze {
 			// Before the cache goes, move what can move.
 			squeeze = true
 			continue
 		}
-		if !errors.Is(err, ErrOutOfMemory) || retried {
-			if errors.Is(err, ErrOutOfMemory) {
-				return nil, p.oomError(size, a.key.stream, err)
-			}
+		if !oom {
 			return nil, err
 		}
-		retried = true
-		p.mu.Lock()
-		p.retries++
-		p.mu.Unlock()
-		if werr := p.waitPending(ctx); werr != nil {
-			return nil, errors.Join(p.oomError(size, a.key.stream, err), werr)
+		if retried {
+			return nil, p.oomError(size, a.key.stream, err)
 		}
-		// The blocks other streams held may serve it where they are:
-		// releasing the cache first would return them to the source only
-		// to take new memory back.
-		p.mu.Lock()
-		b = a.take(r)
-		p.mu.Unlock()
-		if b != nil {
+		retried = true
+		if b, rerr := p.makeRoom(ctx, a, r); b != nil || rerr != nil {
+			if rerr != nil {
+				return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
+			}
 			return b, nil
 		}
-		if rerr := p.releaseCachedLocked(ctx); rerr != nil {
-			return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
-		}
 	}
-	return nil, fmt.Errorf("pool: bug: no block after growing the arena 64 times for %d bytes", r)
+	return nil, fmt.Errorf("pool: bug: no block after growing the arena %d times for %d bytes", maxGrowAttempts, r)
 }
 
-// sourceOOM marks an out-of-memory error from the source or from the limit.
-type sourceOOM struct{ err error }
-
-func (e sourceOOM) Error() string {
-	if e.err == nil {
-		return "pool limit reached"
-	}
-	return e.err.Error()
-}
-func (e sourceOOM) Is(target error) bool { return target == ErrOutOfMemory }
-func (e sourceOOM) Unwrap() error        { return e.err }
-
-// classify turns a source error into sourceOOM where it means no room.
-func classify(err error) error {
-	if IsSourceOutOfMemory(err) {
-		return sourceOOM{err}
-	}
-	return err
-}
-
-// checkLimit returns the out-of-memory error of the limit where reserving n
-// more bytes would break it.
-func (p *Pool) checkLimit(n int64) error {
+// take takes a block of r bytes from a, or nil.
+func (p *Pool) take(a *arena, r int64) *block {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.overLimit(n) {
-		return sourceOOM{}
-	}
-	return nil
+	return a.take(r)
 }
 
-// overLimit reports whether reserving n more bytes breaks the limit.
-// Called with p.mu held.
-func (p *Pool) overLimit(n int64) bool {
-	limit := p.limit.Load()
-	return limit > 0 && p.reserved+n > limit
+// growOnce grows a once for r bytes: by mapping pages, which returns no
+// block, or by a new classic segment, which returns the block. Called with
+// growMu held.
+func (p *Pool) growOnce(a *arena, r int64, squeeze bool) (*block, error) {
+	if a.expandable {
+		return nil, p.pages.grow(a, r, squeeze)
+	}
+	return p.growClassic(a, r)
 }
 
-func (p *Pool) addReserved(n int64) {
-	p.reserved += n
-	p.reservedNow.Store(p.reserved)
-	if p.reserved > p.peakReserved {
-		p.peakReserved = p.reserved
+// makeRoom is the retry of an allocation out of memory: it waits for the
+// blocks held for other streams, takes a block where they freed one, and
+// else releases the cache. Called with growMu held.
+func (p *Pool) makeRoom(ctx context.Context, a *arena, r int64) (*block, error) {
+	p.mu.Lock()
+	p.ledger.counts.Retries++
+	p.mu.Unlock()
+	if err := p.streams.waitPending(ctx); err != nil {
+		return nil, err
 	}
+	// The blocks other streams held may serve it where they are:
+	// releasing the cache first would return them to the source only
+	// to take new memory back.
+	if b := p.take(a, r); b != nil {
+		return b, nil
+	}
+	return nil, p.releaseCachedLocked(ctx)
 }
 
 // growClassic adds a whole segment to a and takes r bytes from it. Called
 // with growMu held.
 func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	size := classicSegmentSize(r, a.key.small)
-	if err := p.checkLimit(size); err != nil {
+	if err := p.ledger.checkLimit(size); err != nil {
 		return nil, err
 	}
 	ptr, err := p.src.Alloc(size)
 	if err != nil {
-		return nil, classify(err)
+		return nil, markOutOfMemory(err)
 	}
 	if ptr%Alignment != 0 {
 		// Blocks are multiples of 512 bytes from their segment's start: an
@@ -550,12 +402,14 @@ func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := a.addSegment(ptr, size)
-	p.segments++
-	p.sourceAllocs++
-	p.addReserved(size)
+	p.ledger.counts.Segments++
+	p.ledger.counts.SourceAllocs++
+	p.ledger.addReserved(size)
 	return a.takeBlock(s.first, r), nil
 }
 
+// oomError describes an allocation of size bytes on stream that failed
+// with err (nil: too large for the device or the limit), and counts it.
 func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 	free, total, merr := p.src.MemInfo()
 	if merr != nil {
@@ -568,13 +422,10 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ooms++
-	e := &OOMError{Requested: size, Stream: stream, Allocated: p.allocatedNow(), Reserved: p.reserved,
-		Limit: p.limit.Load(), DeviceFree: free, DeviceTotal: total, Err: cause}
-	for _, a := range p.arenas {
-		e.LargestFree = max(e.LargestFree, a.free.largest())
-	}
-	return e
+	p.ledger.counts.OOMs++
+	return &OOMError{Requested: size, Stream: stream, Allocated: p.front.allocated(), Reserved: p.ledger.counts.Reserved,
+		Limit: p.ledger.limit.Load(), DeviceFree: free, DeviceTotal: total, Err: cause,
+		LargestFree: p.arenas.largestFree()}
 }
 
 // EmptyCache returns every cached byte it can to the source: fully free
@@ -586,103 +437,90 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 func (p *Pool) EmptyCache() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return errors.Join(p.waitPending(context.Background()), p.releaseCachedLocked(context.Background()),
+	return errors.Join(p.streams.waitPending(context.Background()), p.releaseCachedLocked(context.Background()),
 		p.releaseRetiredLocked())
 }
 
 // releaseCachedLocked is EmptyCache with growMu held. Memory of a stream
 // whose work has not completed when ctx is done is kept.
 func (p *Pool) releaseCachedLocked(ctx context.Context) error {
-	errs := []error{p.collectPending()}
+	errs := []error{p.streams.collectPending()}
 	p.mu.Lock()
-	p.drainShards()
-	var segs []*segment
-	var moving []*block
-	var movingH []*handle
-	for _, a := range p.arenas {
-		if a.expandable {
-			for _, b := range append([]*block(nil), a.free.blocks...) {
-				for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
-					moving = append(moving, p.isolate(hd, b))
-					movingH = append(movingH, hd)
-				}
-			}
-			continue
-		}
-		for _, s := range append([]*segment(nil), a.segments...) {
-			if s.fullyFree() {
-				a.removeSegment(s)
-				segs = append(segs, s)
-			}
-		}
-	}
+	p.front.drain(&p.arenas)
+	segs, moving, movingH := p.takeReleasable()
 	p.mu.Unlock()
 	// Work on a stream that cannot be waited for may still use its memory:
 	// keep that stream's, release the rest.
-	failed, werr := p.waitStreams(ctx, streamsOf(segs, moving))
+	failed, werr := p.streams.wait(ctx, streamsOf(segs, moving))
 	if len(failed) > 0 {
 		errs = append(errs, werr)
-		p.mu.Lock()
-		segs = slices.DeleteFunc(segs, func(s *segment) bool {
-			if !failed[s.arena.key.stream] {
-				return false
-			}
-			s.arena.segments = append(s.arena.segments, s)
-			s.arena.free.insert(s.first)
-			return true
-		})
-		keep := moving[:0]
-		keepH := movingH[:0]
-		for i, mv := range moving {
-			if failed[mv.seg.arena.key.stream] {
-				mv.seg.arena.release(mv)
-				continue
-			}
-			keep, keepH = append(keep, mv), append(keepH, movingH[i])
-		}
-		moving, movingH = keep, keepH
-		p.mu.Unlock()
+		segs, moving, movingH = p.keepBusy(failed, segs, moving, movingH)
 	}
+	errs = append(errs, p.freeSegments(segs)...)
+	if p.pages != nil {
+		errs = append(errs, p.pages.release(moving, movingH))
+	}
+	return errors.Join(errs...)
+}
+
+// takeReleasable takes out of the arenas what can go back to the source:
+// the classic segments that are wholly free, and the handles wholly under
+// free blocks of expandable arenas, their blocks marked moving. Called with
+// mu held.
+func (p *Pool) takeReleasable() (segs []*segment, moving []*block, movingH []*handle) {
+	for _, a := range p.arenas.byKey {
+		if a.expandable {
+			mv, hs := p.pages.isolateFree(a)
+			moving, movingH = append(moving, mv...), append(movingH, hs...)
+			continue
+		}
+		segs = append(segs, a.takeFreeSegments()...)
+	}
+	return segs, moving, movingH
+}
+
+// keepBusy puts back what takeReleasable took of the streams in failed,
+// whose work may still use it, and returns the rest.
+func (p *Pool) keepBusy(failed map[uintptr]bool, segs []*segment, moving []*block, movingH []*handle) ([]*segment, []*block, []*handle) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	segs = slices.DeleteFunc(segs, func(s *segment) bool {
+		if !failed[s.key.stream] {
+			return false
+		}
+		p.arenas.of(s).restoreSegment(s)
+		return true
+	})
+	keep := moving[:0]
+	keepH := movingH[:0]
+	for i, mv := range moving {
+		if failed[mv.seg.key.stream] {
+			p.arenas.release(mv)
+			continue
+		}
+		keep, keepH = append(keep, mv), append(keepH, movingH[i])
+	}
+	return segs, keep, keepH
+}
+
+// freeSegments returns classic segments to the source. A segment the source
+// will not take back is kept: it is still the pool's, and nothing is lost.
+func (p *Pool) freeSegments(segs []*segment) []error {
+	var errs []error
 	for _, s := range segs {
 		err := p.src.Free(s.ptr, s.size)
 		p.mu.Lock()
 		if err != nil {
-			// Keep the segment: memory the source would not take back is
-			// still ours, and nothing is lost.
-			s.arena.segments = append(s.arena.segments, s)
-			s.arena.free.insert(s.first)
+			p.arenas.of(s).restoreSegment(s)
 			errs = append(errs, fmt.Errorf("pool: returning a %d-byte segment to the source: %w", s.size, err))
 		} else {
-			p.segments--
-			p.sourceFrees++
-			p.addReserved(-s.size)
+			p.ledger.counts.Segments--
+			p.ledger.counts.SourceFrees++
+			p.ledger.addReserved(-s.size)
 		}
 		p.mu.Unlock()
 	}
-	if len(moving) == 0 && p.mapper == nil {
-		return errors.Join(errs...)
-	}
-	unmapped, err := p.unmapMoving(moving, movingH)
-	errs = append(errs, err)
-	p.mu.Lock()
-	idle := append(p.idle, unmapped...)
-	p.idle = nil
-	p.mu.Unlock()
-	for i, hd := range idle {
-		if err := p.mapper.Release(hd.id); err != nil {
-			p.mu.Lock()
-			p.idle = append(p.idle, idle[i:]...)
-			p.mu.Unlock()
-			errs = append(errs, fmt.Errorf("pool: releasing %s: %w", FormatBytes(hd.size), err))
-			break
-		}
-		p.mu.Lock()
-		p.sourceFrees++
-		p.handles--
-		p.addReserved(-hd.size)
-		p.mu.Unlock()
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Close releases everything the pool caches and makes later allocations
@@ -693,7 +531,7 @@ func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := p.EmptyCache() // which waits for the parked blocks first
+	err := p.EmptyCache() // which waits for the held blocks first
 	st := p.Stats()
 	if st.ActiveBlocks > 0 {
 		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",
@@ -710,87 +548,57 @@ func (p *Pool) releaseAddressSpace() error {
 	return p.releaseAddressSpaceLocked(false)
 }
 
+// releaseRetiredLocked gives back the address space of retired streams'
+// arenas that hold nothing, and drops those arenas: a stream per request
+// must not leave a reservation per request behind. Called with growMu
+// held, by EmptyCache (RetireStream's among them).
+func (p *Pool) releaseRetiredLocked() error {
+	if !p.streams.anyRetired() {
+		return nil
+	}
+	return p.releaseAddressSpaceLocked(true)
+}
+
 // releaseAddressSpaceLocked is releaseAddressSpace with growMu held, for
 // every arena or, with retiredOnly, those of retired streams, which are
 // dropped once they hold no segment.
 func (p *Pool) releaseAddressSpaceLocked(retiredOnly bool) error {
 	p.mu.Lock()
-	var segs []*segment
-	for k, a := range p.arenas {
-		if retiredOnly && !p.retired[k.stream] {
-			continue
-		}
-		for _, s := range append([]*segment(nil), a.segments...) {
-			if a.expandable && s.first.state == stateHole && s.first.next == nil {
-				a.holes.remove(s.first)
-				a.segments = slices.DeleteFunc(a.segments, func(t *segment) bool { return t == s })
-				segs = append(segs, s)
-			}
-		}
-		if retiredOnly && len(a.segments) == 0 {
-			delete(p.arenas, k)
-		}
+	var retired map[uintptr]bool
+	if retiredOnly {
+		retired = p.streams.retired
 	}
+	segs := p.arenas.takeEmptyReservations(retired)
 	p.mu.Unlock()
-	var errs []error
-	for _, s := range segs {
-		if err := p.mapper.ReleaseAddress(s.ptr, s.size); err != nil {
-			errs = append(errs, fmt.Errorf("pool: releasing address space: %w", err))
-		}
+	if p.pages == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	return p.pages.releaseAddress(segs)
 }
 
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.statsLocked(true)
+	return p.statsLocked(false)
 }
 
-// statsLocked is Stats with p.mu held, and every shard's mu too unless
-// lockShards (Snapshot holds them all).
-func (p *Pool) statsLocked(lockShards bool) Stats {
-	st := Stats{
-		Reserved:     p.reserved,
-		PeakReserved: p.peakReserved,
-		Segments:     p.segments,
-		SourceAllocs: p.sourceAllocs,
-		SourceFrees:  p.sourceFrees,
-		Growths:      p.growths,
-		PagesMapped:  p.pagesMapped,
-		PagesMoved:   p.pagesMoved,
-		OOMs:         p.ooms,
-		Retries:      p.retries,
-	}
-	for _, a := range p.arenas {
+// statsLocked is Stats with p.mu held, and every shard's mu too where
+// shardsLocked (Snapshot holds them all).
+func (p *Pool) statsLocked(shardsLocked bool) Stats {
+	st := p.ledger.counts
+	for _, a := range p.arenas.byKey {
 		if a.expandable {
 			st.Segments += int64(len(a.segments))
 		}
 	}
-	for i := range p.shards {
-		s := &p.shards[i]
-		if lockShards {
-			s.mu.Lock()
-		}
-		st.Allocs += s.allocs
-		st.CacheHits += s.hits
-		st.Frees += s.frees
-		st.Allocated += s.allocated
-		st.Requested += s.requested
-		st.AllocatedBytes += s.bytesIn
-		st.FreedBytes += s.bytesOut
-		s.bins.each(func(b *bin) { st.CachedBlocks += int64(len(b.blocks)) })
-		if lockShards {
-			s.mu.Unlock()
-		}
-	}
-	for _, a := range p.arenas {
+	p.front.addStats(&st, shardsLocked)
+	for _, a := range p.arenas.byKey {
 		st.CachedBlocks += int64(a.free.len())
 	}
-	st.PeakAllocated = max(p.peakAllocated.Load(), st.Allocated)
+	st.PeakAllocated = max(p.front.peakAllocated.Load(), st.Allocated)
 	st.ActiveBlocks = st.Allocs - st.Frees
-	st.PeakActiveBlocks = max(p.peakBlocks.Load(), st.ActiveBlocks)
+	st.PeakActiveBlocks = max(p.front.peakBlocks.Load(), st.ActiveBlocks)
 	st.Cached = st.Reserved - st.Allocated
 	return st
 }
@@ -799,22 +607,142 @@ func (p *Pool) statsLocked(lockShards bool) Stats {
 func (p *Pool) ResetPeaks() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.peakReserved = p.reserved
-	// Every shard at once, so that the thresholds add up to the peak (see
-	// notePeak).
-	for i := range p.shards {
-		p.shards[i].mu.Lock()
+	p.ledger.counts.PeakReserved = p.ledger.counts.Reserved
+	p.front.resetPeaks()
+}
+
+// Snapshot returns the layout of the pool's memory and its counters, of one
+// moment. It holds the pool's locks while it copies, so it is for
+// diagnostics, not a hot path.
+func (p *Pool) Snapshot() Snapshot {
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The shards guard whether a block in use is allocated or cached.
+	p.front.lockAll()
+	defer p.front.unlockAll()
+	var idle []*handle
+	if p.pages != nil {
+		idle = p.pages.idle
 	}
-	var bytes, blocks int64
-	for i := range p.shards {
-		s := &p.shards[i]
-		s.highWater, s.liveHigh = s.allocated, s.allocs-s.frees
-		bytes += s.highWater
-		blocks += s.liveHigh
+	return snapshotOf(p.statsLocked(true), &p.arenas, idle) // with the blocks, not before them
+}
+
+// RecordUse tells the pool that work on stream, besides b's own stream, uses
+// b (PyTorch's record_stream). When b is freed the pool records an event on
+// each such stream and reuses b only after they have completed.
+func (p *Pool) RecordUse(b Block, stream uintptr) error {
+	blk := b.blk
+	notLive := fmt.Errorf("%w: RecordUse on a block that is not live", ErrInvalidBlock)
+	if blk == nil || blk.seg.guard != &p.mu {
+		return notLive
 	}
-	p.peakAllocated.Store(bytes)
-	p.peakBlocks.Store(blocks)
-	for i := range p.shards {
-		p.shards[i].mu.Unlock()
+	sh := p.front.lockOwner(blk)
+	if sh == nil {
+		return notLive
 	}
+	live := blk.live == b.gen
+	sh.mu.Unlock()
+	if !live {
+		return notLive
+	}
+	if stream == b.stream {
+		return nil
+	}
+	if p.streams.isRetired(stream) {
+		return fmt.Errorf("pool: RecordUse on stream %#x, which was retired", stream)
+	}
+	if p.streams.events == nil {
+		return errors.New("pool: RecordUse: the source has no streams or events")
+	}
+	p.streams.recordUse(blk, stream)
+	return nil
+}
+
+// WaitForUses waits until the work queued so far has completed on b's own
+// stream and on every other stream that used it ([Pool.RecordUse]), but
+// for except: the stream the caller queues its next work on, after that
+// work in order. A device that zeroes freed memory calls it before the
+// zeros, so that they land after every write of the block's owner.
+func (p *Pool) WaitForUses(b Block, except uintptr) error {
+	blk := b.blk
+	if blk == nil || blk.seg.guard != &p.mu {
+		return fmt.Errorf("%w: WaitForUses on a block of another pool, or none", ErrInvalidBlock)
+	}
+	streams := p.streams.usersOf(blk, b.stream)
+	streams = slices.DeleteFunc(streams, func(s uintptr) bool { return s == except })
+	_, err := p.streams.wait(context.Background(), streams)
+	return err
+}
+
+// RetireStream tells the pool that stream is about to be destroyed: it
+// waits until the work queued on it so far has completed, and from then on
+// treats the stream as idle, recording and waiting for no event on it, so
+// that EmptyCache and Close keep working once the source no longer knows
+// the stream. The memory the pool caches for it is released (what is still
+// allocated on it goes back to its arena when freed, and is released by
+// the next EmptyCache). Call it after the last work on the stream is
+// queued and before the stream is destroyed.
+func (p *Pool) RetireStream(stream uintptr) error {
+	if stream == 0 {
+		return errors.New("pool: RetireStream: the default stream is never retired")
+	}
+	if p.streams.events == nil {
+		return nil
+	}
+	if _, err := p.streams.wait(context.Background(), []uintptr{stream}); err != nil {
+		return err
+	}
+	p.streams.retire(stream)
+	return p.EmptyCache()
+}
+
+// MaxReserved returns the most bytes the pool reserves; 0 means no cap.
+func (p *Pool) MaxReserved() int64 { return p.ledger.limit.Load() }
+
+// SetMaxReserved changes the cap on the bytes the pool reserves while it
+// runs, as PyTorch's set_per_process_memory_fraction and CuPy's set_limit
+// do; 0 removes the cap. Lowering the cap below what the pool reserves gives
+// back at once what is cached (as [Pool.EmptyCache] does, waiting first for
+// the work of other streams on freed blocks) and makes later growth fail
+// with ErrOutOfMemory while it would pass the cap. Live blocks are never
+// touched: the pool may stay above the cap until they are freed, and gives
+// back what they held when EmptyCache or a later SetMaxReserved runs.
+//
+// A negative cap is an error that changes nothing; so is a call after
+// Close. The error otherwise is what giving back memory failed with (the
+// new cap holds all the same). Safe for concurrent use with allocations.
+func (p *Pool) SetMaxReserved(bytes int64) error {
+	if bytes < 0 {
+		return fmt.Errorf("%w: SetMaxReserved(%d): the cap must not be negative (0 removes it)", ErrInvalidSize, bytes)
+	}
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	// Under growMu no growth is half done: each one after this sees the
+	// new cap from its start.
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	p.mu.Lock()
+	p.ledger.limit.Store(bytes)
+	over := bytes > 0 && p.ledger.counts.Reserved > bytes
+	p.mu.Unlock()
+	if !over {
+		return nil
+	}
+	return errors.Join(p.streams.waitPending(context.Background()), p.releaseCachedLocked(context.Background()))
+}
+
+// SetMaxReservedFraction is [Pool.SetMaxReserved] with the cap given as a
+// fraction in (0, 1] of the device's total memory, as the source reported it
+// when the pool was made.
+func (p *Pool) SetMaxReservedFraction(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return fmt.Errorf("pool: SetMaxReservedFraction(%v): must be in (0, 1]", f)
+	}
+	if p.ledger.total <= 0 {
+		return fmt.Errorf("pool: SetMaxReservedFraction needs the device's total memory, and the source reported %d", p.ledger.total)
+	}
+	return p.SetMaxReserved(max(int64(f*float64(p.ledger.total)), 1))
 }

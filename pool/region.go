@@ -25,7 +25,8 @@ func NewRegion(ptr uintptr, size int64) (*Region, error) {
 	}
 	r := &Region{live: map[uintptr]*block{}, base: ptr, size: size}
 	r.a.key.small = true // split any remainder of minBlock or more
-	r.a.maxSplit = 1 << 62
+	r.a.maxSplit = unlimitedSplit
+	r.a.guard = &r.mu
 	r.a.addSegment(ptr, size)
 	return r, nil
 }

@@ -1,9 +1,6 @@
 package pool
 
-import (
-	"slices"
-	"sort"
-)
+import "slices"
 
 // Snapshot is the layout of a pool's memory at one moment: every segment
 // with the blocks that tile it, and the handles held unmapped. It marshals
@@ -44,32 +41,16 @@ const (
 	BlockMoving    = "moving"    // being unmapped or released right now
 )
 
-// Snapshot returns the layout of the pool's memory and its counters, of one
-// moment. It holds the pool's locks while it copies, so it is for
-// diagnostics, not a hot path.
-func (p *Pool) Snapshot() Snapshot {
-	p.growMu.Lock()
-	defer p.growMu.Unlock()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// The shards guard whether a block in use is allocated or cached.
-	for i := range p.shards {
-		p.shards[i].mu.Lock()
-		defer p.shards[i].mu.Unlock()
-	}
-	snap := Snapshot{Stats: p.statsLocked(false)} // with the blocks, not before them
-	for _, hd := range p.idle {
+// snapshotOf returns the layout of the memory of arenas and of the idle
+// handles, with the counters st. Called with the arenas' guard and every
+// shard's lock held.
+func snapshotOf(st Stats, arenas *arenaSet, idle []*handle) Snapshot {
+	snap := Snapshot{Stats: st}
+	for _, hd := range idle {
 		snap.IdleBytes += hd.size
 	}
-	keys := make([]arenaKey, 0, len(p.arenas))
-	for k := range p.arenas {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].stream < keys[j].stream || keys[i].stream == keys[j].stream && !keys[i].small && keys[j].small
-	})
-	for _, k := range keys {
-		a := p.arenas[k]
+	for _, k := range arenas.sortedKeys() {
+		a := arenas.byKey[k]
 		for _, s := range a.segments {
 			si := SegmentInfo{Stream: k.stream, Small: k.small, Expandable: a.expandable, Address: s.ptr, Size: s.size}
 			for b := s.first; b != nil; b = b.next {
@@ -96,8 +77,8 @@ func (p *Pool) Snapshot() Snapshot {
 	return snap
 }
 
-// stateName names a block's state for a Snapshot. Called with p.mu and
-// every shard's mu held.
+// stateName names a block's state for a Snapshot. Called with the pool's
+// mu and every shard's mu held.
 func stateName(b *block) string {
 	switch b.state {
 	case stateInUse:

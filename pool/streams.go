@@ -4,64 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sync"
 	"time"
 )
 
-// RecordUse tells the pool that work on stream, besides b's own stream, uses
-// b (PyTorch's record_stream). When b is freed the pool records an event on
-// each such stream and reuses b only after they have completed.
-func (p *Pool) RecordUse(b Block, stream uintptr) error {
-	blk := b.blk
-	notLive := fmt.Errorf("%w: RecordUse on a block that is not live", ErrInvalidBlock)
-	if blk == nil || blk.seg.arena.pool != p {
-		return notLive
-	}
-	sh := p.lockOwner(blk)
-	if sh == nil {
-		return notLive
-	}
-	live := blk.live == b.gen
-	sh.mu.Unlock()
-	if !live {
-		return notLive
-	}
-	if stream == b.stream {
-		return nil
-	}
-	if p.isRetired(stream) {
-		return fmt.Errorf("pool: RecordUse on stream %#x, which was retired", stream)
-	}
-	if p.events == nil {
-		return errors.New("pool: RecordUse: the source has no streams or events")
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, s := range blk.uses {
-		if s == stream {
-			return nil
-		}
-	}
-	blk.uses = append(blk.uses, stream)
-	return nil
-}
-
-// WaitForUses waits until the work queued so far has completed on b's own
-// stream and on every other stream that used it ([Pool.RecordUse]), but
-// for except: the stream the caller queues its next work on, after that
-// work in order. A device that zeroes freed memory calls it before the
-// zeros, so that they land after every write of the block's owner.
-func (p *Pool) WaitForUses(b Block, except uintptr) error {
-	blk := b.blk
-	if blk == nil || blk.seg.arena.pool != p {
-		return fmt.Errorf("%w: WaitForUses on a block of another pool, or none", ErrInvalidBlock)
-	}
-	p.mu.Lock()
-	streams := append([]uintptr{b.stream}, blk.uses...)
-	p.mu.Unlock()
-	streams = slices.DeleteFunc(streams, func(s uintptr) bool { return s == except })
-	_, err := p.waitStreams(context.Background(), streams)
-	return err
+// streams is the pool's bookkeeping of streams: the blocks freed while
+// other streams still use them, held until those streams' work completes,
+// and the streams retired. Its fields are guarded by mu, the pool's lock,
+// which guards arenas too: a block whose wait is over goes back to its
+// arena under the same lock.
+type streams struct {
+	mu      *sync.Mutex
+	events  EventSource // nil where the source has no events
+	arenas  *arenaSet
+	pending []*block         // freed blocks waiting for events on other streams
+	retired map[uintptr]bool // streams RetireStream took out of use
 }
 
 // IsStreamGone reports whether err is an EventSource's way of saying a
@@ -75,72 +32,36 @@ func IsStreamGone(err error) bool {
 	return errors.As(err, &g) && g.StreamGone()
 }
 
-// RetireStream tells the pool that stream is about to be destroyed: it
-// waits until the work queued on it so far has completed, and from then on
-// treats the stream as idle, recording and waiting for no event on it, so
-// that EmptyCache and Close keep working once the source no longer knows
-// the stream. The memory the pool caches for it is released (what is still
-// allocated on it goes back to its arena when freed, and is released by
-// the next EmptyCache). Call it after the last work on the stream is
-// queued and before the stream is destroyed.
-func (p *Pool) RetireStream(stream uintptr) error {
-	if stream == 0 {
-		return errors.New("pool: RetireStream: the default stream is never retired")
-	}
-	if p.events == nil {
-		return nil
-	}
-	if _, err := p.waitStreams(context.Background(), []uintptr{stream}); err != nil {
-		return err
-	}
-	p.retire(stream)
-	return p.EmptyCache()
-}
-
-// releaseRetiredLocked gives back the address space of retired streams'
-// arenas that hold nothing, and drops those arenas: a stream per request
-// must not leave a reservation per request behind. Called with growMu
-// held, by EmptyCache (RetireStream's among them).
-func (p *Pool) releaseRetiredLocked() error {
-	p.mu.Lock()
-	none := len(p.retired) == 0
-	p.mu.Unlock()
-	if none {
-		return nil
-	}
-	return p.releaseAddressSpaceLocked(true)
-}
-
 // retire marks stream retired: idle for good.
-func (p *Pool) retire(stream uintptr) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.retired == nil {
-		p.retired = map[uintptr]bool{}
+func (s *streams) retire(stream uintptr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retired == nil {
+		s.retired = map[uintptr]bool{}
 	}
-	p.retired[stream] = true
+	s.retired[stream] = true
 }
 
 // isRetired reports whether stream was retired (see RetireStream).
-func (p *Pool) isRetired(stream uintptr) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.retired[stream]
+func (s *streams) isRetired(stream uintptr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retired[stream]
 }
 
 // freeAfterEvents records an event on every other stream that used blk and
-// parks it until they complete. Where an event cannot be recorded, the
-// block stays parked until one can, and has completed: the error says so.
-func (p *Pool) freeAfterEvents(blk *block) error {
-	p.mu.Lock()
+// holds it until they complete. Where an event cannot be recorded, the
+// block stays held until one can, and has completed: the error says so.
+func (s *streams) freeAfterEvents(blk *block) error {
+	s.mu.Lock()
 	uses := append([]uintptr(nil), blk.uses...)
-	p.mu.Unlock()
-	events, unrecorded, err := p.recordOn(nil, uses)
-	p.mu.Lock()
+	s.mu.Unlock()
+	events, unrecorded, err := s.recordOn(nil, uses)
+	s.mu.Lock()
 	blk.state = statePending
 	blk.events, blk.unrecorded = events, unrecorded
-	p.pending = append(p.pending, blk)
-	p.mu.Unlock()
+	s.pending = append(s.pending, blk)
+	s.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("pool: the block at %#x is held until an event can be recorded: %w", blk.ptr, err)
 	}
@@ -151,102 +72,138 @@ func (p *Pool) freeAfterEvents(blk *block) error {
 // returns the streams it could not record one on, with the first error.
 // A retired stream needs none, nor one the source says is gone (which it
 // retires).
-func (p *Pool) recordOn(events, streams []uintptr) (_, failed []uintptr, err error) {
-	for _, s := range streams {
-		if p.isRetired(s) {
+func (s *streams) recordOn(events, list []uintptr) (_, failed []uintptr, err error) {
+	for _, id := range list {
+		if s.isRetired(id) {
 			continue // its work has completed, and it records no more
 		}
-		ev, rerr := p.events.RecordEvent(s)
+		ev, rerr := s.events.RecordEvent(id)
 		switch {
 		case rerr == nil:
 			events = append(events, ev)
 		case IsStreamGone(rerr):
-			p.retire(s)
+			s.retire(id)
 		default:
-			failed = append(failed, s)
+			failed = append(failed, id)
 			if err == nil {
-				err = fmt.Errorf("pool: recording an event on stream %#x: %w", s, rerr)
+				err = fmt.Errorf("pool: recording an event on stream %#x: %w", id, rerr)
 			}
 		}
 	}
 	return events, failed, err
 }
 
-// collectPending returns parked blocks whose events have all completed to
+// collectPending returns held blocks whose events have all completed to
 // their arenas. It queries events; it never waits.
-func (p *Pool) collectPending() error {
-	p.mu.Lock()
-	if len(p.pending) == 0 {
-		p.mu.Unlock()
+func (s *streams) collectPending() error {
+	s.mu.Lock()
+	if len(s.pending) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	parked := p.pending
-	p.pending = nil
-	p.mu.Unlock()
+	held := s.pending
+	s.pending = nil
+	s.mu.Unlock()
 	var errs []error
 	var done, waiting []*block
-	for _, b := range parked {
-		if len(b.unrecorded) > 0 {
-			// Its free could not record these: try again. The error was
-			// the free's; the block stays parked meanwhile.
-			b.events, b.unrecorded, _ = p.recordOn(b.events, b.unrecorded)
-		}
-		ok := len(b.unrecorded) == 0
-		for _, ev := range b.events {
-			if !ok {
-				break
-			}
-			fin, err := p.events.EventDone(ev)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("pool: querying an event: %w", err))
-			}
-			if !fin || err != nil {
-				ok = false
-				break
-			}
+	for _, b := range held {
+		ok, err := s.poll(b)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		if ok {
-			for _, ev := range b.events {
-				if err := p.events.DestroyEvent(ev); err != nil {
-					errs = append(errs, fmt.Errorf("pool: destroying an event: %w", err))
-				}
-			}
 			done = append(done, b)
 		} else {
 			waiting = append(waiting, b)
 		}
 	}
-	p.mu.Lock()
-	p.pending = append(p.pending, waiting...)
+	s.mu.Lock()
+	s.pending = append(s.pending, waiting...)
 	for _, b := range done {
-		b.seg.arena.release(b)
+		s.arenas.release(b)
 	}
-	p.mu.Unlock()
+	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 
-// waitStreams waits, where the source has events, until the work queued on
+// poll reports whether every stream that used the held block b has
+// completed the work queued at its free, and then destroys b's events.
+// It records first the events that the free could not.
+func (s *streams) poll(b *block) (bool, error) {
+	var errs []error
+	if len(b.unrecorded) > 0 {
+		// Its free could not record these: try again. The error was
+		// the free's; the block stays held meanwhile.
+		b.events, b.unrecorded, _ = s.recordOn(b.events, b.unrecorded)
+	}
+	if len(b.unrecorded) > 0 {
+		return false, nil
+	}
+	for _, ev := range b.events {
+		fin, err := s.events.EventDone(ev)
+		if err != nil {
+			return false, fmt.Errorf("pool: querying an event: %w", err)
+		}
+		if !fin {
+			return false, nil
+		}
+	}
+	for _, ev := range b.events {
+		if err := s.events.DestroyEvent(ev); err != nil {
+			errs = append(errs, fmt.Errorf("pool: destroying an event: %w", err))
+		}
+	}
+	return true, errors.Join(errs...)
+}
+
+// recordUse notes that stream, besides blk's own, uses blk.
+func (s *streams) recordUse(blk *block, stream uintptr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range blk.uses {
+		if id == stream {
+			return
+		}
+	}
+	blk.uses = append(blk.uses, stream)
+}
+
+// usersOf lists the streams that used blk, its own (own) first.
+func (s *streams) usersOf(blk *block, own uintptr) []uintptr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uintptr{own}, blk.uses...)
+}
+
+// anyRetired reports whether a stream was retired.
+func (s *streams) anyRetired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.retired) > 0
+}
+
+// wait waits, where the source has events, until the work queued on
 // each stream so far has completed, so that memory freed on it can be
 // unmapped or returned. It returns the streams it could not wait for, and
 // why: among them those still busy when ctx is done. Called only off the
 // hot path.
-func (p *Pool) waitStreams(ctx context.Context, streams []uintptr) (failed map[uintptr]bool, err error) {
-	if p.events == nil {
+func (s *streams) wait(ctx context.Context, list []uintptr) (failed map[uintptr]bool, err error) {
+	if s.events == nil {
 		return nil, nil
 	}
 	var errs []error
-	for _, s := range streams {
-		if p.isRetired(s) {
+	for _, id := range list {
+		if s.isRetired(id) {
 			continue
 		}
-		ev, err := p.events.RecordEvent(s)
+		ev, err := s.events.RecordEvent(id)
 		if IsStreamGone(err) {
-			p.retire(s) // destroyed without RetireStream: its work is done
+			s.retire(id) // destroyed without RetireStream: its work is done
 			continue
 		}
 		if err == nil {
-			err = p.waitEvent(ctx, ev)
-			if derr := p.events.DestroyEvent(ev); err == nil {
+			err = s.waitEvent(ctx, ev)
+			if derr := s.events.DestroyEvent(ev); err == nil {
 				err = derr
 			}
 		}
@@ -254,8 +211,8 @@ func (p *Pool) waitStreams(ctx context.Context, streams []uintptr) (failed map[u
 			if failed == nil {
 				failed = map[uintptr]bool{}
 			}
-			failed[s] = true
-			errs = append(errs, fmt.Errorf("pool: waiting for stream %#x: %w", s, err))
+			failed[id] = true
+			errs = append(errs, fmt.Errorf("pool: waiting for stream %#x: %w", id, err))
 		}
 	}
 	return failed, errors.Join(errs...)
@@ -265,45 +222,45 @@ func (p *Pool) waitStreams(ctx context.Context, streams []uintptr) (failed map[u
 func streamsOf(segs []*segment, blocks []*block) []uintptr {
 	seen := map[uintptr]bool{}
 	var out []uintptr
-	add := func(s uintptr) {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+	add := func(stream uintptr) {
+		if !seen[stream] {
+			seen[stream] = true
+			out = append(out, stream)
 		}
 	}
-	for _, s := range segs {
-		add(s.arena.key.stream)
+	for _, seg := range segs {
+		add(seg.key.stream)
 	}
 	for _, b := range blocks {
-		add(b.seg.arena.key.stream)
+		add(b.seg.key.stream)
 	}
 	return out
 }
 
-// waitPending waits until the events of every parked block have completed
+// waitPending waits until the events of every held block have completed
 // and returns the blocks to their arenas. With a ctx that can be done it
 // polls, and stops with ctx's error when ctx is done; the blocks whose
 // events completed are returned all the same. Close, EmptyCache and an
 // allocation out of memory use it.
-func (p *Pool) waitPending(ctx context.Context) error {
-	if p.events == nil {
+func (s *streams) waitPending(ctx context.Context) error {
+	if s.events == nil {
 		return nil
 	}
 	var errs []error
-	if err := p.collectPending(); err != nil { // which records what frees could not
+	if err := s.collectPending(); err != nil { // which records what frees could not
 		errs = append(errs, err)
 	}
-	p.mu.Lock()
+	s.mu.Lock()
 	var events []uintptr
-	for _, b := range p.pending {
+	for _, b := range s.pending {
 		events = append(events, b.events...)
 		for _, s := range b.unrecorded {
 			errs = append(errs, fmt.Errorf("pool: a freed block at %#x is held: no event can be recorded on stream %#x", b.ptr, s))
 		}
 	}
-	p.mu.Unlock()
+	s.mu.Unlock()
 	for _, ev := range events {
-		if err := p.waitEvent(ctx, ev); err != nil {
+		if err := s.waitEvent(ctx, ev); err != nil {
 			if ctx.Err() != nil {
 				errs = append(errs, err)
 				break
@@ -311,19 +268,26 @@ func (p *Pool) waitPending(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("pool: waiting for an event: %w", err))
 		}
 	}
-	return errors.Join(append(errs, p.collectPending())...)
+	return errors.Join(append(errs, s.collectPending())...)
 }
+
+// The pauses between queries of an event while ctx can be done: short at
+// first, for work about to complete, doubling up to maxPause.
+const (
+	firstPause = 20 * time.Microsecond
+	maxPause   = 10 * time.Millisecond
+)
 
 // waitEvent waits for ev: with the source's blocking wait where ctx can never
 // be done, else by querying it with a growing pause until it has completed
 // or ctx is done.
-func (p *Pool) waitEvent(ctx context.Context, ev uintptr) error {
+func (s *streams) waitEvent(ctx context.Context, ev uintptr) error {
 	if ctx.Done() == nil {
-		return p.events.WaitEvent(ev)
+		return s.events.WaitEvent(ev)
 	}
-	pause := 20 * time.Microsecond
+	pause := firstPause
 	for {
-		done, err := p.events.EventDone(ev)
+		done, err := s.events.EventDone(ev)
 		if err != nil || done {
 			return err
 		}
@@ -334,6 +298,6 @@ func (p *Pool) waitEvent(ctx context.Context, ev uintptr) error {
 			return context.Cause(ctx)
 		case <-t.C:
 		}
-		pause = min(2*pause, 10*time.Millisecond)
+		pause = min(2*pause, maxPause)
 	}
 }

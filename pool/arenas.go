@@ -1,0 +1,92 @@
+package pool
+
+import (
+	"sort"
+	"sync"
+)
+
+// arenaSet is a pool's arenas, one per stream and size class. It is
+// guarded by guard, the pool's lock.
+type arenaSet struct {
+	guard      *sync.Mutex
+	expandable bool  // arenas grow by mapping pages
+	maxSplit   int64 // the MaxSplitSize of classic arenas
+	byKey      map[arenaKey]*arena
+	defaults   [sizeClasses]*arena // the default stream's, found without the map
+}
+
+// sizeClasses counts the arenas of a stream: large and small.
+const sizeClasses = 2
+
+// classIndex is the index of a size class in arenaSet.defaults.
+func classIndex(small bool) int {
+	if small {
+		return 1
+	}
+	return 0
+}
+
+// get returns the arena of key, made where there is none yet.
+func (s *arenaSet) get(key arenaKey) *arena {
+	if a := s.defaults[classIndex(key.small)]; key.stream == 0 && a != nil {
+		return a
+	}
+	a := s.byKey[key]
+	if a == nil {
+		a = &arena{key: key, guard: s.guard, expandable: s.expandable, maxSplit: s.maxSplit}
+		s.byKey[key] = a
+		if key.stream == 0 {
+			s.defaults[classIndex(key.small)] = a
+		}
+	}
+	return a
+}
+
+// of returns the arena that holds seg.
+func (s *arenaSet) of(seg *segment) *arena {
+	if a := s.defaults[classIndex(seg.key.small)]; seg.key.stream == 0 && a != nil {
+		return a
+	}
+	return s.byKey[seg.key]
+}
+
+// release returns b to the free set of its arena.
+func (s *arenaSet) release(b *block) { s.of(b.seg).release(b) }
+
+// largestFree is the largest free block of any arena.
+func (s *arenaSet) largestFree() int64 {
+	var n int64
+	for _, a := range s.byKey {
+		n = max(n, a.free.largest())
+	}
+	return n
+}
+
+// sortedKeys lists the arenas' keys by stream, the large arena first.
+func (s *arenaSet) sortedKeys() []arenaKey {
+	keys := make([]arenaKey, 0, len(s.byKey))
+	for k := range s.byKey {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].stream < keys[j].stream || keys[i].stream == keys[j].stream && !keys[i].small && keys[j].small
+	})
+	return keys
+}
+
+// takeEmptyReservations removes the reservations that have nothing mapped
+// from every arena, or, where retired is not nil, from the arenas of the
+// streams it holds, which are dropped once they hold no segment.
+func (s *arenaSet) takeEmptyReservations(retired map[uintptr]bool) []*segment {
+	var segs []*segment
+	for k, a := range s.byKey {
+		if retired != nil && !retired[k.stream] {
+			continue
+		}
+		segs = append(segs, a.takeEmptyReservations()...)
+		if retired != nil && len(a.segments) == 0 {
+			delete(s.byKey, k)
+		}
+	}
+	return segs
+}

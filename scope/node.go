@@ -21,7 +21,7 @@ type node struct {
 	id               uint64
 	parent           *node
 	name             string
-	path             string
+	path             string // parent's path / name; "" for an unnamed scope until pathName makes it
 	limit            int64
 	zeroed           bool            // allocations start zeroed (Options.Zeroed, here or above)
 	waits            bool            // allocations wait for memory (Options.Wait, here or above)
@@ -100,7 +100,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
 		if err != nil {
 			n.uncharge(m.charged, nil)
-			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.path)
+			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.pathName())
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
@@ -159,12 +159,28 @@ func (n *node) releaseReservationIfEmpty() error {
 	}
 	n.uncharge(pool.Rounded(n.region.Size()), nil)
 	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
-		return fmt.Errorf("scope %q: releasing its reservation: %w", n.path, err)
+		return fmt.Errorf("scope %q: releasing its reservation: %w", n.pathName(), err)
 	}
 	if n.tree.onRelease != nil {
 		n.tree.onRelease()
 	}
 	return nil
+}
+
+// pathName returns the scope's path: its parent's path, a slash and its
+// name. An unnamed scope's name (unnamed: the function that opened it, or
+// "scope", and its ID) and so its path are made here when asked for, by
+// an error or a snapshot, not at every open: opening an unnamed scope
+// formats nothing.
+func (n *node) pathName() string {
+	if n.path != "" {
+		return n.path
+	}
+	name := unnamed(n.id, n.stack)
+	if n.parent != nil {
+		return n.parent.pathName() + "/" + name
+	}
+	return name
 }
 
 // setUp makes n the node of a new scope of tree t, child of pn (nil: a root), and
@@ -183,12 +199,9 @@ func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o Options, stack []
 	}
 	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
 	n.stack = stack
-	n.path = o.Name
-	if n.path == "" {
-		n.path = unnamed(n.id, n.stack)
-	}
-	if pn != nil {
-		n.path = pn.path + "/" + n.path
+	n.path = o.Name // an unnamed scope's path is made when asked for: pathName
+	if pn != nil && o.Name != "" {
+		n.path = pn.pathName() + "/" + o.Name
 	}
 	if n.peak.Load() != 0 { // live is 0: everything was released
 		n.peak.Store(0)
@@ -200,11 +213,11 @@ func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o Options, stack []
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
 	if n.closed() {
-		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.path)
+		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.pathName())
 	}
 	select {
 	case <-n.done:
-		return fmt.Errorf("scope %q cancelled: %w", n.path, context.Cause(n.opened))
+		return fmt.Errorf("scope %q cancelled: %w", n.pathName(), context.Cause(n.opened))
 	default:
 		return nil
 	}
@@ -219,7 +232,7 @@ func (n *node) charge(size int64, stop *node) error {
 			for b := n; b != up.parent; b = b.parent {
 				b.live.Add(-size)
 			}
-			return &LimitError{Path: up.path, Limit: up.limit, Live: v - size, Requested: size}
+			return &LimitError{Path: up.pathName(), Limit: up.limit, Live: v - size, Requested: size}
 		}
 	}
 	return nil
@@ -261,7 +274,7 @@ func (n *node) detach(r Ref, to uint64) error {
 	case o.tree != n.tree:
 		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
 	case o != n:
-		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.path)
+		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.pathName())
 	}
 	if to != live && !sl.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")
@@ -333,7 +346,7 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 		r := x.elem
 		if r.End != nil {
 			if err := r.End(); err != nil {
-				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
+				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.pathName(), err))
 			}
 		}
 		if r.Final != nil {
@@ -366,7 +379,7 @@ func (n *node) releaseAllocations(errs []error) []error {
 		err := sl.releaseMemory(n.tree)
 		n.uncharge(sl.charged, sl.reservedIn)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.path, sl.size, sl.ptr, err))
+			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.pathName(), sl.size, sl.ptr, err))
 		}
 		sl.clear()
 		if ended == nil {
@@ -391,7 +404,7 @@ func (n *node) releaseAllocations(errs []error) []error {
 func (n *node) finalResources(finals []*resource, errs []error) []error {
 	for _, r := range finals {
 		if err := r.Final(); err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.path, err))
+			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.pathName(), err))
 		}
 	}
 	return errs

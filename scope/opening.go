@@ -24,12 +24,12 @@ func (op *opening) reserve(size int64) error {
 	n, p := op.n, op.tree.pool
 	charged := pool.Rounded(size)
 	if err := n.charge(charged, nil); err != nil {
-		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.path, err)
+		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.pathName(), err)
 	}
 	op.charged = charged
 	b, err := p.Alloc(charged)
 	if err != nil {
-		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.path, err)
+		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.pathName(), err)
 	}
 	op.block = &b
 	r, err := pool.NewRegion(b.Ptr(), charged)

@@ -49,7 +49,7 @@ func (s Scope) Path() string {
 		return ""
 	}
 	defer s.n.mu.Unlock()
-	return s.n.path
+	return s.n.pathName()
 }
 
 // Context returns a context that carries the scope, so that a scope opened
@@ -78,7 +78,7 @@ func (s Scope) Info() (Info, bool) {
 	}
 	defer s.n.mu.Unlock()
 	n := s.n
-	return Info{Scope: s, ID: n.id, Name: n.name, Path: n.path, Stack: n.stack, Stats: n.statsLocked(),
+	return Info{Scope: s, ID: n.id, Name: n.name, Path: n.pathName(), Stack: n.stack, Stats: n.statsLocked(),
 		Allocations: n.allocationsLocked(), Resources: n.resourcesLocked()}, true
 }
 
@@ -220,7 +220,7 @@ func (s Scope) Keep(r Ref) error {
 	}
 	p := n.parent
 	if p == nil {
-		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.path)
+		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.pathName())
 	}
 	if err := n.detach(r, live); err != nil {
 		return err
@@ -229,7 +229,7 @@ func (s Scope) Keep(r Ref) error {
 	if sl.reservedIn == n {
 		sl.owner.Store(n)
 		n.allocs.push(sl, &sl.link)
-		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.path)
+		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.pathName())
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
@@ -237,7 +237,7 @@ func (s Scope) Keep(r Ref) error {
 	if p.closed() {
 		sl.owner.Store(n)
 		n.allocs.push(sl, &sl.link)
-		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.path)
+		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.pathName())
 	}
 	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
@@ -247,7 +247,7 @@ func (s Scope) Keep(r Ref) error {
 		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
 			sl.owner.Store(n)
 			n.allocs.push(sl, &sl.link)
-			return fmt.Errorf("scope: Keep in %q: %w", n.path, err)
+			return fmt.Errorf("scope: Keep in %q: %w", n.pathName(), err)
 		}
 	}
 	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
@@ -322,14 +322,14 @@ func (s Scope) Close() error {
 	return err
 }
 
-// End is Close that also returns the scope's path, which a Scope that has
-// ended no longer tells; "" where it had ended already.
+// End is Close that also returns, where ending the scope failed, its path,
+// which a Scope that has ended no longer tells; "" where it ended cleanly
+// or had ended already (an unnamed scope's path is made only when needed).
 func (s Scope) End() (path string, err error) {
 	if !s.lock() {
 		return "", nil
 	}
 	n := s.n
-	path = n.path
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
 	errs := n.closeChildren(nil)
 	finals, errs := n.endResources(errs)
@@ -340,6 +340,9 @@ func (s Scope) End() (path string, err error) {
 	// it finds the scope closed.
 	if err := n.releaseReservationIfEmpty(); err != nil {
 		errs = append(errs, err) // only errors: an empty Close allocates nothing
+	}
+	if len(errs) > 0 {
+		path = n.pathName()
 	}
 	if n.parent != nil {
 		n.parent.removeChild(n)

@@ -113,14 +113,23 @@ func (d *Device) Driver() driver.Driver {
 	return d.drv
 }
 
-// EmptyCache returns cached, unused memory to the driver. Live buffers are
-// untouched.
-func (d *Device) EmptyCache() error {
+// usable returns why d cannot serve a call, if it cannot: a nil or zero
+// Device, or one that was closed.
+func (d *Device) usable() error {
 	if !d.valid() {
 		return errNilDevice
 	}
 	if d.closed.Load() {
 		return ErrDeviceClosed
+	}
+	return nil
+}
+
+// EmptyCache returns cached, unused memory to the driver. Live buffers are
+// untouched.
+func (d *Device) EmptyCache() error {
+	if err := d.usable(); err != nil {
+		return err
 	}
 	return d.pool.EmptyCache()
 }
@@ -133,11 +142,8 @@ func (d *Device) EmptyCache() error {
 // negative cap fails with ErrInvalidSize and changes nothing. See
 // [pool.Pool.SetMaxReserved].
 func (d *Device) SetMaxReserved(bytes int64) error {
-	if !d.valid() {
-		return errNilDevice
-	}
-	if d.closed.Load() {
-		return ErrDeviceClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	return deviceError(d.pool.SetMaxReserved(bytes))
 }
@@ -145,11 +151,8 @@ func (d *Device) SetMaxReserved(bytes int64) error {
 // SetMaxReservedFraction is [Device.SetMaxReserved] with the cap given as a
 // fraction in (0, 1] of the device's memory.
 func (d *Device) SetMaxReservedFraction(f float64) error {
-	if !d.valid() {
-		return errNilDevice
-	}
-	if d.closed.Load() {
-		return ErrDeviceClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	return deviceError(d.pool.SetMaxReservedFraction(f))
 }

@@ -108,20 +108,19 @@ func TestReplayMemoryIsBoundedByWhatIsLive(t *testing.T) {
 		evs = append(evs, event{Line: 2*i + 1, Action: "alloc", Addr: addr, Size: 512},
 			event{Line: 2*i + 2, Action: "free_requested", Addr: addr, Size: 512})
 	}
-	p, err := pool.New(sim.New(0, 0), pool.Shards(1))
+	pl := newPlanner(nil)
+	ops, err := pl.plan(evs, nil)
 	require.NoError(t, err)
-	defer p.Close()
-	var res result
-	r := newReplayer(p, &res, nil, true)
-	require.NoError(t, r.run(evs))
-	assert.LessOrEqual(t, len(r.freed), freedKept, "frees remembered")
-	assert.LessOrEqual(t, len(r.freedFIFO), freedKept)
-	assert.Equal(t, n, res.Allocs)
+	assert.LessOrEqual(t, len(pl.freed), freedKept, "frees remembered")
+	assert.LessOrEqual(t, len(pl.freedFIFO), freedKept)
+	assert.Equal(t, int32(1), pl.slots, "one slot, used again by each allocation")
+	assert.Len(t, ops, 2*n)
 
 	t.Run("a double free close by is still named", func(t *testing.T) {
-		err := r.run([]event{{Line: 1, Action: "alloc", Addr: 7, Size: 64}, {Line: 2, Action: "free_requested", Addr: 7},
-			{Line: 3, Action: "free_requested", Addr: 7}})
+		ops, err := pl.plan([]event{{Line: 1, Action: "alloc", Addr: 7, Size: 64}, {Line: 2, Action: "free_requested", Addr: 7},
+			{Line: 3, Action: "free_requested", Addr: 7}}, nil)
 		assert.ErrorContains(t, err, "line 3: double free of 7, freed at line 2")
+		assert.Len(t, ops, 2, "the events before it are planned")
 	})
 }
 

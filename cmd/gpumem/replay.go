@@ -88,73 +88,106 @@ const chunkEvents = 1 << 16
 var clock = time.Now
 
 // replay runs the alloc and free_requested events of a trace through p,
-// repeat times; between repetitions it frees what the trace left live.
-// Frees of addresses the trace never allocated (made before recording
-// began) are skipped; an allocation that fails with ErrOutOfMemory is
-// counted and its free skipped, and the peak requested stays the trace's
-// own. Any other failure stops the replay with an error that names the
-// line.
+// repeat times; between repetitions it frees what the trace left live,
+// untimed, as the C++ replay of PyTorch's allocator does. Frees of
+// addresses the trace never allocated (made before recording began) are
+// skipped; an allocation that fails with ErrOutOfMemory is counted and its
+// free skipped, and the peak requested stays the trace's own. Any other
+// failure stops the replay with an error that names the line.
 func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Writer) (result, error) {
 	res := result{tally: newTally(), DriverNsModelled: m.model != nil}
 	var elapsed time.Duration
 	m.take() // what making the pool cost is not the trace's
 	chunk := make([]event, 0, chunkEvents)
+	ops := make([]op, 0, chunkEvents)
+	r := &runner{p: p}
 	for pass := range repeat {
-		evs, closeEvents, err := open()
-		if err != nil {
-			return res, err
+		pl := newPlanner(m.streams)
+		wall, err := replayPass(r, pl, open, m, chunk, ops, timeline)
+		if pass == 0 {
+			res.Events = pl.events
+			res.PeakRequestedBytes = pl.peak
 		}
-		if timeline != nil {
-			if _, err := fmt.Fprintln(timeline, "line,requested_bytes,reserved_bytes"); err != nil {
-				return res, errors.Join(err, closeEvents())
-			}
-		}
-		r := newReplayer(p, &res, timeline, pass == 0)
-		r.streams = m.streams
-		var wall time.Duration
-		for err == nil {
-			chunk, err = readChunk(evs, chunk[:0])
-			if serr := m.streams.prepare(chunk); serr != nil {
-				err = serr
-				break
-			}
-			// Reading the chunk allocated; collect it now, so that no
-			// collection runs, nor its write barriers, while the pool is
-			// timed.
-			runtime.GC()
-			start := clock()
-			if rerr := r.run(chunk); rerr != nil {
-				err = rerr
-			}
-			wall += clock().Sub(start)
-			if err == io.EOF {
-				err = nil
-				break
-			}
-		}
-		start := clock()
-		err = errors.Join(err, r.freeLive())
-		wall += clock().Sub(start)
-		err = errors.Join(err, closeEvents())
 		timeline = nil // the first pass only
 		elapsed += wall
 		t, inSource := m.take() // the source is called only in the timed parts
 		if m.model != nil {
 			wall += time.Duration(t.Ns) - inSource
 		}
+		// What freeing the leftovers calls is counted, not timed.
+		err = errors.Join(err, r.freeLive())
+		untimed, _ := m.take()
+		t.merge(untimed)
+		res.merge(t)
 		res.Repetitions = append(res.Repetitions, repetition{t, wall.Nanoseconds()})
 		res.WallNs += wall.Nanoseconds()
-		res.Ns += t.Ns
-		for k, v := range t.Calls {
-			res.Calls[k] += v
-		}
-		for k, v := range t.ByNs {
-			res.ByNs[k] += v
-		}
 		if err != nil {
+			res.Allocs, res.Frees = r.allocs, r.frees
 			return res, err
 		}
 	}
+	res.Allocs, res.Frees = r.allocs, r.frees
+	res.fromStats(p)
+	if ops := res.Allocs + res.Frees; ops > 0 {
+		res.NsPerOp = float64(elapsed.Nanoseconds()) / float64(ops)
+	}
+	return res, nil
+}
+
+// replayPass runs one pass of a trace: each chunk read and planned
+// outside the timed region, then run. It returns the time the runs took.
+func replayPass(r *runner, pl *planner, open openEvents, m *meter, chunk []event, ops []op, timeline io.Writer) (time.Duration, error) {
+	evs, closeEvents, err := open()
+	if err != nil {
+		return 0, err
+	}
+	if timeline != nil {
+		if _, err := fmt.Fprintln(timeline, "line,requested_bytes,reserved_bytes"); err != nil {
+			return 0, errors.Join(err, closeEvents())
+		}
+	}
+	r.timeline = timeline
+	var wall time.Duration
+	for err == nil {
+		chunk, err = readChunk(evs, chunk[:0])
+		if serr := m.streams.prepare(chunk); serr != nil {
+			err = serr
+			break
+		}
+		var perr error
+		ops, perr = pl.plan(chunk, ops[:0])
+		r.fit(pl.slots)
+		// Reading the chunk allocated; collect it now, so that no
+		// collection runs, nor its write barriers, while the pool is
+		// timed.
+		runtime.GC()
+		start := clock()
+		rerr := r.run(ops)
+		wall += clock().Sub(start)
+		if rerr != nil || perr != nil {
+			err = errors.Join(rerr, perr)
+		}
+		if err == io.EOF {
+			err = nil
+			break
+		}
+	}
+	return wall, errors.Join(err, closeEvents())
+}
+
+// merge adds u's calls and times to t's.
+func (t *tally) merge(u tally) {
+	t.Ns += u.Ns
+	for k, v := range u.Calls {
+		t.Calls[k] += v
+	}
+	for k, v := range u.ByNs {
+		t.ByNs[k] += v
+	}
+}
+
+// fromStats takes the pool's figures after the replay.
+func (res *result) fromStats(p *pool.Pool) {
 	st := p.Stats()
 	res.Expandable = p.Expandable()
 	res.PeakAllocatedBytes = st.PeakAllocated
@@ -169,10 +202,6 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 	res.OOMs = st.OOMs
 	res.Retries = st.Retries
 	res.Growths = st.Growths
-	if ops := res.Allocs + res.Frees; ops > 0 {
-		res.NsPerOp = float64(elapsed.Nanoseconds()) / float64(ops)
-	}
-	return res, nil
 }
 
 // readChunk appends to buf up to its capacity of events; io.EOF says the
@@ -188,60 +217,57 @@ func readChunk(evs events, buf []event) ([]event, error) {
 	return buf, nil
 }
 
-// replayer runs one pass of a trace through a pool, chunk by chunk. Its
-// memory is bounded by what the trace holds live: the blocks live, the
-// allocations that ran out of memory and not yet freed, and the most
-// recent frees, kept to tell a double free (see freedKept).
-type replayer struct {
+// runner makes a trace's planned pool calls: what the replay times. It
+// holds each live allocation's block in its slot.
+type runner struct {
 	p        *pool.Pool
-	res      *result
-	timeline io.Writer    // nil: none
-	count    bool         // the first pass counts the trace's events
-	streams  *streamTable // the source's stream for each of the trace's; nil: the same numbers
-
-	requested int64 // bytes the trace holds live, counted from the trace itself
-	live      map[uint64]liveBlock
-	failed    map[uint64]int64 // allocations that ran out of memory -> their size
-	freed     map[uint64]int   // address -> line of its last free, the most recent only
-	freedFIFO []freedAt        // the frees remembered, oldest first
+	timeline io.Writer // nil: none
+	held     []heldBlock
+	allocs   int // pool allocations made, over every pass
+	frees    int // pool frees made
 }
 
-type freedAt struct {
-	addr uint64
-	line int
+// heldBlock is a slot: the block of a live allocation, if it succeeded.
+type heldBlock struct {
+	b  pool.Block
+	ok bool
 }
 
-type liveBlock struct {
-	b    pool.Block
-	line int
+// fit makes room for n slots, outside the timed region.
+func (r *runner) fit(n int32) {
+	if int(n) > len(r.held) {
+		r.held = append(r.held, make([]heldBlock, int(n)-len(r.held))...)
+	}
 }
 
-// freedKept is how many freed addresses a replay remembers, beyond the
-// number live, to name both lines of a double free: a trace that frees an
-// address twice with more frees than this between is read as freeing an
-// allocation made before recording began, and skipped.
-const freedKept = 1 << 12
-
-func newReplayer(p *pool.Pool, res *result, timeline io.Writer, count bool) *replayer {
-	return &replayer{p: p, res: res, timeline: timeline, count: count, live: map[uint64]liveBlock{},
-		failed: map[uint64]int64{}, freed: map[uint64]int{}}
-}
-
-// run replays evs. With a timeline it writes, after every event, the
-// event's line and the bytes requested and reserved then, as CSV.
-func (r *replayer) run(evs []event) error {
-	for _, ev := range evs {
-		if ev.Action != trace.Alloc && ev.Action != trace.Free {
-			continue
-		}
-		if r.count {
-			r.res.Events++
-		}
-		if err := r.event(ev); err != nil {
-			return err
+// run makes ops' pool calls. With a timeline it writes, after every
+// event, the event's line and the bytes requested and reserved then, as
+// CSV.
+func (r *runner) run(ops []op) error {
+	for i := range ops {
+		o := &ops[i]
+		switch o.kind {
+		case opAlloc:
+			b, err := r.p.AllocOn(o.size, o.stream)
+			r.allocs++
+			if err != nil && !errors.Is(err, pool.ErrOutOfMemory) {
+				return fmt.Errorf("trace line %d: alloc of %d bytes: %w", o.line, o.size, err)
+			}
+			r.held[o.slot] = heldBlock{b, err == nil}
+		case opFree:
+			h := &r.held[o.slot]
+			if !h.ok {
+				break // its allocation ran out of memory
+			}
+			err := r.p.Free(h.b)
+			r.frees++
+			if err != nil {
+				return fmt.Errorf("trace line %d: free: %w", o.line, err)
+			}
+			*h = heldBlock{}
 		}
 		if r.timeline != nil {
-			if _, err := fmt.Fprintf(r.timeline, "%d,%d,%d\n", ev.Line, r.requested, r.p.Stats().Reserved); err != nil {
+			if _, err := fmt.Fprintf(r.timeline, "%d,%d,%d\n", o.line, o.requested, r.p.Stats().Reserved); err != nil {
 				return err
 			}
 		}
@@ -249,87 +275,21 @@ func (r *replayer) run(evs []event) error {
 	return nil
 }
 
-func (r *replayer) event(ev event) error {
-	switch ev.Action {
-	case trace.Alloc:
-		if prev, ok := r.live[ev.Addr]; ok {
-			return fmt.Errorf("trace line %d: alloc at %d, which line %d allocated and nothing freed", ev.Line, ev.Addr, prev.line)
-		}
-		if _, ok := r.failed[ev.Addr]; ok {
-			return fmt.Errorf("trace line %d: alloc at %d, which an earlier allocation took and nothing freed", ev.Line, ev.Addr)
-		}
-		r.forget(ev.Addr)
-		r.requested += ev.Size
-		r.res.PeakRequestedBytes = max(r.res.PeakRequestedBytes, r.requested)
-		stream := uintptr(ev.Stream)
-		if r.streams != nil {
-			stream = r.streams.of(ev.Stream)
-		}
-		b, err := r.p.AllocOn(ev.Size, stream)
-		r.res.Allocs++
-		if errors.Is(err, pool.ErrOutOfMemory) {
-			r.failed[ev.Addr] = ev.Size
-			return nil
-		}
-		if err != nil {
-			r.requested -= ev.Size
-			return fmt.Errorf("trace line %d: alloc of %d bytes: %w", ev.Line, ev.Size, err)
-		}
-		r.live[ev.Addr] = liveBlock{b, ev.Line}
-	case trace.Free:
-		lb, ok := r.live[ev.Addr]
-		if !ok {
-			if size, ok := r.failed[ev.Addr]; ok {
-				delete(r.failed, ev.Addr)
-				r.requested -= size
-				return nil
-			}
-			if line, seen := r.freed[ev.Addr]; seen {
-				return fmt.Errorf("trace line %d: double free of %d, freed at line %d", ev.Line, ev.Addr, line)
-			}
-			return nil // allocated before recording began
-		}
-		err := r.p.Free(lb.b)
-		r.res.Frees++
-		if err != nil {
-			return fmt.Errorf("trace line %d: free of %d: %w", ev.Line, ev.Addr, err)
-		}
-		delete(r.live, ev.Addr)
-		r.requested -= lb.b.Size()
-		r.remember(ev.Addr, ev.Line)
-	}
-	return nil
-}
-
-// remember notes that addr was freed at line, forgetting the oldest frees
-// past freedKept plus the number of allocations live.
-func (r *replayer) remember(addr uint64, line int) {
-	r.freed[addr] = line
-	r.freedFIFO = append(r.freedFIFO, freedAt{addr, line})
-	for len(r.freedFIFO) > freedKept+len(r.live)+len(r.failed) {
-		old := r.freedFIFO[0]
-		r.freedFIFO = r.freedFIFO[1:]
-		if r.freed[old.addr] == old.line {
-			delete(r.freed, old.addr)
-		}
-	}
-}
-
-// forget drops what is remembered of addr's last free: it is allocated again.
-func (r *replayer) forget(addr uint64) { delete(r.freed, addr) }
-
 // freeLive frees what the trace left live, so that the next pass, or
 // Close, finds a clean pool; it frees them too when the trace turns out
 // malformed halfway.
-func (r *replayer) freeLive() error {
+func (r *runner) freeLive() error {
 	var err error
-	for addr, lb := range r.live {
-		if ferr := r.p.Free(lb.b); ferr != nil {
+	for i := range r.held {
+		h := &r.held[i]
+		if !h.ok {
+			continue
+		}
+		if ferr := r.p.Free(h.b); ferr != nil {
 			err = errors.Join(err, fmt.Errorf("freeing what the trace left live: %w", ferr))
 			continue
 		}
-		r.requested -= lb.b.Size()
-		delete(r.live, addr)
+		*h = heldBlock{}
 	}
 	return err
 }

@@ -63,6 +63,18 @@ func faultWorkload(dev *gpu.Device) []error {
 		return err
 	}))
 	note(dev.EmptyCache())
+	// A scope on a stream of its own: its memory comes from arenas of that
+	// stream, which reserve address space of their own.
+	note(gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		if err != nil {
+			return err
+		}
+		return gpu.WithScope(s.Context(), dev, func(on *gpu.Scope) error {
+			_, err := on.Alloc(2 << 20)
+			return err
+		}, gpu.OnStream(st))
+	}))
 	note(weights.Close())
 	return errs
 }

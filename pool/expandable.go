@@ -44,6 +44,10 @@ type expander struct {
 	ledger  *ledger
 	streams *streams
 	idle    []*handle // handles held but mapped nowhere
+	// Reservations, taken from their arenas, that the source would not
+	// release: the next release of address space (EmptyCache, Close)
+	// tries them again.
+	unreleased []*segment
 }
 
 // The address space an expandable segment reserves: reservesPerDevice
@@ -510,13 +514,23 @@ func (e *expander) release(moving []*block, hs []*handle) error {
 }
 
 // releaseAddress returns reservations of address space that hold nothing
-// to the source.
+// to the source. One the source will not release is kept, and tried again
+// with the next: taken from its arena, it would otherwise be lost.
 func (e *expander) releaseAddress(segs []*segment) error {
+	e.mu.Lock()
+	segs = append(segs, e.unreleased...)
+	e.unreleased = nil
+	e.mu.Unlock()
 	var errs []error
+	var kept []*segment
 	for _, s := range segs {
 		if err := e.mapper.ReleaseAddress(s.ptr, s.size); err != nil {
 			errs = append(errs, fmt.Errorf("pool: releasing address space: %w", err))
+			kept = append(kept, s)
 		}
 	}
+	e.mu.Lock()
+	e.unreleased = append(e.unreleased, kept...)
+	e.mu.Unlock()
 	return errors.Join(errs...)
 }

@@ -105,6 +105,15 @@ func (p *Pool) setUpExpansion() error {
 	e.mu, e.arenas, e.ledger, e.streams = &p.mu, &p.arenas, &p.ledger, &p.streams
 	p.pages = e
 	p.arenas.expandable = true
+	// Reserve the default stream's address space now, so that its first
+	// allocations pay for memory only. Address space holds no memory;
+	// where the source refuses it here, the first growth asks again and
+	// reports the failure there.
+	for _, small := range []bool{true, false} {
+		if err := e.reserve(p.arenas.get(arenaKey{stream: 0, small: small}), 0); err != nil {
+			break
+		}
+	}
 	return nil
 }
 

@@ -13,10 +13,15 @@ are made here, at the run's commit, by
 
 and then
 
-    python3 scripts/pressure_report.py LOGDIR DOCS
+    python3 scripts/pressure_report.py LOGDIR DOCS [SIM_RELEASE]
 
-prints the Markdown and writes DOCS/pool-pressure-curve.svg. Standard
-library only. A figure is the median of the runs the log holds for it."""
+prints the Markdown and writes DOCS/pool-pressure-curve.svg. SIM_RELEASE,
+a path with TRACE in it, names the simulated replays with
+--release-threshold 0 to compare (default LOGDIR/sim_release_TRACE.json),
+so that a cost table changed after the run can be checked against it.
+Standard library only. A figure is the median of the runs the log holds
+for it."""
+import re
 import json
 import statistics as st
 import subprocess
@@ -47,6 +52,7 @@ if sys.argv[1] == "--sim-at-gpu-caps":
     sys.exit(0)
 
 logdir, docs = sys.argv[1], sys.argv[2]
+sim_release = sys.argv[3] if len(sys.argv) > 3 else f"{logdir}/sim_release_TRACE.json"
 med = st.median
 
 cpp = {}
@@ -107,22 +113,45 @@ for t in TRACES:
     print(f"| {t} | {s['driver_ns'] / 1e6:.2f} / {meas:.2f} = {s['driver_ns'] / 1e6 / meas:.2f}{same} | " + " | ".join(cells) + " |")
 
 print("\nReleases (`--release-threshold 0`, every free gives back what it leaves unused; ms, modelled / measured):\n")
-print("| trace | releases | release | unmap | all calls |")
-print("|---|---|---|---|---|")
+print("| trace | releases | create | release | unmap | all calls |")
+print("|---|---|---|---|---|---|")
 for t in TRACES:
     try:
         with open(f"{logdir}/release_{t}.json") as f:
             g = json.load(f)
-        with open(f"{logdir}/sim_release_{t}.json") as f:
+        with open(sim_release.replace("TRACE", t)) as f:
             s = json.load(f)
     except FileNotFoundError:
         continue
     cells = []
-    for k in ("release", "unmap"):
+    for k in ("create", "release", "unmap"):
         meas, mod = g["driver_ns_by_call"].get(k, 0) / 1e6, s["driver_ns_by_call"].get(k, 0) / 1e6
         cells.append(f"{mod:.2f} / {meas:.2f} = {mod / meas:.2f}" if meas else "-")
     print(f"| {t} | {g['driver_calls'].get('release', 0)} | " + " | ".join(cells)
           + f" | {s['driver_ns'] / 1e6:.2f} / {g['driver_ns'] / 1e6:.2f} = {s['driver_ns'] / g['driver_ns']:.2f} |")
+
+# What a create waits after a release (BenchmarkDriverCalls'
+# create_after_release, in runs that have it): sim.H200's
+# PriceCreateAfterRelease is calibrated from the last column.
+after = {}
+try:
+    with open(f"{logdir}/driver_calls.txt") as f:
+        for line in f:
+            m = re.match(r"BenchmarkDriverCalls/create_after_release/size=(\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+            if m:
+                after.setdefault(m.group(1).replace("_", " "), []).append(float(m.group(3)))
+except FileNotFoundError:
+    pass
+if "none" in after:
+    base = med(after["none"])
+    mean = st.mean(after["none"])
+    print("\nA 2 MiB create right after the release of one handle (`BenchmarkDriverCalls`, us; "
+          "wait = less the create after no release; the driver waits in some runs and not in others, so the mean is the expected wait):\n")
+    print("| released | create, median | wait, median | wait, mean | runs |")
+    print("|---|---|---|---|---|")
+    for size, runs in after.items():
+        print(f"| {size} | {med(runs) / 1e3:.1f} | {(med(runs) - base) / 1e3:.1f} | {(st.mean(runs) - mean) / 1e3:.1f} "
+              f"| {', '.join(f'{x / 1e3:.0f}' for x in runs)} |")
 
 # The curve: resnet50_train's replay time against its cap, with PyTorch's
 # two modes at their smallest caps.

@@ -25,6 +25,9 @@ type meter struct {
 	handles  map[uint64]int64  // handle -> size, to price a release
 	mapped   map[uintptr]int64 // mapping start -> size, to price an access call by the handles it covers
 	measured time.Duration     // time spent in the source
+	// owed is, with a cost table, what the next create waits for the
+	// handles released since the last one (sim.PriceCreateAfterRelease).
+	owed time.Duration
 }
 
 // tally is what a stretch of a replay cost in driver calls.
@@ -75,6 +78,10 @@ func (m *meter) callOver(kind string, size int64, extra int, fn func() error) er
 		took, _ = m.model.Cost(kind, size)
 		per, _ := m.model.Cost(sim.PriceSetAccessExtraHandle, 0)
 		took += time.Duration(extra) * per
+		if kind == sim.CallCreate {
+			took += m.owed
+			m.owed = 0
+		}
 	}
 	m.tally.Calls[kind]++
 	m.tally.Ns += took.Nanoseconds()
@@ -134,6 +141,8 @@ func (m meteredMapper) ReleaseAddress(ptr uintptr, size int64) error {
 	return m.call(sim.CallReleaseAddress, size, func() error { return m.pm.ReleaseAddress(ptr, size) })
 }
 
+// Create is priced by its size and, with a cost table, what it waits for
+// the releases before it (sim.PriceCreateAfterRelease).
 func (m meteredMapper) Create(size int64) (h uint64, err error) {
 	err = m.call(sim.CallCreate, size, func() error { h, err = m.pm.Create(size); return err })
 	if err == nil {
@@ -152,6 +161,10 @@ func (m meteredMapper) Release(h uint64) error {
 	if err == nil {
 		m.mu.Lock()
 		delete(m.handles, h)
+		if m.model != nil {
+			wait, _ := m.model.Cost(sim.PriceCreateAfterRelease, size)
+			m.owed += wait
+		}
 		m.mu.Unlock()
 	}
 	return err

@@ -287,57 +287,9 @@ func BenchmarkDriverCalls(b *testing.B) {
 		}
 	})
 	for _, n := range sizes {
-		name := pool.FormatBytes(n)
-		b.Run("create/size="+name, func(b *testing.B) {
-			for b.Loop() {
-				h, err := d.Create(n)
-				b.StopTimer()
-				require.NoError(b, err)
-				require.NoError(b, d.Release(h))
-				b.StartTimer()
-			}
-		})
-		b.Run("release/size="+name, func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				h, err := d.Create(n)
-				require.NoError(b, err)
-				b.StartTimer()
-				require.NoError(b, d.Release(h))
-			}
-		})
-		h, err := d.Create(n)
-		require.NoError(b, err)
-		b.Run("map/size="+name, func(b *testing.B) {
-			for b.Loop() {
-				require.NoError(b, d.Map(va, n, h))
-				b.StopTimer()
-				require.NoError(b, d.Unmap(va, n))
-				b.StartTimer()
-			}
-		})
-		b.Run("set_access/size="+name, func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				require.NoError(b, d.Map(va, n, h))
-				b.StartTimer()
-				require.NoError(b, d.SetAccess(va, n))
-				b.StopTimer()
-				require.NoError(b, d.Unmap(va, n))
-				b.StartTimer()
-			}
-		})
-		b.Run("unmap/size="+name, func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				require.NoError(b, d.Map(va, n, h))
-				require.NoError(b, d.SetAccess(va, n))
-				b.StartTimer()
-				require.NoError(b, d.Unmap(va, n))
-			}
-		})
-		require.NoError(b, d.Release(h))
+		benchHandleCalls(b, d, va, n)
 	}
+	benchCreateAfterRelease(b, d, []int64{2 << 20, 20 << 20, 64 << 20, 256 << 20, 512 << 20, 2 << 30})
 	// Creates from several goroutines at once: if the driver serializes
 	// them, time per create does not fall as -cpu rises.
 	b.Run("create_parallel/size=20.00 MiB", func(b *testing.B) {
@@ -387,4 +339,97 @@ func BenchmarkDriverCalls(b *testing.B) {
 			require.NoError(b, d.DestroyEvent(ev))
 		}
 	})
+}
+
+// benchHandleCalls times create, release, map, set_access and unmap of one
+// handle of n bytes, mapped at va. Each timed create follows the release of
+// the create before it.
+func benchHandleCalls(b *testing.B, d *cuda.Driver, va uintptr, n int64) {
+	name := pool.FormatBytes(n)
+	b.Run("create/size="+name, func(b *testing.B) {
+		for b.Loop() {
+			h, err := d.Create(n)
+			b.StopTimer()
+			require.NoError(b, err)
+			require.NoError(b, d.Release(h))
+			b.StartTimer()
+		}
+	})
+	b.Run("release/size="+name, func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			h, err := d.Create(n)
+			require.NoError(b, err)
+			b.StartTimer()
+			require.NoError(b, d.Release(h))
+		}
+	})
+	h, err := d.Create(n)
+	require.NoError(b, err)
+	b.Run("map/size="+name, func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, d.Map(va, n, h))
+			b.StopTimer()
+			require.NoError(b, d.Unmap(va, n))
+			b.StartTimer()
+		}
+	})
+	b.Run("set_access/size="+name, func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			require.NoError(b, d.Map(va, n, h))
+			b.StartTimer()
+			require.NoError(b, d.SetAccess(va, n))
+			b.StopTimer()
+			require.NoError(b, d.Unmap(va, n))
+			b.StartTimer()
+		}
+	})
+	b.Run("unmap/size="+name, func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			require.NoError(b, d.Map(va, n, h))
+			require.NoError(b, d.SetAccess(va, n))
+			b.StartTimer()
+			require.NoError(b, d.Unmap(va, n))
+		}
+	})
+	require.NoError(b, d.Release(h))
+}
+
+// benchCreateAfterRelease times a create of 2 MiB right after the release
+// of one handle of each size (size= names the size released), and after no
+// release (size=none). The driver finishes a release's work lazily and the
+// next create waits for it: the difference from size=none is that wait,
+// which sim.PriceCreateAfterRelease models. Only the 2 MiB create is timed.
+// Each iteration first creates a 2 MiB handle it holds, untimed, which takes
+// the wait of the iteration before's releases, so that the timed create
+// waits for the one release of its size alone.
+func benchCreateAfterRelease(b *testing.B, d *cuda.Driver, sizes []int64) {
+	const small = 2 << 20
+	for _, n := range append([]int64{0}, sizes...) {
+		name := "none"
+		if n > 0 {
+			name = pool.FormatBytes(n)
+		}
+		b.Run("create_after_release/size="+name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				held, err := d.Create(small)
+				require.NoError(b, err)
+				if n > 0 {
+					big, err := d.Create(n)
+					require.NoError(b, err)
+					require.NoError(b, d.Release(big))
+				}
+				b.StartTimer()
+				h, err := d.Create(small)
+				b.StopTimer()
+				require.NoError(b, err)
+				require.NoError(b, d.Release(h))
+				require.NoError(b, d.Release(held))
+				b.StartTimer()
+			}
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/handles"
 )
 
 // Driver is one CUDA device. It is safe for concurrent use.
@@ -105,9 +106,7 @@ func (d *Driver) LoadModule(image []byte) (uintptr, error) {
 			return wrap("cuModuleLoadData", err)
 		}
 		d.mu.Lock()
-		d.nextID++
-		id = d.nextID
-		d.modules[id] = mod
+		id = handles.Add(d.modules, &d.nextID, mod)
 		d.mu.Unlock()
 		return nil
 	})
@@ -117,8 +116,7 @@ func (d *Driver) LoadModule(image []byte) (uintptr, error) {
 // UnloadModule implements driver.KernelLauncher with cuModuleUnload.
 func (d *Driver) UnloadModule(module uintptr) error {
 	d.mu.Lock()
-	mod, ok := d.modules[module]
-	delete(d.modules, module)
+	mod, ok := handles.Take(d.modules, module)
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("cuda: module %#x is not loaded", module)
@@ -141,9 +139,7 @@ func (d *Driver) Function(module uintptr, name string) (uintptr, error) {
 			return wrap("cuModuleGetFunction", err)
 		}
 		d.mu.Lock()
-		d.nextID++
-		id = d.nextID
-		d.functions[id] = fn
+		id = handles.Add(d.functions, &d.nextID, fn)
 		d.mu.Unlock()
 		return nil
 	})
@@ -424,21 +420,17 @@ func (d *Driver) NewStream() (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.nextID++
-	d.streams[d.nextID] = st
-	return d.nextID, nil
+	return handles.Add(d.streams, &d.nextID, st), nil
 }
 
 // DestroyStream implements driver.Driver.
 func (d *Driver) DestroyStream(s uintptr) error {
 	d.mu.Lock()
-	st, ok := d.streams[s]
-	if s == 0 || !ok {
-		d.mu.Unlock()
+	st, ok := handles.Take(d.streams, s)
+	d.mu.Unlock()
+	if !ok {
 		return fmt.Errorf("cuda: DestroyStream(%#x): no such stream", s)
 	}
-	delete(d.streams, s)
-	d.mu.Unlock()
 	return d.do(func() error {
 		if err := st.Synchronize(); err != nil {
 			return wrap("cuStreamSynchronize", err)
@@ -478,9 +470,7 @@ func (d *Driver) RecordEvent(s uintptr) (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.nextID++
-	d.events[d.nextID] = ev
-	return d.nextID, nil
+	return handles.Add(d.events, &d.nextID, ev), nil
 }
 
 func (d *Driver) event(id uintptr) (cu.Event, error) {
@@ -526,8 +516,7 @@ func (d *Driver) WaitEvent(id uintptr) error {
 // DestroyEvent implements driver.Driver.
 func (d *Driver) DestroyEvent(id uintptr) error {
 	d.mu.Lock()
-	ev, ok := d.events[id]
-	delete(d.events, id)
+	ev, ok := handles.Take(d.events, id)
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("cuda: DestroyEvent(%#x): no such event", id)

@@ -99,14 +99,20 @@ func (d *Driver) LoadModule(image []byte) (uintptr, error) {
 	if err := d.open(); err != nil {
 		return 0, err
 	}
+	return create(d, d.modules, "cuModuleLoadData", func() (cu.Module, error) { return cu.LoadData(string(image)) })
+}
+
+// create calls call, the driver call op, on the driver's thread and keeps
+// what it made in m under a new handle.
+func create[V any](d *Driver, m map[uintptr]V, op string, call func() (V, error)) (uintptr, error) {
 	var id uintptr
 	err := d.do(func() error {
-		mod, err := cu.LoadData(string(image))
+		v, err := call()
 		if err != nil {
-			return wrap("cuModuleLoadData", err)
+			return wrap(op, err)
 		}
 		d.mu.Lock()
-		id = handles.Add(d.modules, &d.nextID, mod)
+		id = handles.Add(m, &d.nextID, v)
 		d.mu.Unlock()
 		return nil
 	})
@@ -132,18 +138,7 @@ func (d *Driver) Function(module uintptr, name string) (uintptr, error) {
 	if !ok {
 		return 0, fmt.Errorf("cuda: module %#x is not loaded", module)
 	}
-	var id uintptr
-	err := d.do(func() error {
-		fn, err := mod.Function(name)
-		if err != nil {
-			return wrap("cuModuleGetFunction", err)
-		}
-		d.mu.Lock()
-		id = handles.Add(d.functions, &d.nextID, fn)
-		d.mu.Unlock()
-		return nil
-	})
-	return id, err
+	return create(d, d.functions, "cuModuleGetFunction", func() (cu.Function, error) { return mod.Function(name) })
 }
 
 // Launch implements driver.KernelLauncher with cuLaunchKernel.

@@ -61,13 +61,7 @@ func ScrubFreed() DeviceOption {
 // EmptyCache. It may be called from any goroutine, and for an allocation of
 // a WaitForMemory scope at each attempt that finds no room.
 func OnOutOfMemory(fn func(error)) DeviceOption {
-	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
-		if fn == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnOutOfMemory(nil)"))
-		}
-		o.onOOM = fn
-		return o
-	})
+	return errorCallback("OnOutOfMemory", fn, func(o *deviceOptions) *func(error) { return &o.onOOM })
 }
 
 // OnReleaseError is called with the errors of releasing a scope's memory
@@ -76,11 +70,17 @@ func OnOutOfMemory(fn func(error)) DeviceOption {
 // goroutine, after the scope's memory is released. Without it, the device
 // keeps them for gputest, whose checks report them as failures.
 func OnReleaseError(fn func(error)) DeviceOption {
+	return errorCallback("OnReleaseError", fn, func(o *deviceOptions) *func(error) { return &o.releaseErrors })
+}
+
+// errorCallback is the option name(fn): it sets the callback field
+// returns to fn, and records an error for a nil fn.
+func errorCallback(name string, fn func(error), field func(*deviceOptions) *func(error)) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if fn == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnReleaseError(nil)"))
+			o.errs = append(o.errs, fmt.Errorf("gpu: %s(nil)", name))
 		}
-		o.releaseErrors = fn
+		*field(&o) = fn
 		return o
 	})
 }

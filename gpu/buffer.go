@@ -171,10 +171,5 @@ func (b Buffer) RecordUse(st *Stream) error {
 	if st == nil || st.dev != b.dev {
 		return fmt.Errorf("%w: RecordUse needs a stream of the buffer's device", ErrWrongScope)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
-		return errStreamEnded
-	}
-	return deviceError(b.ref.RecordUse(st.id))
+	return st.life.use(errStreamEnded, func() error { return deviceError(b.ref.RecordUse(st.id)) })
 }

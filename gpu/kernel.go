@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/scope"
@@ -19,8 +18,7 @@ type Module struct {
 	kl  driver.KernelLauncher
 	id  uintptr
 
-	mu   sync.Mutex // protects done
-	done bool
+	life lifetime
 }
 
 // Function is a kernel of a loaded module.
@@ -59,13 +57,7 @@ func loadModule(s *Scope, image []byte) (*Module, error) {
 }
 
 func (m *Module) end() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.done {
-		return nil
-	}
-	m.done = true
-	return m.kl.UnloadModule(m.id)
+	return m.life.end(func() error { return m.kl.UnloadModule(m.id) })
 }
 
 // errModuleEnded is what a Module's methods return once it was unloaded.
@@ -76,14 +68,16 @@ func (m *Module) Function(name string) (*Function, error) {
 	if m == nil || m.kl == nil {
 		return nil, fmt.Errorf("%w: nil or zero Module", ErrScopeClosed)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.done {
-		return nil, errModuleEnded
-	}
-	id, err := m.kl.Function(m.id, name)
+	var id uintptr
+	err := m.life.use(errModuleEnded, func() error {
+		var err error
+		if id, err = m.kl.Function(m.id, name); err != nil {
+			return deviceError(fmt.Errorf("gpu: kernel %q: %w", name, err))
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, deviceError(fmt.Errorf("gpu: kernel %q: %w", name, err))
+		return nil, err
 	}
 	return &Function{mod: m, id: id, name: name}, nil
 }
@@ -106,22 +100,21 @@ func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...
 	if f == nil || f.mod == nil || f.mod.kl == nil {
 		return fmt.Errorf("%w: nil or zero Function", ErrScopeClosed)
 	}
-	m := f.mod
-	var stream uintptr
-	if st != nil {
-		if !st.valid() {
-			return errNilStream
-		}
-		if st.dev != m.dev {
-			return fmt.Errorf("%w: a stream of device %s for a kernel of %s", ErrWrongScope, st.dev.name, m.dev.name)
-		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if st.done {
-			return errStreamEnded
-		}
-		stream = st.id
+	if st == nil {
+		return f.launch(grid, block, sharedBytes, 0, args)
 	}
+	if !st.valid() {
+		return errNilStream
+	}
+	if st.dev != f.mod.dev {
+		return fmt.Errorf("%w: a stream of device %s for a kernel of %s", ErrWrongScope, st.dev.name, f.mod.dev.name)
+	}
+	return st.life.use(errStreamEnded, func() error { return f.launch(grid, block, sharedBytes, st.id, args) })
+}
+
+// launch is the work of Launch on stream, which the caller holds live.
+func (f *Function) launch(grid, block Dim, sharedBytes int, stream uintptr, args []any) error {
+	m := f.mod
 	params := make([]uint64, len(args))
 	var bufs []int // the arguments that are buffers
 	for i, a := range args {
@@ -152,11 +145,6 @@ func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...
 			return fmt.Errorf("gpu: kernel %q argument %d: %T is not a Buffer, a Slice, an integer or a float", f.name, i, a)
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.done {
-		return errModuleEnded
-	}
 	// Hold every buffer live while the launch is queued, one inside the
 	// other, and take its address.
 	var hold func(k int) error
@@ -176,8 +164,10 @@ func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...
 			return hold(k + 1)
 		})
 	}
-	if err := hold(0); err != nil {
-		return deviceError(fmt.Errorf("gpu: launching %q: %w", f.name, err))
-	}
-	return nil
+	return m.life.use(errModuleEnded, func() error {
+		if err := hold(0); err != nil {
+			return deviceError(fmt.Errorf("gpu: launching %q: %w", f.name, err))
+		}
+		return nil
+	})
 }

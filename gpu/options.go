@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/pool"
@@ -19,7 +20,7 @@ type deviceOptions struct {
 	releaseErrors func(error)
 	onOOM         func(error)
 	scrub         bool
-	errs          []error
+	optionErrors
 }
 
 type deviceOptionFunc func(deviceOptions) deviceOptions
@@ -60,13 +61,7 @@ func ScrubFreed() DeviceOption {
 // EmptyCache. It may be called from any goroutine, and for an allocation of
 // a WaitForMemory scope at each attempt that finds no room.
 func OnOutOfMemory(fn func(error)) DeviceOption {
-	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
-		if fn == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnOutOfMemory(nil)"))
-		}
-		o.onOOM = fn
-		return o
-	})
+	return errorCallback("OnOutOfMemory", fn, func(o *deviceOptions) *func(error) { return &o.onOOM })
 }
 
 // OnReleaseError is called with the errors of releasing a scope's memory
@@ -75,27 +70,48 @@ func OnOutOfMemory(fn func(error)) DeviceOption {
 // goroutine, after the scope's memory is released. Without it, the device
 // keeps them for gputest, whose checks report them as failures.
 func OnReleaseError(fn func(error)) DeviceOption {
+	return errorCallback("OnReleaseError", fn, func(o *deviceOptions) *func(error) { return &o.releaseErrors })
+}
+
+// errorCallback is the option name(fn): it sets the callback field
+// returns to fn, and records an error for a nil fn.
+func errorCallback(name string, fn func(error), field func(*deviceOptions) *func(error)) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if fn == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnReleaseError(nil)"))
+			o.errs = append(o.errs, fmt.Errorf("gpu: %s(nil)", name))
 		}
-		o.releaseErrors = fn
+		*field(&o) = fn
 		return o
 	})
 }
 
 func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {
-	var o deviceOptions
+	return buildOptions(opts, DeviceOption.applyDevice, "gpu: nil DeviceOption")
+}
+
+// optionErrors are the errors the options given recorded, in order.
+type optionErrors struct{ errs []error }
+
+// first returns the first of the errors, or nil.
+func (e optionErrors) first() error {
+	if len(e.errs) > 0 {
+		return e.errs[0]
+	}
+	return nil
+}
+
+// buildOptions applies opts in order to the zero options, and returns the
+// first error: a nil option (nilOption says so), or one an option
+// recorded.
+func buildOptions[Opt any, O interface{ first() error }](opts []Opt, apply func(Opt, O) O, nilOption string) (O, error) {
+	var o O
 	for _, opt := range opts {
-		if opt == nil {
-			return o, fmt.Errorf("gpu: nil DeviceOption")
+		if any(opt) == nil {
+			return o, errors.New(nilOption)
 		}
-		o = opt.applyDevice(o)
+		o = apply(opt, o)
 	}
-	if len(o.errs) > 0 {
-		return o, o.errs[0]
-	}
-	return o, nil
+	return o, o.first()
 }
 
 // A ScopeOption configures a scope when it opens.
@@ -113,7 +129,7 @@ type scopeOptions struct {
 	limit   int64
 	zeroed  bool
 	wait    bool
-	errs    []error
+	optionErrors
 }
 
 type scopeOptionFunc func(scopeOptions) scopeOptions
@@ -193,18 +209,5 @@ func OnStream(st *Stream) ScopeOption {
 }
 
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {
-	var o scopeOptions
-	if len(opts) == 0 {
-		return o, nil
-	}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, fmt.Errorf("gpu: nil ScopeOption")
-		}
-		o = opt.applyScope(o)
-	}
-	if len(o.errs) > 0 {
-		return o, o.errs[0]
-	}
-	return o, nil
+	return buildOptions(opts, ScopeOption.applyScope, "gpu: nil ScopeOption")
 }

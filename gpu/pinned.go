@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
@@ -31,8 +30,7 @@ type pinned struct {
 	p    unsafe.Pointer
 	size int64
 
-	mu   sync.RWMutex // readers: Use and the queuing of copies; the writer: the end
-	done bool
+	life lifetime // shared by Use and the queuing of copies
 }
 
 // AllocHost allocates n elements of T of page-locked host memory owned by
@@ -69,13 +67,7 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 }
 
 func (m *pinned) end() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.done {
-		return nil
-	}
-	m.done = true
-	return m.drv.HostFree(m.p)
+	return m.life.end(func() error { return m.drv.HostFree(m.p) })
 }
 
 // errPinnedEnded is what a HostSlice's methods return once it was freed.
@@ -92,15 +84,7 @@ func (h HostSlice[T]) IsZero() bool { return h.m == nil }
 // copy from it may still be queued, nor read what one to it has not yet
 // written: synchronize the stream first.
 func (h HostSlice[T]) Use(fn func(v []T) error) error {
-	if h.m == nil {
-		return fmt.Errorf("%w: zero HostSlice", ErrWrongScope)
-	}
-	h.m.mu.RLock()
-	defer h.m.mu.RUnlock()
-	if h.m.done {
-		return errPinnedEnded
-	}
-	return fn(unsafe.Slice((*T)(h.m.p), h.n))
+	return h.hold(func(p unsafe.Pointer) error { return fn(unsafe.Slice((*T)(p), h.n)) })
 }
 
 // hold calls fn with the address of the memory while it is live.
@@ -108,12 +92,7 @@ func (h HostSlice[T]) hold(fn func(p unsafe.Pointer) error) error {
 	if h.m == nil {
 		return fmt.Errorf("%w: zero HostSlice", ErrWrongScope)
 	}
-	h.m.mu.RLock()
-	defer h.m.mu.RUnlock()
-	if h.m.done {
-		return errPinnedEnded
-	}
-	return fn(h.m.p)
+	return h.m.life.share(errPinnedEnded, func() error { return fn(h.m.p) })
 }
 
 // CopyFromHostAsync queues a copy of h, at most Len elements, to the start
@@ -141,22 +120,19 @@ func (x Slice[T]) copyAsync(h HostSlice[T], st *Stream, toDevice bool) error {
 		return fmt.Errorf("gpu: asynchronous copy of %d elements with a slice of %d", h.n, x.n)
 	}
 	n := int64(h.n) * int64(unsafe.Sizeof(*new(T)))
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
-		return errStreamEnded
-	}
-	return h.hold(func(p unsafe.Pointer) error {
-		return x.useOn(func(ptr, own uintptr) error {
-			if own != st.id {
-				if err := x.ref.RecordUse(st.id); err != nil {
-					return err
+	return st.life.use(errStreamEnded, func() error {
+		return h.hold(func(p unsafe.Pointer) error {
+			return x.useOn(func(ptr, own uintptr) error {
+				if own != st.id {
+					if err := x.ref.RecordUse(st.id); err != nil {
+						return err
+					}
 				}
-			}
-			if toDevice {
-				return h.m.drv.CopyHtoDAsync(ptr, p, n, st.id)
-			}
-			return h.m.drv.CopyDtoHAsync(p, ptr, n, st.id)
+				if toDevice {
+					return h.m.drv.CopyHtoDAsync(ptr, p, n, st.id)
+				}
+				return h.m.drv.CopyDtoHAsync(p, ptr, n, st.id)
+			})
 		})
 	})
 }

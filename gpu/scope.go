@@ -86,10 +86,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		if o.stream.dev != d {
 			return nil, fmt.Errorf("%w: OnStream: a stream of device %s for a scope of %s", ErrWrongScope, o.stream.dev.name, d.name)
 		}
-		o.stream.mu.Lock()
-		ended := o.stream.done
-		o.stream.mu.Unlock()
-		if ended {
+		if o.stream.life.ended() {
 			return nil, fmt.Errorf("gpu: OnStream: %w", errStreamEnded)
 		}
 		stream = o.stream.id

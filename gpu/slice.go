@@ -57,24 +57,30 @@ func (x Slice[T]) View(i, j int) (Slice[T], error) {
 
 // CopyFromHost copies src, at most Len elements, to the start of x.
 func (x Slice[T]) CopyFromHost(src []T) error {
-	if x.IsZero() {
-		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
-	}
-	if len(src) > x.n {
-		return fmt.Errorf("gpu: CopyFromHost: %d elements into a slice of %d", len(src), x.n)
+	if err := x.fits("CopyFromHost", len(src), "into"); err != nil {
+		return err
 	}
 	return x.Buffer.CopyFromHost(bytesOf(src))
 }
 
 // CopyToHost copies the first len(dst) elements of x into dst.
 func (x Slice[T]) CopyToHost(dst []T) error {
+	if err := x.fits("CopyToHost", len(dst), "from"); err != nil {
+		return err
+	}
+	return x.Buffer.CopyToHost(bytesOf(dst))
+}
+
+// fits checks that x is a slice that n elements copied to or from host
+// memory fit in, for op; dir says which way in its error: "into", "from".
+func (x Slice[T]) fits(op string, n int, dir string) error {
 	if x.IsZero() {
 		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
 	}
-	if len(dst) > x.n {
-		return fmt.Errorf("gpu: CopyToHost: %d elements from a slice of %d", len(dst), x.n)
+	if n > x.n {
+		return fmt.Errorf("gpu: %s: %d elements %s a slice of %d", op, n, dir, x.n)
 	}
-	return x.Buffer.CopyToHost(bytesOf(dst))
+	return nil
 }
 
 // bytesOf views s as bytes. Elem types hold no pointers, so this is safe.

@@ -3,7 +3,6 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -17,9 +16,7 @@ type Stream struct {
 	dev   *Device
 	id    uintptr
 	owner scope.Scope // the scope that made it, which owns its events too
-
-	mu   sync.Mutex // protects done
-	done bool
+	life  lifetime
 }
 
 // ID returns the driver's handle of the stream, for kernels and drivers;
@@ -47,24 +44,13 @@ func (st *Stream) Synchronize() error {
 	if !st.valid() {
 		return errNilStream
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
-		return errStreamEnded
-	}
-	return deviceError(st.dev.drv.Synchronize(st.id))
+	return st.life.use(errStreamEnded, func() error { return deviceError(st.dev.drv.Synchronize(st.id)) })
 }
 
 // finish waits for the work queued on the stream and takes it out of
 // use: the scope calls it as it ends, before its memory is released.
 func (st *Stream) finish() error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
-		return nil
-	}
-	st.done = true
-	return st.dev.drv.Synchronize(st.id)
+	return st.life.end(func() error { return st.dev.drv.Synchronize(st.id) })
 }
 
 // end tells the pool to stop waiting on the stream and destroys it, once
@@ -87,9 +73,7 @@ type Event struct {
 	st    *Stream
 	id    uintptr
 	owned scope.Owned
-
-	mu   sync.Mutex // protects done
-	done bool
+	life  lifetime
 }
 
 // Record records an event at the end of the work queued on st so far.
@@ -97,18 +81,20 @@ func (st *Stream) Record() (*Event, error) {
 	if !st.valid() {
 		return nil, errNilStream
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.done {
-		return nil, errStreamEnded
-	}
-	id, err := st.dev.drv.RecordEvent(st.id)
+	var ev *Event
+	err := st.life.use(errStreamEnded, func() error {
+		id, err := st.dev.drv.RecordEvent(st.id)
+		if err != nil {
+			return deviceError(fmt.Errorf("gpu: recording an event: %w", err))
+		}
+		ev = &Event{st: st, id: id}
+		if ev.owned, err = st.owner.OwnResource(scope.Resource{Kind: "event", End: ev.end}); err != nil {
+			return deviceError(errors.Join(err, ev.end()))
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, deviceError(fmt.Errorf("gpu: recording an event: %w", err))
-	}
-	ev := &Event{st: st, id: id}
-	if ev.owned, err = st.owner.OwnResource(scope.Resource{Kind: "event", End: ev.end}); err != nil {
-		return nil, deviceError(errors.Join(err, ev.end()))
+		return nil, err
 	}
 	return ev, nil
 }
@@ -127,13 +113,13 @@ func (ev *Event) Done() (bool, error) {
 	if !ev.valid() {
 		return false, errNilEvent
 	}
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if ev.done {
-		return false, errEventEnded
-	}
-	done, err := ev.st.dev.drv.EventDone(ev.id)
-	return done, deviceError(err)
+	var done bool
+	err := ev.life.use(errEventEnded, func() error {
+		var err error
+		done, err = ev.st.dev.drv.EventDone(ev.id)
+		return deviceError(err)
+	})
+	return done, err
 }
 
 // Wait waits until the work before the event has completed.
@@ -141,12 +127,7 @@ func (ev *Event) Wait() error {
 	if !ev.valid() {
 		return errNilEvent
 	}
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if ev.done {
-		return errEventEnded
-	}
-	return deviceError(ev.st.dev.drv.WaitEvent(ev.id))
+	return ev.life.use(errEventEnded, func() error { return deviceError(ev.st.dev.drv.WaitEvent(ev.id)) })
 }
 
 // Release destroys the event now rather than with its stream's scope.
@@ -161,11 +142,5 @@ func (ev *Event) Release() error {
 
 // end destroys the event, once: Release, or its scope as it ends.
 func (ev *Event) end() error {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if ev.done {
-		return nil
-	}
-	ev.done = true
-	return ev.st.dev.drv.DestroyEvent(ev.id)
+	return ev.life.end(func() error { return ev.st.dev.drv.DestroyEvent(ev.id) })
 }

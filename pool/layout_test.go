@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/internal/apitest"
 )
 
 // fileUses parses the non-test files of the package in dir and returns,
@@ -255,11 +257,8 @@ func TestMethodsLiveWithTheirType(t *testing.T) {
 			if !ok || fd.Recv == nil {
 				continue
 			}
-			recv := fd.Recv.List[0].Type
-			if star, ok := recv.(*ast.StarExpr); ok {
-				recv = star.X
-			}
-			typ := recv.(*ast.Ident).Name
+			typ := apitest.Receiver(fd)
+			require.NotEmpty(t, typ, "method %s of a type that is not a plain name", fd.Name.Name)
 			file := filepath.Base(fset.Position(fd.Pos()).Filename)
 			assert.Equal(t, home[typ], file, "method %s.%s lives away from its type", typ, fd.Name.Name)
 		}

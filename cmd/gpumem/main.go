@@ -50,6 +50,19 @@ type exitStatus struct {
 func (e *exitStatus) Error() string { return e.err.Error() }
 func (e *exitStatus) Unwrap() error { return e.err }
 
+// parseCommand is where a command starts: where args ask for help, it
+// prints it to stdout and says so; else it parses args with fs, saying on
+// stderr what is wrong with them, and returns the positional arguments.
+func parseCommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (positional []string, helped bool, err error) {
+	if wantsHelp(args) {
+		help(stdout)
+		return nil, true, nil
+	}
+	fs.SetOutput(stderr)
+	positional, err = parseArgs(fs, args)
+	return positional, false, err
+}
+
 // parseArgs parses args with fs, flags before or after the positional
 // arguments (a "--" ends the flags), and returns the positional ones.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -197,14 +210,9 @@ func (o *replayOptions) poolOptions() ([]pool.Option, error) {
 func replayCommand(args []string, stdout, stderr io.Writer) error {
 	o := new(replayOptions)
 	fs := replayFlags(o)
-	if wantsHelp(args) {
-		help(stdout)
-		return nil
-	}
-	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	files, err := parseArgs(fs, args)
-	if err != nil {
+	files, helped, err := parseCommand(fs, args, stdout, stderr)
+	if helped || err != nil {
 		return err
 	}
 	if len(files) != 1 {

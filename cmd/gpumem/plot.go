@@ -35,15 +35,9 @@ func plotFlags(o *plotOptions) *flag.FlagSet {
 // the bytes gpuscope's pool reserves replaying it on the simulated source,
 // with both peaks marked.
 func plotCommand(args []string, stdout, stderr io.Writer) error {
-	if wantsHelp(args) {
-		help(stdout)
-		return nil
-	}
 	o := new(plotOptions)
-	fs := plotFlags(o)
-	fs.SetOutput(stderr)
-	files, err := parseArgs(fs, args)
-	if err != nil {
+	files, helped, err := parseCommand(plotFlags(o), args, stdout, stderr)
+	if helped || err != nil {
 		return err
 	}
 	if len(files) != 1 || o.out == "" {

@@ -48,15 +48,9 @@ func stressFlags(o *stressOptions) *flag.FlagSet {
 // is up, allocating, writing, keeping and freeing buffers in them; then it
 // checks that nothing is left. It is the workload compute-sanitizer runs.
 func stress(args []string, stdout, stderr io.Writer) error {
-	if wantsHelp(args) {
-		help(stdout)
-		return nil
-	}
 	o := new(stressOptions)
-	fs := stressFlags(o)
-	fs.SetOutput(stderr)
-	extra, err := parseArgs(fs, args)
-	if err != nil {
+	extra, helped, err := parseCommand(stressFlags(o), args, stdout, stderr)
+	if helped || err != nil {
 		return err
 	}
 	if len(extra) > 0 {

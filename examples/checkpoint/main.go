@@ -43,18 +43,18 @@ func main() {
 }
 
 func run(w io.Writer, dir string) error {
-	dev, err := demo.Open(w, 1<<30)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
+	return demo.OnDevice(w, 1<<30, func(w io.Writer, dev *gpu.Device) error { return runOn(w, dev, dir) })
+}
+
+// runOn is the example on dev, which run opened.
+func runOn(w io.Writer, dev *gpu.Device, dir string) error {
 	path := filepath.Join(dir, chkptName)
 	demo.Report(w, "before", dev)
 
 	// First run: trains from scratch until the crash.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	err = train(ctx, dev, w, path, 0, func(step int) {
+	err := train(ctx, dev, w, path, 0, func(step int) {
 		if step == crashAt {
 			cancel(errCrash)
 		}

@@ -26,11 +26,11 @@ const (
 func main() { demo.Main("gradaccum", run) }
 
 func run(w io.Writer) error {
-	dev, err := demo.Open(w, 1<<30)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
+	return demo.OnDevice(w, 1<<30, runOn)
+}
+
+// runOn is the example on dev, which run opened.
+func runOn(w io.Writer, dev *gpu.Device) error {
 	demo.Report(w, "before", dev)
 	var grads [][]float32
 	for _, micro := range []int{1, 8} {

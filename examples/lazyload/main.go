@@ -25,18 +25,18 @@ const (
 func main() { demo.Main("lazyload", run) }
 
 func run(w io.Writer) error {
-	dev, err := demo.Open(w, capacity)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
+	return demo.OnDevice(w, capacity, runOn)
+}
+
+// runOn is the example on dev, which run opened.
+func runOn(w io.Writer, dev *gpu.Device) error {
 	fmt.Fprintf(w, "dataset: %d chunks of %s, %s in all, on a device of %s\n",
 		chunks, gpu.Bytes(chunkElems*4), gpu.Bytes(chunks*chunkElems*4), gpu.Bytes(capacity))
 	demo.Report(w, "before", dev)
 
 	var want float64
 	host := make([]float32, chunkElems)
-	err = gpu.WithScope(context.Background(), dev, func(parent *gpu.Scope) error {
+	err := gpu.WithScope(context.Background(), dev, func(parent *gpu.Scope) error {
 		results := make([]gpu.Slice[float64], chunks)
 		for c := range chunks {
 			load(host, c) // from disk or the network, in a real program

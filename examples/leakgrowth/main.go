@@ -29,11 +29,11 @@ const (
 func main() { demo.Main("leakgrowth", run) }
 
 func run(w io.Writer) error {
-	dev, err := demo.Open(w, 1<<30)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
+	return demo.OnDevice(w, 1<<30, runOn)
+}
+
+// runOn is the example on dev, which run opened.
+func runOn(w io.Writer, dev *gpu.Device) error {
 	demo.Report(w, "before", dev)
 
 	cache, err := newCache(dev, "cache", cacheSlots)

@@ -31,11 +31,11 @@ const perRequest = 16 << 20
 func main() { demo.Main("server", run) }
 
 func run(w io.Writer) error {
-	dev, err := demo.Open(w, 1<<30)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
+	return demo.OnDevice(w, 1<<30, runOn)
+}
+
+// runOn is the example on dev, which run opened.
+func runOn(w io.Writer, dev *gpu.Device) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

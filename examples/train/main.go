@@ -145,14 +145,15 @@ type trainer struct {
 }
 
 func run(w io.Writer, cfg config) error {
-	dev, err := demo.Open(w, cfg.capacity)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
+	return demo.OnDevice(w, cfg.capacity, func(w io.Writer, dev *gpu.Device) error { return runOn(w, dev, cfg) })
+}
+
+// runOn is the example on dev, which run opened.
+func runOn(w io.Writer, dev *gpu.Device, cfg config) error {
 	var (
 		rec   *gpu.Recording
 		trace *os.File
+		err   error
 	)
 	if cfg.trace != "" {
 		if trace, err = os.Create(cfg.trace); err != nil {

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/handles"
 )
 
 // Driver is one CUDA device. It is safe for concurrent use.
@@ -98,16 +99,20 @@ func (d *Driver) LoadModule(image []byte) (uintptr, error) {
 	if err := d.open(); err != nil {
 		return 0, err
 	}
+	return create(d, d.modules, "cuModuleLoadData", func() (cu.Module, error) { return cu.LoadData(string(image)) })
+}
+
+// create calls call, the driver call op, on the driver's thread and keeps
+// what it made in m under a new handle.
+func create[V any](d *Driver, m map[uintptr]V, op string, call func() (V, error)) (uintptr, error) {
 	var id uintptr
 	err := d.do(func() error {
-		mod, err := cu.LoadData(string(image))
+		v, err := call()
 		if err != nil {
-			return wrap("cuModuleLoadData", err)
+			return wrap(op, err)
 		}
 		d.mu.Lock()
-		d.nextID++
-		id = d.nextID
-		d.modules[id] = mod
+		id = handles.Add(m, &d.nextID, v)
 		d.mu.Unlock()
 		return nil
 	})
@@ -117,8 +122,7 @@ func (d *Driver) LoadModule(image []byte) (uintptr, error) {
 // UnloadModule implements driver.KernelLauncher with cuModuleUnload.
 func (d *Driver) UnloadModule(module uintptr) error {
 	d.mu.Lock()
-	mod, ok := d.modules[module]
-	delete(d.modules, module)
+	mod, ok := handles.Take(d.modules, module)
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("cuda: module %#x is not loaded", module)
@@ -134,20 +138,7 @@ func (d *Driver) Function(module uintptr, name string) (uintptr, error) {
 	if !ok {
 		return 0, fmt.Errorf("cuda: module %#x is not loaded", module)
 	}
-	var id uintptr
-	err := d.do(func() error {
-		fn, err := mod.Function(name)
-		if err != nil {
-			return wrap("cuModuleGetFunction", err)
-		}
-		d.mu.Lock()
-		d.nextID++
-		id = d.nextID
-		d.functions[id] = fn
-		d.mu.Unlock()
-		return nil
-	})
-	return id, err
+	return create(d, d.functions, "cuModuleGetFunction", func() (cu.Function, error) { return mod.Function(name) })
 }
 
 // Launch implements driver.KernelLauncher with cuLaunchKernel.
@@ -424,21 +415,17 @@ func (d *Driver) NewStream() (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.nextID++
-	d.streams[d.nextID] = st
-	return d.nextID, nil
+	return handles.Add(d.streams, &d.nextID, st), nil
 }
 
 // DestroyStream implements driver.Driver.
 func (d *Driver) DestroyStream(s uintptr) error {
 	d.mu.Lock()
-	st, ok := d.streams[s]
-	if s == 0 || !ok {
-		d.mu.Unlock()
+	st, ok := handles.Take(d.streams, s)
+	d.mu.Unlock()
+	if !ok {
 		return fmt.Errorf("cuda: DestroyStream(%#x): no such stream", s)
 	}
-	delete(d.streams, s)
-	d.mu.Unlock()
 	return d.do(func() error {
 		if err := st.Synchronize(); err != nil {
 			return wrap("cuStreamSynchronize", err)
@@ -478,9 +465,7 @@ func (d *Driver) RecordEvent(s uintptr) (uintptr, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.nextID++
-	d.events[d.nextID] = ev
-	return d.nextID, nil
+	return handles.Add(d.events, &d.nextID, ev), nil
 }
 
 func (d *Driver) event(id uintptr) (cu.Event, error) {
@@ -526,8 +511,7 @@ func (d *Driver) WaitEvent(id uintptr) error {
 // DestroyEvent implements driver.Driver.
 func (d *Driver) DestroyEvent(id uintptr) error {
 	d.mu.Lock()
-	ev, ok := d.events[id]
-	delete(d.events, id)
+	ev, ok := handles.Take(d.events, id)
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("cuda: DestroyEvent(%#x): no such event", id)

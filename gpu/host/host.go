@@ -29,6 +29,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/handles"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
@@ -89,6 +90,7 @@ func New(capacity int64) (*Driver, error) {
 	if ram, ok := physicalMemory(); ok && capacity > ram {
 		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
+	handOverControls()
 	openDrivers.Add(1)
 	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, pinned: map[unsafe.Pointer][]byte{}, nextID: 1, vm: newVM()}, nil
 }
@@ -258,9 +260,7 @@ func (d *Driver) NewStream() (uintptr, error) {
 	if d.closed {
 		return 0, driver.ErrClosed
 	}
-	d.nextID++
-	d.streams[d.nextID] = newStream()
-	return d.nextID, nil
+	return handles.Add(d.streams, &d.nextID, newStream()), nil
 }
 
 // DestroyStream implements driver.Driver: it waits for the stream's work,
@@ -268,13 +268,11 @@ func (d *Driver) NewStream() (uintptr, error) {
 // work.
 func (d *Driver) DestroyStream(stream uintptr) error {
 	d.mu.Lock()
-	s, ok := d.streams[stream]
-	if stream == 0 || !ok {
-		d.mu.Unlock()
+	s, ok := handles.Take(d.streams, stream)
+	d.mu.Unlock()
+	if !ok {
 		return fmt.Errorf("host: DestroyStream(%#x): no such stream", stream)
 	}
-	delete(d.streams, stream)
-	d.mu.Unlock()
 	return s.end()
 }
 
@@ -305,9 +303,7 @@ func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
 		e.pos = e.s.queued
 		e.s.mu.Unlock()
 	}
-	d.nextID++
-	d.events[d.nextID] = e
-	return d.nextID, nil
+	return handles.Add(d.events, &d.nextID, e), nil
 }
 
 func (d *Driver) event(ev uintptr) (event, error) {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/handles"
 )
 
 // Page mapping, emulated as CUDA's virtual memory calls behave: a handle is a
@@ -144,10 +145,8 @@ func (d *Driver) Create(size int64) (uint64, error) {
 		return 0, fmt.Errorf("host: growing the page file: %w", err)
 	}
 	d.vm.fileSize += size
-	d.vm.nextID++
-	d.vm.handles[d.vm.nextID] = &vmHandle{off: off, size: size}
 	d.used += size
-	return d.vm.nextID, nil
+	return handles.Add(d.vm.handles, &d.vm.nextID, &vmHandle{off: off, size: size}), nil
 }
 
 // Release implements driver.PageMapper. The handle's bytes are dropped.

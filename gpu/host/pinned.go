@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/handles"
 )
 
 var _ driver.HostAllocator = (*Driver)(nil)
@@ -42,10 +43,9 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 func (d *Driver) HostFree(p unsafe.Pointer) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.pinned[p]; !ok {
+	if _, ok := handles.Take(d.pinned, p); !ok {
 		return fmt.Errorf("host: HostFree(%p): not memory from HostAlloc", p)
 	}
-	delete(d.pinned, p)
 	return nil
 }
 
@@ -71,30 +71,32 @@ func (d *Driver) pinnedAt(p unsafe.Pointer, n int64) ([]byte, error) {
 
 // CopyHtoDAsync implements driver.HostAllocator.
 func (d *Driver) CopyHtoDAsync(dst uintptr, src unsafe.Pointer, n int64, stream uintptr) error {
-	from, err := d.pinnedAt(src, n)
-	if err != nil {
-		return err
-	}
-	return d.onStream(stream, false, func() error {
-		to, err := d.access(dst, n)
-		if err == nil {
-			copy(to, from)
-		}
-		return err
-	})
+	return d.copyPinnedAsync(src, dst, n, stream, true)
 }
 
 // CopyDtoHAsync implements driver.HostAllocator.
 func (d *Driver) CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream uintptr) error {
-	to, err := d.pinnedAt(dst, n)
+	return d.copyPinnedAsync(dst, src, n, stream, false)
+}
+
+// copyPinnedAsync queues a copy of n bytes on stream between the pinned
+// memory at p, resolved now, and the device memory at dev, resolved when
+// the copy runs: to the device, or from it.
+func (d *Driver) copyPinnedAsync(p unsafe.Pointer, dev uintptr, n int64, stream uintptr, toDevice bool) error {
+	pinned, err := d.pinnedAt(p, n)
 	if err != nil {
 		return err
 	}
 	return d.onStream(stream, false, func() error {
-		from, err := d.access(src, n)
-		if err == nil {
-			copy(to, from)
+		mem, err := d.access(dev, n)
+		if err != nil {
+			return err
 		}
-		return err
+		if toDevice {
+			copy(mem, pinned)
+		} else {
+			copy(pinned, mem)
+		}
+		return nil
 	})
 }

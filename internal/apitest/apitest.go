@@ -105,21 +105,31 @@ func CheckHomes(t require.TestingT, dir string, homes map[string]string) {
 		require.NoError(t, err)
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Recv == nil {
-				continue
-			}
-			typ := fn.Recv.List[0].Type
-			if star, ok := typ.(*ast.StarExpr); ok {
-				typ = star.X
-			}
-			id, ok := typ.(*ast.Ident)
 			if !ok {
 				continue
 			}
-			if home, ok := homes[id.Name]; ok && home != name {
+			typ := Receiver(fn)
+			if home, ok := homes[typ]; ok && home != name {
 				assert.Fail(t, "a method away from its type's home",
-					"%s.%s is in %s, not in %s", id.Name, fn.Name.Name, name, home)
+					"%s.%s is in %s, not in %s", typ, fn.Name.Name, name, home)
 			}
 		}
 	}
+}
+
+// Receiver returns the name of the type fn is a method of, or "" where fn
+// is a function (or a method of a generic type, whose receiver is not a
+// plain name).
+func Receiver(fn *ast.FuncDecl) string {
+	if fn.Recv == nil {
+		return ""
+	}
+	typ := fn.Recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	if id, ok := typ.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
 }

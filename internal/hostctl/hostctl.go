@@ -2,9 +2,9 @@
 // own on a stream, a stream held busy, the bytes and handles a driver holds.
 // They are for this project's tests (through internal/hosttest), not part of
 // gpu/host's API, so gpu/host keeps them unexported and hands them over here
-// when it is loaded. Each function takes the *host.Driver as a driver.Driver
-// (this package cannot import gpu/host, which imports it) and is nil until
-// gpu/host is linked in.
+// when it makes its first driver (host.New). Each function takes the
+// *host.Driver as a driver.Driver (this package cannot import gpu/host, which
+// imports it) and is nil until then.
 package hostctl
 
 import "github.com/gpuscope/gpuscope/gpu/driver"

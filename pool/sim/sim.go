@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/internal/handles"
 )
 
 // ErrOutOfMemory is what the source returns beyond its capacity. Its error
@@ -195,10 +197,8 @@ func (s *Source) Create(size int64) (uint64, error) {
 	if err := s.take(size); err != nil {
 		return 0, err
 	}
-	s.nextHandle++
-	s.handles[s.nextHandle] = &simHandle{size: size}
 	s.counts.Creates++
-	return s.nextHandle, nil
+	return handles.Add(s.handles, &s.nextHandle, &simHandle{size: size}), nil
 }
 
 // Release implements pool.PageMapper.
@@ -331,30 +331,35 @@ func (s *Source) RecordEvent(stream uintptr) (uintptr, error) {
 	if s.broken[stream] {
 		return 0, fmt.Errorf("sim: RecordEvent: stream %#x is broken", stream)
 	}
-	s.nextEv++
-	s.events[s.nextEv] = &event{stream: stream, done: !s.busy[stream]}
 	s.counts.EventsRecorded++
-	return s.nextEv, nil
+	return handles.Add(s.events, &s.nextEv, &event{stream: stream, done: !s.busy[stream]}), nil
+}
+
+// event returns the event ev, or an error that names op. Called with s.mu
+// held.
+func (s *Source) event(op string, ev uintptr) (*event, error) {
+	e, ok := s.events[ev]
+	if !ok {
+		return nil, fmt.Errorf("sim: %s(%d): no such event", op, ev)
+	}
+	return e, nil
 }
 
 // EventDone implements pool.EventSource.
 func (s *Source) EventDone(ev uintptr) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.events[ev]
-	if !ok {
-		return false, fmt.Errorf("sim: EventDone(%d): no such event", ev)
-	}
-	return e.done, nil
+	e, err := s.event("EventDone", ev)
+	return err == nil && e.done, err
 }
 
 // WaitEvent implements pool.EventSource: the simulated work finishes.
 func (s *Source) WaitEvent(ev uintptr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.events[ev]
-	if !ok {
-		return fmt.Errorf("sim: WaitEvent(%d): no such event", ev)
+	e, err := s.event("WaitEvent", ev)
+	if err != nil {
+		return err
 	}
 	e.done = true
 	s.counts.EventsWaited++
@@ -365,10 +370,9 @@ func (s *Source) WaitEvent(ev uintptr) error {
 func (s *Source) DestroyEvent(ev uintptr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.events[ev]; !ok {
+	if _, ok := handles.Take(s.events, ev); !ok {
 		return fmt.Errorf("sim: DestroyEvent(%d): no such event", ev)
 	}
-	delete(s.events, ev)
 	return nil
 }
 

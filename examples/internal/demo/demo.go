@@ -47,6 +47,17 @@ func Open(w io.Writer, capacity int64) (*gpu.Device, error) {
 	return dev, nil
 }
 
+// OnDevice opens the device, as Open does, of capacity bytes, runs run on
+// it and closes it: the start and end every example shares.
+func OnDevice(w io.Writer, capacity int64, run func(w io.Writer, dev *gpu.Device) error) error {
+	dev, err := Open(w, capacity)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	return run(w, dev)
+}
+
 // LabelWidth is the width of Report's labels, colon included: the
 // columns line up for labels up to this long.
 const LabelWidth = 34

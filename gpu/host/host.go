@@ -121,6 +121,16 @@ func (d *Driver) checkOpen() error {
 	return nil
 }
 
+// whileOpen runs fn with d.mu held, once the driver is open.
+func (d *Driver) whileOpen(fn func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	return fn()
+}
+
 // Alloc implements driver.Driver.
 func (d *Driver) Alloc(size int64) (uintptr, error) {
 	d.mu.Lock()

@@ -5,6 +5,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"sort"
 	"unsafe"
 
@@ -58,21 +59,21 @@ func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	if size <= 0 || size%PageSize != 0 {
 		return 0, fmt.Errorf("host: ReserveAddress(%d): not a positive multiple of %d", size, PageSize)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return 0, driver.ErrClosed
-	}
-	mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
-	if err != nil {
-		return 0, fmt.Errorf("host: reserving %d bytes of address space: %w", size, err)
-	}
-	r := &reservation{base: addrOf(mem), mem: mem, mapped: map[int64]uint64{}, access: map[int64]bool{}, mappings: map[int64]int64{}}
-	i := sort.Search(len(d.vm.res), func(i int) bool { return d.vm.res[i].base > r.base })
-	d.vm.res = append(d.vm.res, nil)
-	copy(d.vm.res[i+1:], d.vm.res[i:])
-	d.vm.res[i] = r
-	return r.base, nil
+	var res uintptr
+	err := d.whileOpen(func() error {
+		mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		if err != nil {
+			return fmt.Errorf("host: reserving %d bytes of address space: %w", size, err)
+		}
+		r := &reservation{base: addrOf(mem), mem: mem, mapped: map[int64]uint64{}, access: map[int64]bool{}, mappings: map[int64]int64{}}
+		i := sort.Search(len(d.vm.res), func(i int) bool { return d.vm.res[i].base > r.base })
+		d.vm.res = append(d.vm.res, nil)
+		copy(d.vm.res[i+1:], d.vm.res[i:])
+		d.vm.res[i] = r
+		res = r.base
+		return nil
+	})
+	return res, err
 }
 
 // reservationAt returns the reservation holding [ptr, ptr+n). Called with
@@ -92,28 +93,25 @@ func (d *Driver) reservationAt(ptr uintptr, n int64) (*reservation, int64, bool)
 
 // ReleaseAddress implements driver.PageMapper.
 func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return driver.ErrClosed
-	}
-	r, off, ok := d.reservationAt(ptr, size)
-	if !ok || off != 0 || int64(len(r.mem)) != size {
-		return fmt.Errorf("host: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
-	}
-	if len(r.mapped) > 0 {
-		return fmt.Errorf("host: ReleaseAddress(%#x): %d granules still mapped", ptr, len(r.mapped))
-	}
-	if err := unix.Munmap(r.mem); err != nil {
-		return fmt.Errorf("host: releasing address space: %w", err)
-	}
-	for i, x := range d.vm.res {
-		if x == r {
-			d.vm.res = append(d.vm.res[:i], d.vm.res[i+1:]...)
-			break
+	return d.whileOpen(func() error {
+		r, off, ok := d.reservationAt(ptr, size)
+		if !ok || off != 0 || int64(len(r.mem)) != size {
+			return fmt.Errorf("host: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
 		}
-	}
-	return nil
+		if len(r.mapped) > 0 {
+			return fmt.Errorf("host: ReleaseAddress(%#x): %d granules still mapped", ptr, len(r.mapped))
+		}
+		if err := unix.Munmap(r.mem); err != nil {
+			return fmt.Errorf("host: releasing address space: %w", err)
+		}
+		for i, x := range d.vm.res {
+			if x == r {
+				d.vm.res = append(d.vm.res[:i], d.vm.res[i+1:]...)
+				break
+			}
+		}
+		return nil
+	})
 }
 
 // Create implements driver.PageMapper.
@@ -121,123 +119,114 @@ func (d *Driver) Create(size int64) (uint64, error) {
 	if size <= 0 || size%PageSize != 0 {
 		return 0, fmt.Errorf("host: Create(%d): not a positive multiple of %d", size, PageSize)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return 0, driver.ErrClosed
-	}
-	if d.used+size > d.capacity {
-		return 0, &driver.OutOfMemoryError{Requested: size,
-			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
-	}
-	if d.vm.fd < 0 {
-		fd, err := unix.MemfdCreate("gpuscope-host-pages", unix.MFD_CLOEXEC)
-		if err != nil {
-			return 0, fmt.Errorf("host: memfd_create: %w", err)
+	var res uint64
+	err := d.whileOpen(func() error {
+		if d.used+size > d.capacity {
+			return &driver.OutOfMemoryError{Requested: size,
+				Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 		}
-		d.vm.fd = fd
-	}
-	// Each handle takes a fresh range of the file; a released one has its
-	// memory punched out, so the file is sparse and its size is only a name
-	// space.
-	off := d.vm.fileSize
-	if err := unix.Ftruncate(d.vm.fd, off+size); err != nil {
-		return 0, fmt.Errorf("host: growing the page file: %w", err)
-	}
-	d.vm.fileSize += size
-	d.used += size
-	return handles.Add(d.vm.handles, &d.vm.nextID, &vmHandle{off: off, size: size}), nil
+		if d.vm.fd < 0 {
+			fd, err := unix.MemfdCreate("gpuscope-host-pages", unix.MFD_CLOEXEC)
+			if err != nil {
+				return fmt.Errorf("host: memfd_create: %w", err)
+			}
+			d.vm.fd = fd
+		}
+		// Each handle takes a fresh range of the file; a released one has its
+		// memory punched out, so the file is sparse and its size is only a name
+		// space.
+		off := d.vm.fileSize
+		if err := unix.Ftruncate(d.vm.fd, off+size); err != nil {
+			return fmt.Errorf("host: growing the page file: %w", err)
+		}
+		d.vm.fileSize += size
+		d.used += size
+		res = handles.Add(d.vm.handles, &d.vm.nextID, &vmHandle{off: off, size: size})
+		return nil
+	})
+	return res, err
 }
 
 // Release implements driver.PageMapper. The handle's bytes are dropped.
 func (d *Driver) Release(h uint64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return driver.ErrClosed
-	}
-	hd, ok := d.vm.handles[h]
-	if !ok {
-		return fmt.Errorf("host: Release(%d): no such handle (double free?)", h)
-	}
-	if hd.mappings > 0 {
-		return fmt.Errorf("host: Release(%d): still mapped", h)
-	}
-	if err := unix.Fallocate(d.vm.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, hd.off, hd.size); err != nil {
-		return fmt.Errorf("host: dropping a handle: %w", err)
-	}
-	delete(d.vm.handles, h)
-	d.used -= hd.size
-	return nil
+	return d.whileOpen(func() error {
+		hd, ok := d.vm.handles[h]
+		if !ok {
+			return fmt.Errorf("host: Release(%d): no such handle (double free?)", h)
+		}
+		if hd.mappings > 0 {
+			return fmt.Errorf("host: Release(%d): still mapped", h)
+		}
+		if err := unix.Fallocate(d.vm.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, hd.off, hd.size); err != nil {
+			return fmt.Errorf("host: dropping a handle: %w", err)
+		}
+		delete(d.vm.handles, h)
+		d.used -= hd.size
+		return nil
+	})
 }
 
 // Map implements driver.PageMapper. The memory stays inaccessible until
 // SetAccess, as on a GPU. A handle may be mapped at several addresses.
 func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return driver.ErrClosed
-	}
-	hd, ok := d.vm.handles[h]
-	if !ok {
-		return fmt.Errorf("host: Map: handle %d does not exist", h)
-	}
-	if hd.size != size {
-		return fmt.Errorf("host: Map: handle %d has %d bytes, not %d", h, hd.size, size)
-	}
-	r, off, ok := d.reservationAt(ptr, size)
-	if !ok || off%PageSize != 0 {
-		return fmt.Errorf("host: Map(%#x, %d): outside any reservation or unaligned", ptr, size)
-	}
-	for g := off / PageSize; g < (off+size)/PageSize; g++ {
-		if _, ok := r.mapped[g]; ok {
-			return fmt.Errorf("host: Map: %#x is already mapped", r.base+uintptr(g*PageSize))
+	return d.whileOpen(func() error {
+		hd, ok := d.vm.handles[h]
+		if !ok {
+			return fmt.Errorf("host: Map: handle %d does not exist", h)
 		}
-	}
-	_, err := unix.MmapPtr(d.vm.fd, hd.off, unsafe.Pointer(&r.mem[off]), uintptr(size),
-		unix.PROT_NONE, unix.MAP_SHARED|unix.MAP_FIXED)
-	if err != nil {
-		return fmt.Errorf("host: mapping a handle: %w", err)
-	}
-	for g := off / PageSize; g < (off+size)/PageSize; g++ {
-		r.mapped[g] = h
-	}
-	r.mappings[off/PageSize] = size
-	hd.mappings++
-	return nil
+		if hd.size != size {
+			return fmt.Errorf("host: Map: handle %d has %d bytes, not %d", h, hd.size, size)
+		}
+		r, off, ok := d.reservationAt(ptr, size)
+		if !ok || off%PageSize != 0 {
+			return fmt.Errorf("host: Map(%#x, %d): outside any reservation or unaligned", ptr, size)
+		}
+		for g := range granules(off, size) {
+			if _, ok := r.mapped[g]; ok {
+				return fmt.Errorf("host: Map: %#x is already mapped", r.base+uintptr(g*PageSize))
+			}
+		}
+		_, err := unix.MmapPtr(d.vm.fd, hd.off, unsafe.Pointer(&r.mem[off]), uintptr(size),
+			unix.PROT_NONE, unix.MAP_SHARED|unix.MAP_FIXED)
+		if err != nil {
+			return fmt.Errorf("host: mapping a handle: %w", err)
+		}
+		for g := range granules(off, size) {
+			r.mapped[g] = h
+		}
+		r.mappings[off/PageSize] = size
+		hd.mappings++
+		return nil
+	})
 }
 
 // SetAccess implements driver.PageMapper.
 func (d *Driver) SetAccess(ptr uintptr, size int64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return driver.ErrClosed
-	}
-	r, off, ok := d.reservationAt(ptr, size)
-	if !ok || off%PageSize != 0 || size <= 0 || size%PageSize != 0 {
-		return fmt.Errorf("host: SetAccess(%#x, %d): not whole granules of a reservation", ptr, size)
-	}
-	for g := off / PageSize; g < (off+size)/PageSize; g++ {
-		if _, ok := r.mapped[g]; !ok {
-			return fmt.Errorf("host: SetAccess: %#x is not mapped", r.base+uintptr(g*PageSize))
+	return d.whileOpen(func() error {
+		r, off, ok := d.reservationAt(ptr, size)
+		if !ok || off%PageSize != 0 || size <= 0 || size%PageSize != 0 {
+			return fmt.Errorf("host: SetAccess(%#x, %d): not whole granules of a reservation", ptr, size)
 		}
-	}
-	if err := unix.Mprotect(r.mem[off:off+size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
-		return fmt.Errorf("host: setting access: %w", err)
-	}
-	for g := off / PageSize; g < (off+size)/PageSize; g++ {
-		r.access[g] = true
-		if hd := d.vm.handles[r.mapped[g]]; hd.freed {
-			at, ok := r.mappings[g] // the first granule of a mapping starts it
-			if ok {
-				poison(r.mem[g*PageSize : g*PageSize+at])
-				hd.freed = false
+		for g := range granules(off, size) {
+			if _, ok := r.mapped[g]; !ok {
+				return fmt.Errorf("host: SetAccess: %#x is not mapped", r.base+uintptr(g*PageSize))
 			}
 		}
-	}
-	return nil
+		if err := unix.Mprotect(r.mem[off:off+size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+			return fmt.Errorf("host: setting access: %w", err)
+		}
+		for g := range granules(off, size) {
+			r.access[g] = true
+			if hd := d.vm.handles[r.mapped[g]]; hd.freed {
+				at, ok := r.mappings[g] // the first granule of a mapping starts it
+				if ok {
+					poison(r.mem[g*PageSize : g*PageSize+at])
+					hd.freed = false
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // Unmap implements driver.PageMapper: ptr and size must be one whole
@@ -246,23 +235,20 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 // SetAccess next makes it accessible (a handle released instead is dropped
 // unread, and costs nothing).
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return driver.ErrClosed
-	}
-	r, off, ok := d.reservationAt(ptr, size)
-	if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {
-		return fmt.Errorf("host: Unmap(%#x, %d): not one whole mapping", ptr, size)
-	}
-	hd := d.vm.handles[r.mapped[off/PageSize]]
-	if err := d.unmapLocked(r, off, size); err != nil {
-		return err
-	}
-	delete(r.mappings, off/PageSize)
-	hd.mappings--
-	hd.freed = hd.freed || hd.mappings == 0
-	return nil
+	return d.whileOpen(func() error {
+		r, off, ok := d.reservationAt(ptr, size)
+		if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {
+			return fmt.Errorf("host: Unmap(%#x, %d): not one whole mapping", ptr, size)
+		}
+		hd := d.vm.handles[r.mapped[off/PageSize]]
+		if err := d.unmapLocked(r, off, size); err != nil {
+			return err
+		}
+		delete(r.mappings, off/PageSize)
+		hd.mappings--
+		hd.freed = hd.freed || hd.mappings == 0
+		return nil
+	})
 }
 
 // unmapLocked makes [off, off+size) of r inaccessible again.
@@ -272,7 +258,7 @@ func (d *Driver) unmapLocked(r *reservation, off, size int64) error {
 	if err != nil {
 		return fmt.Errorf("host: unmapping: %w", err)
 	}
-	for g := off / PageSize; g < (off+size)/PageSize; g++ {
+	for g := range granules(off, size) {
 		delete(r.mapped, g)
 		delete(r.access, g)
 	}
@@ -317,4 +303,15 @@ func (d *Driver) closeVM() error {
 		d.vm.fd = -1
 	}
 	return err
+}
+
+// granules yields the index of each granule of [off, off+size).
+func granules(off, size int64) iter.Seq[int64] {
+	return func(yield func(int64) bool) {
+		for g := off / PageSize; g < (off+size)/PageSize; g++ {
+			if !yield(g) {
+				return
+			}
+		}
+	}
 }

@@ -121,9 +121,7 @@ func create[V any](d *Driver, m map[uintptr]V, op string, call func() (V, error)
 
 // UnloadModule implements driver.KernelLauncher with cuModuleUnload.
 func (d *Driver) UnloadModule(module uintptr) error {
-	d.mu.Lock()
-	mod, ok := handles.Take(d.modules, module)
-	d.mu.Unlock()
+	mod, ok := take(d, func() map[uintptr]cu.Module { return d.modules }, module)
 	if !ok {
 		return fmt.Errorf("cuda: module %#x is not loaded", module)
 	}
@@ -420,9 +418,7 @@ func (d *Driver) NewStream() (uintptr, error) {
 
 // DestroyStream implements driver.Driver.
 func (d *Driver) DestroyStream(s uintptr) error {
-	d.mu.Lock()
-	st, ok := handles.Take(d.streams, s)
-	d.mu.Unlock()
+	st, ok := take(d, func() map[uintptr]cu.Stream { return d.streams }, s)
 	if !ok {
 		return fmt.Errorf("cuda: DestroyStream(%#x): no such stream", s)
 	}
@@ -510,9 +506,7 @@ func (d *Driver) WaitEvent(id uintptr) error {
 
 // DestroyEvent implements driver.Driver.
 func (d *Driver) DestroyEvent(id uintptr) error {
-	d.mu.Lock()
-	ev, ok := handles.Take(d.events, id)
-	d.mu.Unlock()
+	ev, ok := take(d, func() map[uintptr]cu.Event { return d.events }, id)
 	if !ok {
 		return fmt.Errorf("cuda: DestroyEvent(%#x): no such event", id)
 	}
@@ -628,4 +622,12 @@ func (d *Driver) Close() error {
 	})
 	errs = append(errs, err, wrap("cuDevicePrimaryCtxRelease", d.dev.ReleasePrimaryCtx()))
 	return errors.Join(errs...)
+}
+
+// take removes handle id from the table of, read under d.mu since Close
+// replaces the tables, and returns what it held.
+func take[T any](d *Driver, of func() map[uintptr]T, id uintptr) (T, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return handles.Take(of(), id)
 }

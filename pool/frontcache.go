@@ -135,12 +135,24 @@ func (c *frontCache) lockOwner(blk *block) *shard {
 			mu.Unlock() // it moved while we waited
 			continue
 		}
-		if i := c.index(mu); i >= 0 {
-			return &c.shards[i]
+		if sh := c.shardOf(mu); sh != nil {
+			return sh
 		}
 		mu.Unlock()
 		return nil
 	}
+}
+
+// shardOf returns the shard of c whose lock is mu, which is the lock of
+// some pool's shard (a block's owner is nothing else); nil where it is not
+// one of c's. A lock within c's shards is one of theirs, so the range
+// check is exact: no division to find the index, as every Free would pay.
+func (c *frontCache) shardOf(mu *sync.Mutex) *shard {
+	off := uintptr(unsafe.Pointer(mu)) - uintptr(unsafe.Pointer(unsafe.SliceData(c.shards)))
+	if off >= uintptr(len(c.shards))*unsafe.Sizeof(shard{}) {
+		return nil
+	}
+	return (*shard)(unsafe.Pointer(mu)) // mu is a shard's first field
 }
 
 // steal takes a cached block of key from a shard other than own.

@@ -305,6 +305,16 @@ func (n *node) removeChild(c *node) {
 	n.left.Broadcast()
 }
 
+// endContents ends what the scope holds: its children, its resources and
+// its allocations, in that order, and returns their errors. Called with
+// n.mu held; returns with it released.
+func (n *node) endContents() []error {
+	errs := n.closeChildren(nil)
+	finals, errs := n.endResources(errs)
+	errs = n.releaseAllocations(errs)
+	return n.finalResources(finals, errs)
+}
+
 // closeChildren closes the scope's open children, last opened first, and
 // waits until every child has left, appending their errors to errs. Called
 // with n.mu held, which it releases while children close.

@@ -77,7 +77,7 @@ func (c *frontCache) findShard(home uint64, key uintptr) uint64 {
 	w := min(n, shardWindow)
 	unused := n
 	for j := range w {
-		i := (home + j) % n
+		i := wrap(home+j, n)
 		switch c.stackKeys[i].Load() {
 		case key:
 			return i
@@ -90,7 +90,17 @@ func (c *frontCache) findShard(home uint64, key uintptr) uint64 {
 	if unused < n {
 		return unused
 	}
-	return (home + uint64(c.claims.Add(1))%w) % n
+	return wrap(home+uint64(c.claims.Add(1))%w, n)
+}
+
+// wrap returns i modulo n, for i < 2n, with no division: findShard runs at
+// every allocation of a goroutine whose home shard another stack holds, and
+// a division or two there cost more than the rest of the search.
+func wrap(i, n uint64) uint64 {
+	if i >= n {
+		i -= n
+	}
+	return i
 }
 
 // lockNext locks the first free shard after shard i, or else shard i, and
@@ -98,7 +108,7 @@ func (c *frontCache) findShard(home uint64, key uintptr) uint64 {
 func (c *frontCache) lockNext(i uint64) (uint64, *shard) {
 	n := uint64(len(c.shards))
 	for j := uint64(1); j < n; j++ {
-		k := (i + j) % n
+		k := wrap(i+j, n)
 		if sh := &c.shards[k]; sh.mu.TryLock() {
 			return k, sh
 		}
@@ -135,12 +145,24 @@ func (c *frontCache) lockOwner(blk *block) *shard {
 			mu.Unlock() // it moved while we waited
 			continue
 		}
-		if i := c.index(mu); i >= 0 {
-			return &c.shards[i]
+		if sh := c.shardOf(mu); sh != nil {
+			return sh
 		}
 		mu.Unlock()
 		return nil
 	}
+}
+
+// shardOf returns the shard of c whose lock is mu, which is the lock of
+// some pool's shard (a block's owner is nothing else); nil where it is not
+// one of c's. A lock within c's shards is one of theirs, so the range
+// check is exact: no division to find the index, as every Free would pay.
+func (c *frontCache) shardOf(mu *sync.Mutex) *shard {
+	off := uintptr(unsafe.Pointer(mu)) - uintptr(unsafe.Pointer(unsafe.SliceData(c.shards)))
+	if off >= uintptr(len(c.shards))*unsafe.Sizeof(shard{}) {
+		return nil
+	}
+	return (*shard)(unsafe.Pointer(mu)) // mu is a shard's first field
 }
 
 // steal takes a cached block of key from a shard other than own.

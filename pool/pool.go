@@ -249,7 +249,7 @@ func (p *Pool) Free(b Block) error {
 		return p.streams.freeAfterEvents(blk)
 	case !cache:
 		p.mu.Lock()
-		p.arenas.release(blk)
+		p.arenas.of(blk.seg).release(blk) // both inline: no call before the free set
 		p.mu.Unlock()
 	}
 	if p.closed.Load() || p.opts.releaseThreshold != math.MaxInt64 {

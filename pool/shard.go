@@ -1,6 +1,9 @@
 package pool
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // cacheKey names a front-cache bin: blocks freed on one stream for one
 // rounded size.
@@ -31,6 +34,10 @@ type shard struct {
 	liveHigh  int64 // allocs-frees passing it raises the pool's peak of live blocks
 	_         [cacheLine]byte
 }
+
+// A shard's lock is its first field: frontCache.shardOf turns a block's
+// owner, a shard's lock, back into the shard.
+const _ uintptr = -unsafe.Offsetof(shard{}.mu)
 
 // cacheLine is the size of a CPU cache line: padding of this many bytes
 // keeps hot fields that different goroutines write apart.

@@ -188,7 +188,7 @@ func (n *node) pathName() string {
 // handles to its old uses fail their epoch check and read nothing else, so
 // it is set up without its lock. pn's lock is held, where pn is not nil.
 // stack is where it was opened, when stacks are recorded.
-func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o Options, stack []uintptr) {
+func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o *Options, stack []uintptr) {
 	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
 	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
 	n.waits = o.Wait || pn != nil && pn.waits
@@ -303,6 +303,16 @@ func (n *node) removeChild(c *node) {
 	defer n.mu.Unlock()
 	n.children.remove(&c.siblings)
 	n.left.Broadcast()
+}
+
+// endContents ends what the scope holds: its children, its resources and
+// its allocations, in that order, and returns their errors. Called with
+// n.mu held; returns with it released.
+func (n *node) endContents() []error {
+	errs := n.closeChildren(nil)
+	finals, errs := n.endResources(errs)
+	errs = n.releaseAllocations(errs)
+	return n.finalResources(finals, errs)
 }
 
 // closeChildren closes the scope's open children, last opened first, and

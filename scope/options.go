@@ -17,8 +17,19 @@ type Options struct {
 	Stream  uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
 }
 
-// check reports options that no scope can open with.
+// check reports options that no scope can open with. Options that reserve
+// nothing and have no negative limit always can: the common case costs
+// Open one test, inlined.
 func (o Options) check() error {
+	if o.Reserve == 0 && o.Limit >= 0 {
+		return nil
+	}
+	return o.checkReserve()
+}
+
+// checkReserve is check for options that reserve memory or have a
+// negative limit.
+func (o Options) checkReserve() error {
 	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
 		return fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
 	}

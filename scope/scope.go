@@ -331,10 +331,12 @@ func (s Scope) End() (path string, err error) {
 	}
 	n := s.n
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
-	errs := n.closeChildren(nil)
-	finals, errs := n.endResources(errs)
-	errs = n.releaseAllocations(errs)
-	errs = n.finalResources(finals, errs)
+	var errs []error
+	if n.children.n == 0 && n.resources.n == 0 && n.allocs.n == 0 {
+		n.mu.Unlock() // an empty scope, the common case: no step to take
+	} else {
+		errs = n.endContents()
+	}
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.

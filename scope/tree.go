@@ -83,12 +83,12 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		stack = callerStack()
 	}
 	if pn == nil && o.Reserve == 0 {
-		return t.openRoot(ctx, o, stack)
+		return t.openRoot(ctx, &o, stack)
 	}
 	t.mu.Lock()
 	n := t.freeNode()
 	t.mu.Unlock()
-	n.setUp(t, ctx, pn, o, stack)
+	n.setUp(t, ctx, pn, &o, stack)
 	if pn != nil {
 		pn.mu.Unlock()
 	}
@@ -122,7 +122,7 @@ func (t *Tree) parentIn(ctx context.Context) Scope {
 
 // openRoot opens a root scope with no reservation, the common case: one
 // critical section takes the node and lists it.
-func (t *Tree) openRoot(ctx context.Context, o Options, stack []uintptr) (Scope, error) {
+func (t *Tree) openRoot(ctx context.Context, o *Options, stack []uintptr) (Scope, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

@@ -104,9 +104,16 @@ var H200 = CostTable{
 	// over 416 mapped handles in 14.90 ms; less the first handle's 47 us
 	// each, 30 us a handle (smallest_gpuscope.jsonl there).
 	PriceSetAccessExtraHandle: {{0, 30000 * ns}},
-	// The wait of a create after the release of a handle, to be
-	// recalibrated from BenchmarkDriverCalls' create_after_release, which
-	// driver_calls.txt predates. 512 MiB: the mean of the five runs of
+	// The wait of a create after the release of a handle. A later lease
+	// (docs/data/h200-2026-12-01-final/driver_calls.txt) measured
+	// create_after_release: a 2 MiB create waits little (30 us after
+	// 256 MiB, 36 us after 512 MiB, 108 us after 2 GiB), where a 512 MiB
+	// create after a 512 MiB release waited 577 us on average there too.
+	// The wait grows with the size created, then; but pricing it so (in
+	// proportion between the two) models llama_prefill_dynamic's creates
+	// at 0.36 of the measured, whose creates after large releases are
+	// mostly medium. The price below, by the released size alone, is the
+	// average that fits the replays. 512 MiB: the mean of the five runs of
 	// create/size=512 MiB, each a create right after the release of the one
 	// before (618 us; the driver waited in three runs and not in two, so
 	// the mean is the expected wait), less the create's own 69 us. Beyond,

@@ -98,7 +98,7 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 		}
 	}
 	if !a.key.small && !squeeze {
-		at, k = e.roundToStep(h, at, k)
+		at, k = e.roundToStep(h, at, k, r)
 	}
 	e.mu.Lock()
 	g := e.plan(a, h, at, k, squeeze || e.ledger.overLimit(k*e.gran))
@@ -107,16 +107,26 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 	return e.apply(a, g)
 }
 
-// roundToStep rounds a growth of k granules at at in hole h up to whole
-// steps, where the hole has room and the limit allows, and returns where
-// it then starts and its granules.
-func (e *expander) roundToStep(h *block, at uintptr, k int64) (uintptr, int64) {
+// roundToStep rounds a growth of k granules at at in hole h, for a request
+// of r bytes, up to whole steps, where the hole has room and the limit
+// allows, and returns where it then starts and its granules. Where memory
+// is plentiful (two steps are within what one handle may strand, see
+// handleLimit), a request smaller than a step gets two: requests of a size
+// come in numbers (a layer's activations, an optimizer's buffers), and the
+// next then fits without a growth of its own, for the memory two one-step
+// growths would take. PyTorch serves requests of 1-10 MiB from 20 MiB
+// segments for the same reason.
+func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64) {
 	step := e.step / e.gran
 	if step <= 1 {
 		return at, k
 	}
 	e.mu.Lock()
-	n := (k + step - 1) / step * step
+	want := k
+	if r < e.step && 2*e.step <= e.handleLimit() {
+		want = max(k, 2*step)
+	}
+	n := (want + step - 1) / step * step
 	over := e.ledger.overLimit(n * e.gran)
 	e.mu.Unlock()
 	if n*e.gran > h.size || over {

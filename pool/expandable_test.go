@@ -35,14 +35,43 @@ func TestAGrowthCostsThreeDriverCalls(t *testing.T) {
 func TestGrowthStepsRoundGrowthUp(t *testing.T) {
 	src := sim.New(0, 0)
 	p := newPool(t, src, pool.GrowthStep(20*mib))
-	b, err := p.Alloc(3 * mib)
+	b, err := p.Alloc(25 * mib)
 	require.NoError(t, err)
-	assert.Equal(t, int64(20*mib), p.Stats().Reserved)
+	assert.Equal(t, int64(40*mib), p.Stats().Reserved, "a request of a step or more grows by whole steps")
 	b2, err := p.Alloc(15 * mib)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), p.Stats().Growths, "the second request fits in what the first growth took")
 	require.NoError(t, p.Free(b))
 	require.NoError(t, p.Free(b2))
+}
+
+func TestARequestUnderAStepGrowsByTwoWhereMemoryIsPlentiful(t *testing.T) {
+	src := sim.New(0, 0)
+	p := newPool(t, src, pool.GrowthStep(20*mib))
+	b, err := p.Alloc(3 * mib)
+	require.NoError(t, err)
+	assert.Equal(t, int64(40*mib), p.Stats().Reserved, "two steps for a request under one")
+	more := []pool.Block{b}
+	for range 2 {
+		b, err := p.Alloc(15 * mib)
+		require.NoError(t, err)
+		more = append(more, b)
+	}
+	assert.Equal(t, int64(1), p.Stats().Growths, "the next requests of that size fit in the same growth")
+	for _, b := range more {
+		require.NoError(t, p.Free(b))
+	}
+
+	t.Run("under a cap, one step", func(t *testing.T) {
+		// A cap of 1 GiB bounds a handle to 8 MiB: two steps of 20 MiB
+		// would be more than one handle may strand.
+		src := sim.New(0, 0)
+		p := newPool(t, src, pool.GrowthStep(20*mib), pool.MaxReserved(1<<30))
+		b, err := p.Alloc(3 * mib)
+		require.NoError(t, err)
+		assert.Equal(t, int64(20*mib), p.Stats().Reserved)
+		require.NoError(t, p.Free(b))
+	})
 }
 
 func TestFreedLargeBlocksCoalesceBeforeTheArenaGrows(t *testing.T) {

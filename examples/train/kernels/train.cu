@@ -11,6 +11,27 @@
 #define BN 64
 #define BK 16
 
+// loadTile fills tile[kk][x] with a slab of BK values along k for each of
+// W rows (or columns) x of a matrix M of leading dimension ld, from x0 and
+// k0 on; what lies past xlim or k is 0. kMinor says M holds each x's values
+// along k next to each other (M[x * ld + k]), else M[k * ld + x]; the
+// threads walk the contiguous index fastest, so that neighbours read
+// neighbouring addresses.
+template <int W>
+__device__ __forceinline__ void loadTile(float (*tile)[W + 1], const float *__restrict__ M, int ld,
+                                         bool kMinor, int x0, int xlim, int k0, int k, int tid)
+{
+	for (int e = tid; e < W * BK; e += 256) {
+		int x, kk;
+		if (kMinor) { kk = e % BK; x = e / BK; } else { x = e % W; kk = e / W; }
+		const int gx = x0 + x, gk = k0 + kk;
+		float v = 0.f;
+		if (gx < xlim && gk < k)
+			v = kMinor ? M[(size_t)gx * ld + gk] : M[(size_t)gk * ld + gx];
+		tile[kk][x] = v;
+	}
+}
+
 extern "C" {
 
 // sgemm: C = op(A) * op(B) + beta * C, op(A) m x k, op(B) k x n, C m x n.
@@ -34,24 +55,8 @@ __global__ void sgemm(int ta, int tb, int m, int n, int k,
 			acc[r][c] = 0.f;
 
 	for (int k0 = 0; k0 < k; k0 += BK) {
-		for (int e = tid; e < BM * BK; e += 256) {
-			int i, kk;
-			if (ta) { i = e % BM; kk = e / BM; } else { kk = e % BK; i = e / BK; }
-			const int gi = row0 + i, gk = k0 + kk;
-			float v = 0.f;
-			if (gi < m && gk < k)
-				v = ta ? A[(size_t)gk * lda + gi] : A[(size_t)gi * lda + gk];
-			As[kk][i] = v;
-		}
-		for (int e = tid; e < BK * BN; e += 256) {
-			int j, kk;
-			if (tb) { kk = e % BK; j = e / BK; } else { j = e % BN; kk = e / BN; }
-			const int gj = col0 + j, gk = k0 + kk;
-			float v = 0.f;
-			if (gj < n && gk < k)
-				v = tb ? B[(size_t)gj * ldb + gk] : B[(size_t)gk * ldb + gj];
-			Bs[kk][j] = v;
-		}
+		loadTile<BM>(As, A, lda, !ta, row0, m, k0, k, tid);
+		loadTile<BN>(Bs, B, ldb, tb, col0, n, k0, k, tid);
 		__syncthreads();
 #pragma unroll
 		for (int kk = 0; kk < BK; kk++) {

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"errors"
 	"slices"
 	"sync"
 )
@@ -23,6 +24,13 @@ const (
 // Region: n rounded up to a multiple of 512. Scopes charge this to their
 // limits.
 func Rounded(n int64) int64 { return roundSize(n) }
+
+// MaxSize is the largest size Alloc accepts: 256 TiB, beyond any device.
+const MaxSize int64 = 1 << 48
+
+// ErrInvalidSize means a size that is zero, negative, or larger than any
+// device could hold (MaxSize).
+var ErrInvalidSize = errors.New("pool: invalid size")
 
 // roundSize rounds a request up to a multiple of minBlock.
 func roundSize(n int64) int64 {

@@ -1,8 +1,11 @@
 package pool
 
 import (
+	"errors"
 	"slices"
 	"sync"
+
+	"github.com/gpuscope/gpuscope/internal/spares"
 )
 
 // Sizes that shape the pool. They follow PyTorch's caching allocator, whose
@@ -23,6 +26,13 @@ const (
 // Region: n rounded up to a multiple of 512. Scopes charge this to their
 // limits.
 func Rounded(n int64) int64 { return roundSize(n) }
+
+// MaxSize is the largest size Alloc accepts: 256 TiB, beyond any device.
+const MaxSize int64 = 1 << 48
+
+// ErrInvalidSize means a size that is zero, negative, or larger than any
+// device could hold (MaxSize).
+var ErrInvalidSize = errors.New("pool: invalid size")
 
 // roundSize rounds a request up to a multiple of minBlock.
 func roundSize(n int64) int64 {
@@ -45,7 +55,7 @@ type arena struct {
 	free       freeSet // free blocks
 	holes      freeSet // unmapped ranges of an expandable segment
 	segments   []*segment
-	spare      []*block // block objects merged away, for reuse
+	spare      spares.Stack[block] // block objects merged away, for reuse
 }
 
 // take returns a free block of at least r bytes, split to size, or nil.
@@ -153,10 +163,7 @@ func (a *arena) splitAt(b *block, off int64) *block {
 // newBlock returns a block object, a spare one where the arena has one, so
 // that splitting on the allocation path allocates nothing in steady state.
 func (a *arena) newBlock() *block {
-	if n := len(a.spare); n > 0 {
-		b := a.spare[n-1]
-		a.spare[n-1] = nil
-		a.spare = a.spare[:n-1]
+	if b := a.spare.Pop(); b != nil {
 		return b
 	}
 	return &block{}
@@ -170,7 +177,7 @@ func (a *arena) drop(b *block) {
 	b.state, b.key, b.requested = stateFree, 0, 0
 	b.owner.Store(nil)
 	b.events, b.uses = b.events[:0], b.uses[:0]
-	a.spare = append(a.spare, b)
+	a.spare.Push(b)
 }
 
 // addSegment adds a classic segment, all of it free, and returns it.

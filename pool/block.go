@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"errors"
 	"slices"
 	"sort"
 	"sync"
@@ -55,6 +56,10 @@ type Block struct {
 	blk    *block
 	gen    uint64
 }
+
+// ErrInvalidBlock means a Block that this pool did not hand out, one that
+// was already freed (a double free), or the zero Block.
+var ErrInvalidBlock = errors.New("pool: invalid block")
 
 // Ptr returns the device address of the block.
 func (b Block) Ptr() uintptr { return b.ptr }

@@ -7,23 +7,9 @@ import (
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
-// Sentinel errors, for use with errors.Is.
-var (
-	// ErrOutOfMemory means the source could not provide the memory, even
-	// after the pool released what it caches. The error also is an *OOMError.
-	ErrOutOfMemory = errors.New("pool: out of memory")
-	// ErrInvalidSize means a size that is zero, negative, or larger than any
-	// device could hold.
-	ErrInvalidSize = errors.New("pool: invalid size")
-	// ErrClosed means the pool was closed.
-	ErrClosed = errors.New("pool: closed")
-	// ErrInvalidBlock means a Block that this pool did not hand out, one that
-	// was already freed (a double free), or the zero Block.
-	ErrInvalidBlock = errors.New("pool: invalid block")
-)
-
-// MaxSize is the largest size Alloc accepts: 256 TiB, beyond any device.
-const MaxSize int64 = 1 << 48
+// ErrOutOfMemory means the source could not provide the memory, even after
+// the pool released what it caches. The error also is an *OOMError.
+var ErrOutOfMemory = errors.New("pool: out of memory")
 
 // OOMError describes an allocation the pool could not satisfy.
 type OOMError struct {

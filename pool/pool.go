@@ -532,6 +532,10 @@ func (p *Pool) freeSegments(segs []*segment) []error {
 	return errs
 }
 
+// ErrClosed means the pool was closed: [Pool.Close] makes later allocations
+// fail with it.
+var ErrClosed = errors.New("pool: closed")
+
 // Close releases everything the pool caches and makes later allocations
 // fail with ErrClosed. If blocks are still live it returns an error saying
 // how many; their memory is released when they are freed. Close is

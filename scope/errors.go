@@ -1,23 +1,9 @@
 package scope
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/pool"
-)
-
-// Sentinel errors.
-var (
-	// ErrClosed: the scope, or the scope that owned an allocation, has ended.
-	ErrClosed = errors.New("scope: closed")
-	// ErrFreed: the allocation was freed already.
-	ErrFreed = errors.New("scope: allocation already freed")
-	// ErrWrongScope: the allocation belongs to another scope or device.
-	ErrWrongScope = errors.New("scope: allocation belongs to another scope")
-	// ErrNotKept: Keep cannot move the allocation to the parent: the scope
-	// is a root, or the allocation lies in the scope's own reservation.
-	ErrNotKept = errors.New("scope: allocation cannot be kept")
 )
 
 // LimitError reports an allocation that would take a scope past its limit.

@@ -27,11 +27,11 @@ func (t *Tree) FreeNodes() (n int, twice bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[*node]bool{}
-	for _, x := range t.free {
+	for x := range t.free.All() {
 		twice = twice || seen[x]
 		seen[x] = true
 	}
-	return len(t.free), twice
+	return t.free.Len(), twice
 }
 
 // Gen returns the generation: which use of its slot r names.

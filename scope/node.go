@@ -256,6 +256,9 @@ func (n *node) uncharge(size int64, stop *node) {
 	}
 }
 
+// ErrWrongScope means the allocation belongs to another scope or device.
+var ErrWrongScope = errors.New("scope: allocation belongs to another scope")
+
 // detach checks that n owns the allocation r names, live, and takes it off
 // the list, marking it with state to. The state of the allocations on n's
 // list changes only under n.mu, so that Close, Free and Keep agree on who

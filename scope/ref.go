@@ -14,6 +14,9 @@ type Ref struct {
 	gen  uint64
 }
 
+// ErrFreed means the allocation was freed already.
+var ErrFreed = errors.New("scope: allocation already freed")
+
 // Ptr returns the device address while the allocation is live; 0 once it
 // has ended.
 func (r Ref) Ptr() uintptr {

@@ -23,6 +23,10 @@ type Scope struct {
 	waits  bool
 }
 
+// ErrClosed means the scope, or the scope that owned an allocation, has
+// ended.
+var ErrClosed = errors.New("scope: closed")
+
 // lock locks the node and reports whether s still names its use; on false
 // the node is unlocked.
 func (s Scope) lock() bool {
@@ -204,6 +208,10 @@ func (s Scope) Free(r Ref) error {
 	}
 	return nil
 }
+
+// ErrNotKept means Keep cannot move the allocation to the parent: the scope
+// is a root, or the allocation lies in the scope's own reservation.
+var ErrNotKept = errors.New("scope: allocation cannot be kept")
 
 // Keep moves the allocation r names to the parent scope, so that it
 // outlives this one; r stays valid. It fails for a root scope, a closed

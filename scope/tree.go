@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/spares"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -24,7 +25,7 @@ type Tree struct {
 
 	mu     sync.Mutex // protects roots, free and closed
 	roots  scopeList
-	free   []*node // nodes of ended scopes, to reuse
+	free   spares.Stack[node] // nodes of ended scopes, to reuse
 	closed bool
 }
 
@@ -152,10 +153,7 @@ func (t *Tree) attach(n *node, parent Scope) error {
 // freeNode returns a node to open a scope in: one of an ended scope, or
 // new. Called with t.mu held.
 func (t *Tree) freeNode() *node {
-	if k := len(t.free); k > 0 {
-		n := t.free[k-1]
-		t.free[k-1] = nil
-		t.free = t.free[:k-1]
+	if n := t.free.Pop(); n != nil {
 		return n
 	}
 	n := &node{}
@@ -168,7 +166,7 @@ func (t *Tree) discard(n *node) {
 	n.epoch.Add(1)
 	if n.region == nil {
 		t.mu.Lock()
-		t.free = append(t.free, n)
+		t.free.Push(n)
 		t.mu.Unlock()
 	}
 }
@@ -184,7 +182,7 @@ func (t *Tree) retire(n *node) {
 		t.roots.remove(&n.siblings)
 	}
 	if n.region == nil {
-		t.free = append(t.free, n)
+		t.free.Push(n)
 	}
 }
 

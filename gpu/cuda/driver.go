@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/closing"
 	"github.com/gpuscope/gpuscope/internal/handles"
 )
 
@@ -599,15 +600,14 @@ func (d *Driver) checkRange(ptr uintptr, size int64) error {
 // Close implements driver.Driver: it destroys the streams and events it
 // made and releases the primary context.
 func (d *Driver) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	var streams map[uintptr]cu.Stream
+	var events map[uintptr]cu.Event
+	if !closing.Once(&d.mu, &d.closed, func() {
+		streams, events = d.streams, d.events
+		d.streams, d.events = map[uintptr]cu.Stream{}, map[uintptr]cu.Event{}
+	}) {
 		return nil
 	}
-	d.closed = true
-	streams, events := d.streams, d.events
-	d.streams, d.events = map[uintptr]cu.Stream{}, map[uintptr]cu.Event{}
-	d.mu.Unlock()
 	var errs []error
 	err := d.do(func() error {
 		for id, st := range streams {

@@ -29,6 +29,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/closing"
 	"github.com/gpuscope/gpuscope/internal/handles"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
@@ -361,20 +362,17 @@ func (d *Driver) DestroyEvent(ev uintptr) error {
 // Close implements driver.Driver. As a GPU's context does, it frees
 // everything the device holds; memory still allocated is reported as a leak.
 func (d *Driver) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	var streams []*stream
+	if !closing.Once(&d.mu, &d.closed, func() {
+		for id, s := range d.streams {
+			if s != nil {
+				streams = append(streams, s)
+				delete(d.streams, id)
+			}
+		}
+	}) {
 		return nil
 	}
-	d.closed = true
-	var streams []*stream
-	for id, s := range d.streams {
-		if s != nil {
-			streams = append(streams, s)
-			delete(d.streams, id)
-		}
-	}
-	d.mu.Unlock()
 	// Work still queued finds the device closed and does nothing; a stream
 	// a test holds keeps Close waiting until it is released.
 	for _, s := range streams {

@@ -39,6 +39,17 @@ type tally struct {
 
 func newTally() tally { return tally{Calls: map[string]int64{}, ByNs: map[string]int64{}} }
 
+// merge adds u's calls and times to t's.
+func (t *tally) merge(u tally) {
+	t.Ns += u.Ns
+	for k, v := range u.Calls {
+		t.Calls[k] += v
+	}
+	for k, v := range u.ByNs {
+		t.ByNs[k] += v
+	}
+}
+
 // meteredMapper is a meter over a source that maps pages.
 type meteredMapper struct {
 	*meter

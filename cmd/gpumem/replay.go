@@ -122,12 +122,11 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 		res.merge(t)
 		res.Repetitions = append(res.Repetitions, repetition{t, wall.Nanoseconds()})
 		res.WallNs += wall.Nanoseconds()
+		res.Allocs, res.Frees = r.allocs, r.frees
 		if err != nil {
-			res.Allocs, res.Frees = r.allocs, r.frees
 			return res, err
 		}
 	}
-	res.Allocs, res.Frees = r.allocs, r.frees
 	res.fromStats(p)
 	if ops := res.Allocs + res.Frees; ops > 0 {
 		res.NsPerOp = float64(elapsed.Nanoseconds()) / float64(ops)
@@ -174,17 +173,6 @@ func replayPass(r *runner, pl *planner, open openEvents, m *meter, chunk []event
 		}
 	}
 	return wall, errors.Join(err, closeEvents())
-}
-
-// merge adds u's calls and times to t's.
-func (t *tally) merge(u tally) {
-	t.Ns += u.Ns
-	for k, v := range u.Calls {
-		t.Calls[k] += v
-	}
-	for k, v := range u.ByNs {
-		t.ByNs[k] += v
-	}
 }
 
 // fromStats takes the pool's figures after the replay.

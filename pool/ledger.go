@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -62,4 +63,17 @@ func (l *ledger) addReserved(n int64) {
 	if l.counts.Reserved > l.counts.PeakReserved {
 		l.counts.PeakReserved = l.counts.Reserved
 	}
+}
+
+// fractionOf returns the cap that is fraction f, in (0, 1], of the device's
+// total memory: at least one byte, so that a cap is never 0, which means
+// none.
+func (l *ledger) fractionOf(f float64) (int64, error) {
+	if !(f > 0 && f <= 1) {
+		return 0, fmt.Errorf("a fraction of the device must be in (0, 1], not %v", f)
+	}
+	if l.total <= 0 {
+		return 0, fmt.Errorf("a fraction of the device needs its total memory, and the source reported %d", l.total)
+	}
+	return max(int64(f*float64(l.total)), 1), nil
 }

@@ -66,6 +66,13 @@ func TestTheCapAsAFractionOfTheDevice(t *testing.T) {
 		require.Error(t, p.SetMaxReservedFraction(f), "fraction %v", f)
 	}
 	assert.Equal(t, int64(256*mib), p.MaxReserved(), "a refused fraction changes nothing")
+
+	t.Run("a fraction too small for a byte is a cap of one byte, at New as later", func(t *testing.T) {
+		p := newPool(t, sim.New(1<<30, 0), pool.MaxReservedFraction(1e-12))
+		assert.Equal(t, int64(1), p.MaxReserved(), "not 0, which would mean no cap")
+		require.NoError(t, p.SetMaxReservedFraction(1e-12))
+		assert.Equal(t, int64(1), p.MaxReserved())
+	})
 }
 
 func TestABadCapIsRefusedAndChangesNothing(t *testing.T) {

@@ -66,10 +66,11 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	}
 	p.ledger.total = total
 	if o.limitFraction > 0 {
-		if total <= 0 {
-			return nil, fmt.Errorf("pool: MaxReservedFraction needs the device's total memory, and the source reports %d", total)
+		limit, err := p.ledger.fractionOf(o.limitFraction)
+		if err != nil {
+			return nil, fmt.Errorf("pool: MaxReservedFraction: %w", err)
 		}
-		p.ledger.limit.Store(int64(o.limitFraction * float64(total)))
+		p.ledger.limit.Store(limit)
 	}
 	if err := p.setUpExpansion(); err != nil {
 		return nil, err
@@ -751,11 +752,9 @@ func (p *Pool) SetMaxReserved(bytes int64) error {
 // fraction in (0, 1] of the device's total memory, as the source reported it
 // when the pool was made.
 func (p *Pool) SetMaxReservedFraction(f float64) error {
-	if !(f > 0 && f <= 1) {
-		return fmt.Errorf("pool: SetMaxReservedFraction(%v): must be in (0, 1]", f)
+	limit, err := p.ledger.fractionOf(f)
+	if err != nil {
+		return fmt.Errorf("pool: SetMaxReservedFraction(%v): %w", f, err)
 	}
-	if p.ledger.total <= 0 {
-		return fmt.Errorf("pool: SetMaxReservedFraction needs the device's total memory, and the source reported %d", p.ledger.total)
-	}
-	return p.SetMaxReserved(max(int64(f*float64(p.ledger.total)), 1))
+	return p.SetMaxReserved(limit)
 }

@@ -120,3 +120,29 @@ func TestDriverFaultsAtCloseLeaveNothing(t *testing.T) {
 		})
 	}
 }
+
+// A growth whose access call fails, and whose undoing unmap fails too,
+// leaves a handle mapped where the arena sees a hole: it must not be
+// taken as idle and mapped again, and once the driver works it goes back.
+func TestAHandleLeftMappedByAFailedGrowthIsNotReused(t *testing.T) {
+	dev, drv, err := gpu.OpenTestHost(64<<20, gpu.PoolOptions(pool.GrowthStep(0)))
+	require.NoError(t, err)
+	drv.FailWhen(func(op hosttest.Op, _ int64) bool { return op == hosttest.OpAccess || op == hosttest.OpUnmap })
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(4 << 20)
+		return err
+	})
+	require.ErrorIs(t, err, hosttest.ErrInjected)
+	drv.FailWhen(nil)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(4 << 20)
+		if err != nil {
+			return err
+		}
+		return b.CopyFromHost(make([]byte, 4<<20))
+	}))
+	require.NoError(t, dev.EmptyCache())
+	assert.Zero(t, dev.Stats().Reserved)
+	assert.Zero(t, drv.Used())
+	require.NoError(t, dev.Close(), "no handle and no reservation left")
+}

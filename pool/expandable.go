@@ -44,6 +44,7 @@ type expander struct {
 	ledger  *ledger
 	streams *streams
 	idle    []*handle // handles held but mapped nowhere
+	stuck   []*handle // handles a failed growth could not unmap (see keepIdle)
 	// Reservations, taken from their arenas, that the source would not
 	// release: the next release of address space (EmptyCache, Close)
 	// tries them again.
@@ -83,6 +84,7 @@ func (e *expander) granules(n int64) int64 { return (n + e.gran - 1) / e.gran }
 // squeeze it moves every handle it can before it creates one, as it does
 // when memory is short. Called with growMu held.
 func (e *expander) grow(a *arena, r int64, squeeze bool) error {
+	e.unstick()
 	e.mu.Lock()
 	h, at, k := e.bestHole(a, r)
 	e.mu.Unlock()
@@ -322,9 +324,9 @@ func (e *expander) movable(stream uintptr, skip1, skip2 *block) (hs []*handle, u
 	return hs, under
 }
 
-// unmapAll undoes the mappings of handles (after a failed growth) and
-// leaves them idle. A mapping the source will not undo is kept counted
-// as reserved and never used again. Called with mu not held.
+// unmapAll undoes the mappings of handles after a failed growth; a handle
+// the source will not unmap keeps its address (see keepIdle). Called with
+// mu not held.
 func (e *expander) unmapAll(handles []*handle) {
 	for _, hd := range handles {
 		if err := e.mapper.Unmap(hd.ptr, hd.size); err == nil {
@@ -459,12 +461,35 @@ func (e *expander) mapAt(start uintptr, n int64, handles []*handle) error {
 	return nil
 }
 
-// keepIdle keeps handles idle after a failed growth and returns err.
+// keepIdle keeps handles idle after a failed growth and returns err. A
+// handle still mapped (its unmap failed) is not idle: mapped where the
+// arena sees a hole, it is kept apart, counted as reserved, and unmapped
+// again before the next growth or release (see unstick).
 func (e *expander) keepIdle(handles []*handle, err error) error {
 	e.mu.Lock()
-	e.idle = append(e.idle, handles...)
+	for _, hd := range handles {
+		if hd.ptr == 0 {
+			e.idle = append(e.idle, hd)
+		} else {
+			e.stuck = append(e.stuck, hd)
+		}
+	}
 	e.mu.Unlock()
 	return err
+}
+
+// unstick unmaps again the handles a failed growth left mapped, before
+// a growth or a release, and makes idle those the source now unmaps.
+// Called with growMu held and mu not held.
+func (e *expander) unstick() {
+	e.mu.Lock()
+	stuck := e.stuck
+	e.stuck = nil
+	e.mu.Unlock()
+	if len(stuck) > 0 {
+		e.unmapAll(stuck)
+		_ = e.keepIdle(stuck, nil) // keeps those still mapped stuck
+	}
 }
 
 // reserve adds a reservation of address space to a.
@@ -502,6 +527,7 @@ func (e *expander) isolateFree(a *arena) (moving []*block, hs []*handle) {
 func (e *expander) release(moving []*block, hs []*handle) error {
 	unmapped, err := e.unmapMoving(moving, hs)
 	errs := []error{err}
+	e.unstick()
 	e.mu.Lock()
 	idle := append(e.idle, unmapped...)
 	e.idle = nil

@@ -166,6 +166,15 @@ func (p *Pool) checkInvariants(mapped func(ptr uintptr, n int64) bool) error {
 		reserved += hd.size
 		handles++
 	}
+	if p.pages != nil {
+		for _, hd := range p.pages.stuck {
+			if hd.ptr == 0 {
+				return fmt.Errorf("stuck handle %d is mapped nowhere", hd.id)
+			}
+			reserved += hd.size
+			handles++
+		}
+	}
 	if handles != p.ledger.handles {
 		return fmt.Errorf("the pool counts %d handles, holds %d", p.ledger.handles, handles)
 	}

@@ -118,19 +118,6 @@ func (c *frontCache) lockNext(i uint64) (uint64, *shard) {
 	return i, sh
 }
 
-// index returns the index of the shard whose lock is mu; -1 where mu is no
-// lock of c's shards.
-func (c *frontCache) index(mu *sync.Mutex) int {
-	if mu == nil {
-		return -1
-	}
-	i := (uintptr(unsafe.Pointer(mu)) - uintptr(unsafe.Pointer(&c.shards[0].mu))) / unsafe.Sizeof(c.shards[0])
-	if i < uintptr(len(c.shards)) && &c.shards[i].mu == mu {
-		return int(i)
-	}
-	return -1
-}
-
 // lockOwner locks and returns the shard of c that holds blk, which guards
 // its state; nil where none does (blk is in an arena, not allocated, or
 // another pool's).

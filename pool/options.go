@@ -139,9 +139,10 @@ const DefaultGrowthStep = 10 << 20
 // GrowthStep makes expandable arenas of large blocks grow by whole multiples
 // of bytes (New rounds it up to the source's granularity): fewer, larger
 // growths, and so fewer driver calls, for more memory reserved ahead of need.
-// Where two steps are within what one handle may strand (no cap, or a cap
-// over 256 times two steps), a request smaller than the step grows the
-// arena by two, so that the next of its size fits in the same growth.
+// Where two steps are within what one handle may strand (1/256 of the cap,
+// or of the device's memory where there is no cap; unbounded where neither
+// is known), a request smaller than the step grows the arena by two, so
+// that the next of its size fits in the same growth.
 // 0 grows by exactly what a request lacks, rounded to the granularity; the
 // default is [DefaultGrowthStep]; PyTorch's expandable segments grow by
 // 20 MiB. docs/pool.md shows the trade-off on real traces. Small blocks grow

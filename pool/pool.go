@@ -447,8 +447,14 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 func (p *Pool) EmptyCache() error {
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
-	return errors.Join(p.streams.waitPending(context.Background()), p.releaseCachedLocked(context.Background()),
-		p.releaseRetiredLocked())
+	return errors.Join(p.emptyCacheLocked(), p.releaseRetiredLocked())
+}
+
+// emptyCacheLocked is EmptyCache's release of the cache, with growMu held:
+// it waits for the other streams' work first.
+func (p *Pool) emptyCacheLocked() error {
+	ctx := context.Background()
+	return errors.Join(p.streams.waitPending(ctx), p.releaseCachedLocked(ctx))
 }
 
 // releaseCachedLocked is EmptyCache with growMu held. Memory of a stream
@@ -745,7 +751,7 @@ func (p *Pool) SetMaxReserved(bytes int64) error {
 	if !over {
 		return nil
 	}
-	return errors.Join(p.streams.waitPending(context.Background()), p.releaseCachedLocked(context.Background()))
+	return p.emptyCacheLocked()
 }
 
 // SetMaxReservedFraction is [Pool.SetMaxReserved] with the cap given as a

@@ -1,18 +1,16 @@
 package pool_test
 
 import (
-	"bufio"
-	"compress/gzip"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/pool/sim"
 )
@@ -32,24 +30,14 @@ func readTraceOps(t *testing.T, name string) []traceOp {
 	f, err := os.Open(filepath.Join("testdata", "traces", name+".csv.gz"))
 	require.NoError(t, err)
 	defer f.Close()
-	zr, err := gzip.NewReader(f)
+	evs, err := trace.ReadAll(f)
 	require.NoError(t, err)
 	var ops []traceOp
-	sc := bufio.NewScanner(zr)
-	for sc.Scan() {
-		rec := strings.Split(sc.Text(), ",")
-		if len(rec) < 4 || rec[0] != "alloc" && rec[0] != "free_requested" {
-			continue
+	for _, ev := range evs {
+		if ev.Action == trace.Alloc || ev.Action == trace.Free {
+			ops = append(ops, traceOp{ev.Action == trace.Alloc, ev.Addr, ev.Size, uintptr(ev.Stream)})
 		}
-		addr, err1 := strconv.ParseUint(rec[1], 10, 64)
-		size, err2 := strconv.ParseInt(rec[2], 10, 64)
-		stream, err3 := strconv.ParseUint(rec[3], 10, 64)
-		require.NoError(t, err1)
-		require.NoError(t, err2)
-		require.NoError(t, err3)
-		ops = append(ops, traceOp{rec[0] == "alloc", addr, size, uintptr(stream)})
 	}
-	require.NoError(t, sc.Err())
 	return ops
 }
 

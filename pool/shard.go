@@ -187,7 +187,7 @@ func (t *binTable) each(fn func(*bin)) {
 	}
 }
 
-// reset forgets every bin.
+// resetBins forgets every bin.
 func (s *shard) resetBins() {
 	s.bins.reset()
 	s.lastBin = nil

@@ -14,10 +14,10 @@ type Stats struct {
 
 	// Peaks, since the pool was made or ResetPeaks was called. PeakReserved
 	// is exact. PeakAllocated is exact while allocations come from one
-	// goroutine, also across garbage collections; under concurrent
-	// allocation, or for a goroutine the scheduler moves to another P, it
-	// may fall short of the true peak, because each P counts its own bytes
-	// (see docs/pool.md).
+	// goroutine, whichever shard serves it, also across garbage
+	// collections; under concurrent allocation it may fall short of the
+	// true peak, because each shard counts its own bytes (see
+	// frontCache.notePeak and docs/pool.md).
 	PeakAllocated    int64 `json:"peak_allocated"`
 	PeakReserved     int64 `json:"peak_reserved"`
 	PeakActiveBlocks int64 `json:"peak_active_blocks"` // the most live blocks at once, exact as PeakAllocated is

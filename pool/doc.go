@@ -8,8 +8,9 @@
 //
 // How it works, in layers:
 //
-//   - A front cache, in shards that goroutines find from their stacks, keeps freed blocks by (stream, rounded
-//     size). A hit costs two short uncontended critical sections.
+//   - A front cache, in shards that goroutines find from their stacks,
+//     keeps freed blocks by (stream, rounded size). A hit costs two short
+//     uncontended critical sections.
 //   - Behind it, one arena per stream and size class (small: up to 1 MiB,
 //     large: the rest) does best-fit allocation with splitting and coalescing
 //     of free neighbours.

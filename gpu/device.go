@@ -221,11 +221,8 @@ func (d *Device) ResetPeaks() {
 // Snapshot returns the device's memory now. It copies under the pool's and
 // the scopes' locks, so it is for diagnostics, not a hot path.
 func (d *Device) Snapshot() (*Snapshot, error) {
-	if !d.valid() {
-		return nil, errNilDevice
-	}
-	if d.closed.Load() {
-		return nil, ErrDeviceClosed
+	if err := d.usable(); err != nil {
+		return nil, err
 	}
 	ps := d.pool.Snapshot()
 	st := deviceStats(d, ps.Stats)
@@ -243,11 +240,8 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 // stacks are there where they are recorded ([RecordStacks], or
 // gputest.VerifyTestMain); otherwise a buffer's one frame names its scope.
 func (d *Device) WriteProfile(w io.Writer) error {
-	if !d.valid() {
-		return errNilDevice
-	}
-	if d.closed.Load() {
-		return ErrDeviceClosed
+	if err := d.usable(); err != nil {
+		return err
 	}
 	return writeProfile(d, w)
 }
@@ -257,11 +251,8 @@ func (d *Device) WriteProfile(w io.Writer) error {
 // until Stop. It records at the pool: a reservation is one allocation, and
 // what scopes allocate inside it is not in the trace.
 func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
-	if !d.valid() {
-		return nil, errNilDevice
-	}
-	if d.closed.Load() {
-		return nil, ErrDeviceClosed
+	if err := d.usable(); err != nil {
+		return nil, err
 	}
 	return startRecording(d, w)
 }

@@ -15,10 +15,7 @@ import (
 func outOfMemory(d *Device, path string, size int64, err error) error {
 	e := &OOMError{Scope: path, Requested: size, device: d.name}
 	if !errors.As(err, &e.Limit) {
-		e.Limit = nil
-		if !errors.As(err, &e.Device) {
-			e.Device = nil
-		}
+		errors.As(err, &e.Device)
 	}
 	within := ""
 	if e.Limit != nil {

@@ -71,11 +71,8 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 
 // openScope opens a scope of d, for WithScope and Device.NewScope.
 func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, error) {
-	if !d.valid() {
-		return nil, errNilDevice
-	}
-	if d.closed.Load() {
-		return nil, ErrDeviceClosed
+	if err := d.usable(); err != nil {
+		return nil, err
 	}
 	o, err := buildScopeOptions(opts)
 	if err != nil {

@@ -234,18 +234,20 @@ func (s Scope) Keep(r Ref) error {
 		return err
 	}
 	sl := r.slot
-	if sl.reservedIn == n {
+	// stay gives the allocation back to n, where Keep cannot move it.
+	stay := func(err error) error {
 		sl.owner.Store(n)
 		n.allocs.push(sl, &sl.link)
-		return fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.pathName())
+		return err
+	}
+	if sl.reservedIn == n {
+		return stay(fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.pathName()))
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed() {
-		sl.owner.Store(n)
-		n.allocs.push(sl, &sl.link)
-		return fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.pathName())
+		return stay(fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.pathName()))
 	}
 	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
@@ -253,9 +255,7 @@ func (s Scope) Keep(r Ref) error {
 		// a reservation never gets here: a scope draws only on reservations
 		// of its own stream, and so do the scopes between it and them.)
 		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
-			sl.owner.Store(n)
-			n.allocs.push(sl, &sl.link)
-			return fmt.Errorf("scope: Keep in %q: %w", n.pathName(), err)
+			return stay(fmt.Errorf("scope: Keep in %q: %w", n.pathName(), err))
 		}
 	}
 	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream

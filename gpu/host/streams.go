@@ -129,14 +129,7 @@ func (d *Driver) onStream(id uintptr, wait bool, op func() error) error {
 		return op()
 	}
 	d.mu.Unlock()
-	locked := func() error {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if d.closed {
-			return driver.ErrClosed
-		}
-		return op()
-	}
+	locked := func() error { return d.whileOpen(op) }
 	if !wait {
 		s.enqueue(locked)
 		return nil

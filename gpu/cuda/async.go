@@ -2,20 +2,6 @@
 
 package cuda
 
-/*
-#cgo LDFLAGS: -lcuda
-#include <cuda.h>
-
-static CUresult gs_alloc_async_on(CUdeviceptr *p, size_t n, CUstream s) {
-	return cuMemAllocAsync(p, n, s);
-}
-
-static CUresult gs_free_async_on(CUdeviceptr p, CUstream s) {
-	return cuMemFreeAsync(p, s);
-}
-*/
-import "C"
-
 import "fmt"
 
 // AllocAsync allocates size bytes from CUDA's own stream-ordered pool
@@ -30,13 +16,9 @@ func (d *Driver) AllocAsync(size int64, stream uintptr) (ptr uintptr, err error)
 	if err != nil {
 		return 0, err
 	}
-	err = d.do(func() error {
-		var p C.CUdeviceptr
-		if r := C.gs_alloc_async_on(&p, C.size_t(size), rawStream(st)); r != C.CUDA_SUCCESS {
-			return resultError("cuMemAllocAsync", int(r))
-		}
-		ptr = uintptr(p)
-		return nil
+	err = d.do(func() (err error) {
+		ptr, err = allocAsync(size, st)
+		return err
 	})
 	return ptr, err
 }
@@ -48,12 +30,7 @@ func (d *Driver) FreeAsync(ptr, stream uintptr) error {
 	if err != nil {
 		return err
 	}
-	return d.do(func() error {
-		if r := C.gs_free_async_on(C.CUdeviceptr(ptr), rawStream(st)); r != C.CUDA_SUCCESS {
-			return resultError("cuMemFreeAsync", int(r))
-		}
-		return nil
-	})
+	return d.do(func() error { return freeAsync(ptr, st) })
 }
 
 // KeepAsyncPool makes CUDA's stream-ordered pool of the device keep the

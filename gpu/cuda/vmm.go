@@ -184,20 +184,21 @@ func rawStream(s cu.Stream) C.CUstream {
 	return *(*C.CUstream)(unsafe.Pointer(&s))
 }
 
-// allocAsync and freeAsync are cuMemAllocAsync and cuMemFreeAsync on the
-// default stream; for benchmarks against the driver's own pool. The calling
-// goroutine must hold the device's context (see Driver.Do).
-func allocAsync(n int64) (uintptr, error) {
+// allocAsync and freeAsync are cuMemAllocAsync and cuMemFreeAsync on
+// stream s (the zero Stream: the default stream); for benchmarks against
+// the driver's own pool. The calling goroutine must hold the device's
+// context (Driver.do).
+func allocAsync(n int64, s cu.Stream) (uintptr, error) {
 	var p C.CUdeviceptr
-	if r := C.gs_alloc_async(&p, C.size_t(n), rawStream(cu.Stream{})); r != C.CUDA_SUCCESS {
+	if r := C.gs_alloc_async(&p, C.size_t(n), rawStream(s)); r != C.CUDA_SUCCESS {
 		return 0, resultError("cuMemAllocAsync", int(r))
 	}
 	return uintptr(p), nil
 }
 
 // freeAsync: see allocAsync.
-func freeAsync(p uintptr) error {
-	if r := C.gs_free_async(C.CUdeviceptr(p), rawStream(cu.Stream{})); r != C.CUDA_SUCCESS {
+func freeAsync(p uintptr, s cu.Stream) error {
+	if r := C.gs_free_async(C.CUdeviceptr(p), rawStream(s)); r != C.CUDA_SUCCESS {
 		return resultError("cuMemFreeAsync", int(r))
 	}
 	return nil

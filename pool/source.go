@@ -20,6 +20,9 @@ type Source interface {
 
 // EventSource is the optional capability of a Source for cross-stream reuse.
 // Streams and events are opaque handles; stream 0 is the default stream.
+// An error that means "this stream no longer exists" should have a method
+// StreamGone() bool in its chain (see [IsStreamGone]): the pool then takes
+// the stream as retired, its work done.
 type EventSource interface {
 	// RecordEvent records an event on stream that completes when the work
 	// queued on the stream so far has completed.

@@ -207,7 +207,7 @@ func (d *Device) Stats() Stats {
 	if !d.valid() {
 		return Stats{}
 	}
-	return deviceStats(d, d.pool.Stats())
+	return deviceStats(d, d.pool.Stats(), len(d.tree.Scopes()))
 }
 
 // ResetPeaks sets the device's peaks to what is allocated and reserved now,
@@ -225,9 +225,8 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 		return nil, err
 	}
 	ps := d.pool.Snapshot()
-	st := deviceStats(d, ps.Stats)
 	scopes := scopeSnapshots(d)
-	st.OpenScopes = len(scopes)
+	st := deviceStats(d, ps.Stats, len(scopes))
 	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
 		Scopes: scopes}, nil
 }

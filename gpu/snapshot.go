@@ -113,13 +113,12 @@ func frames(pcs []uintptr) []string {
 	}
 }
 
-// summaryOf is the work of [Device.Summary]; the caller checked d.
+// summaryOf is the work of [Device.Summary].
 func summaryOf(d *Device) string {
-	snap, err := d.Snapshot()
-	if err != nil {
+	if err := d.usable(); err != nil {
 		return fmt.Sprintf("gpu: no summary: %v", err)
 	}
-	st := snap.Stats
+	st := d.Stats()
 	var b strings.Builder
 	fmt.Fprintf(&b, "device %s\n", d.String())
 	row := func(what string, now, peak int64) {

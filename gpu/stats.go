@@ -68,7 +68,7 @@ func (s Stats) LogValue() slog.Value {
 }
 
 // deviceStats puts the pool's counters in the device's terms.
-func deviceStats(d *Device, p pool.Stats) Stats {
+func deviceStats(d *Device, p pool.Stats, openScopes int) Stats {
 	// An allocation calls the driver when it grows an expandable arena, or
 	// allocates a segment of its own where arenas are not expandable.
 	viaDriver := p.Growths
@@ -78,7 +78,7 @@ func deviceStats(d *Device, p pool.Stats) Stats {
 	return Stats{
 		Allocated: p.Allocated, Requested: p.Requested, Reserved: p.Reserved, Cached: p.Cached,
 		ActiveBlocks: p.ActiveBlocks, CachedBlocks: p.CachedBlocks, Segments: p.Segments,
-		OpenScopes:    len(d.tree.Scopes()),
+		OpenScopes:    openScopes,
 		PeakAllocated: p.PeakAllocated, PeakReserved: p.PeakReserved, PeakActiveBlocks: p.PeakActiveBlocks,
 		Allocs: p.Allocs, Frees: p.Frees, AllocatedBytes: p.AllocatedBytes, FreedBytes: p.FreedBytes,
 		ServedFromCache: max(0, p.Allocs-viaDriver), CacheHits: p.CacheHits,

@@ -327,10 +327,10 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 			return b, nil
 		}
 		b, err := p.growOnce(a, r, squeeze)
-		if b != nil || err == nil {
-			if b != nil {
-				return b, nil
-			}
+		if b != nil {
+			return b, nil
+		}
+		if err == nil {
 			continue
 		}
 		oom := errors.Is(err, ErrOutOfMemory)
@@ -346,10 +346,11 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 			return nil, p.oomError(size, a.key.stream, err)
 		}
 		retried = true
-		if b, rerr := p.makeRoom(ctx, a, r); b != nil || rerr != nil {
-			if rerr != nil {
-				return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
-			}
+		b, rerr := p.makeRoom(ctx, a, r)
+		if rerr != nil {
+			return nil, errors.Join(p.oomError(size, a.key.stream, err), rerr)
+		}
+		if b != nil {
 			return b, nil
 		}
 	}

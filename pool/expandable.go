@@ -311,14 +311,23 @@ func (e *expander) movable(stream uintptr, skip1, skip2 *block) (hs []*handle, u
 		if a == nil || !a.expandable {
 			continue
 		}
-		for _, b := range a.free.blocks {
-			if b == skip1 || b == skip2 {
-				continue
-			}
-			for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
-				hs = append(hs, hd)
-				under = append(under, b)
-			}
+		ahs, aunder := underFree(a, skip1, skip2)
+		hs, under = append(hs, ahs...), append(under, aunder...)
+	}
+	return hs, under
+}
+
+// underFree lists the handles lying wholly under free blocks of a, except
+// skip1 and skip2, and for each the free block it lies under. Called with
+// mu held.
+func underFree(a *arena, skip1, skip2 *block) (hs []*handle, under []*block) {
+	for _, b := range a.free.blocks {
+		if b == skip1 || b == skip2 {
+			continue
+		}
+		for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
+			hs = append(hs, hd)
+			under = append(under, b)
 		}
 	}
 	return hs, under
@@ -512,11 +521,9 @@ func (e *expander) reserve(a *arena, r int64) error {
 // a, to be released, and returns the moving blocks with their handles.
 // Called with mu held.
 func (e *expander) isolateFree(a *arena) (moving []*block, hs []*handle) {
-	for _, b := range append([]*block(nil), a.free.blocks...) {
-		for _, hd := range b.seg.mappedIn(b.ptr, b.end()) {
-			moving = append(moving, a.isolate(hd, b))
-			hs = append(hs, hd)
-		}
+	hs, under := underFree(a, nil, nil)
+	for i, hd := range hs {
+		moving = append(moving, a.isolate(hd, under[i]))
 	}
 	return moving, hs
 }

@@ -39,6 +39,15 @@ func TestBadSizes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = gpu.OpenHost(gpu.HostMemory(-1))
 	assert.Error(t, err)
+	_, err = gpu.OpenHost(gpu.HostMemory(1 << 20))
+	assert.ErrorContains(t, err, "at least 2.00 MiB", "a device smaller than a page could hold nothing")
+	small, err := gpu.OpenHost(gpu.HostMemory(2 << 20))
+	require.NoError(t, err)
+	require.NoError(t, gpu.WithScope(context.Background(), small, func(s *gpu.Scope) error {
+		_, err := s.Alloc(12)
+		return err
+	}), "the smallest device takes an allocation")
+	require.NoError(t, small.Close())
 	err = gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }, gpu.Reserve(-5))
 	assert.ErrorIs(t, err, gpu.ErrInvalidSize)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/gpu/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -31,8 +32,13 @@ func (f deviceOptionFunc) applyDevice(o deviceOptions) deviceOptions { return f(
 // means nothing to [Open], which reports it as an error.
 func HostMemory(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
-		if bytes <= 0 {
+		switch {
+		case bytes <= 0:
 			o.errs = append(o.errs, fmt.Errorf("gpu: HostMemory(%d): must be positive", bytes))
+		case bytes < host.PageSize:
+			// The pool takes memory a page at a time: on a smaller device
+			// no allocation could ever succeed.
+			o.errs = append(o.errs, fmt.Errorf("gpu: HostMemory(%d): at least %s, the host device's page", bytes, Bytes(host.PageSize)))
 		}
 		o.hostMemory = bytes
 		return o

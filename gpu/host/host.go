@@ -81,6 +81,11 @@ type hostSeg struct {
 
 var _ driver.Driver = (*Driver)(nil)
 
+// PageSize is the host device's granularity, the H200's: where pages are
+// mapped (Linux), the size of one; elsewhere, the pool's smallest segment
+// is as large. A device smaller than this can hold no allocation.
+const PageSize = 2 << 20
+
 // New returns a host device of capacity bytes. A capacity beyond the
 // machine's memory is refused: the Go runtime cannot recover from running
 // out of it, so the device must run out first.

@@ -23,9 +23,6 @@ import (
 // memory that is unmapped, or mapped without access, is inaccessible, and
 // every copy checks first.
 
-// PageSize is the host device's granularity: the H200's.
-const PageSize = 2 << 20
-
 var _ driver.PageMapper = (*Driver)(nil)
 
 // vmState is the page mapping state, guarded by Driver.mu.

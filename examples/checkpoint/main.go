@@ -111,8 +111,8 @@ func train(ctx context.Context, dev *gpu.Device, w io.Writer, path string, start
 			if err := p.CopyFromHost(saved); err != nil {
 				return err
 			}
-			back := make([]float32, params)
-			if err := p.CopyToHost(back); err != nil {
+			back, err := demo.ToHost(p)
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "restored %s into a fresh scope: equal to the saved bytes: %v\n",
@@ -142,16 +142,16 @@ func train(ctx context.Context, dev *gpu.Device, w io.Writer, path string, start
 // fails.
 func update(s *gpu.Scope, p gpu.Slice[float32], step int) error {
 	return gpu.WithScope(s.Context(), s.Device(), func(st *gpu.Scope) error {
-		grad, err := gpu.Alloc[float32](st, params)
+		host, err := demo.ToHost(p)
 		if err != nil {
-			return err
-		}
-		host := make([]float32, params)
-		if err := p.CopyToHost(host); err != nil {
 			return err
 		}
 		for i := range host {
 			host[i] += float32(step)
+		}
+		grad, err := gpu.Alloc[float32](st, params)
+		if err != nil {
+			return err
 		}
 		if err := grad.CopyFromHost(host); err != nil {
 			return err
@@ -161,8 +161,8 @@ func update(s *gpu.Scope, p gpu.Slice[float32], step int) error {
 }
 
 func save(p gpu.Slice[float32], path string, step int) error {
-	host := make([]float32, p.Len())
-	if err := p.CopyToHost(host); err != nil {
+	host, err := demo.ToHost(p)
+	if err != nil {
 		return err
 	}
 	var b bytes.Buffer

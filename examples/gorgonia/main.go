@@ -28,13 +28,11 @@ import (
 
 func main() { demo.Main("gorgonia", run) }
 
-func run(w io.Writer) error {
-	dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+func run(w io.Writer) error { return demo.OnHost(w, 64<<20, runOn) }
+
+// runOn is the example on dev, the host-memory device run opened.
+func runOn(w io.Writer, dev *gpu.Device) error {
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		a, err := filled(s, []float64{1, 2, 3, 4, 5, 6}) // 2x3
 		if err != nil {
 			return err
@@ -54,8 +52,8 @@ func run(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		got := make([]float64, 4)
-		if err := c.CopyToHost(got); err != nil {
+		got, err := demo.ToHost(c)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "a (2x3) x b (3x2), computed by gorgonia.org/tensor in scope-owned memory: %v\n", got)

@@ -102,12 +102,12 @@ func microBatch(s *gpu.Scope, accum gpu.Slice[float32], first, rows int) error {
 		}
 		act = next
 	}
-	out := make([]float32, rows*features)
-	if err := act.CopyToHost(out); err != nil {
+	out, err := demo.ToHost(act)
+	if err != nil {
 		return err
 	}
-	sum := make([]float32, features)
-	if err := accum.CopyToHost(sum); err != nil {
+	sum, err := demo.ToHost(accum)
+	if err != nil {
 		return err
 	}
 	for r := range rows {

@@ -48,14 +48,37 @@ func Open(w io.Writer, capacity int64) (*gpu.Device, error) {
 }
 
 // OnDevice opens the device, as Open does, of capacity bytes, runs run on
-// it and closes it: the start and end every example shares.
+// it and closes it: the start and end every example shares. It returns
+// run's error joined with Close's.
 func OnDevice(w io.Writer, capacity int64, run func(w io.Writer, dev *gpu.Device) error) error {
 	dev, err := Open(w, capacity)
+	return runAndClose(w, dev, err, run)
+}
+
+// OnHost is OnDevice on the host-memory device of capacity bytes, GPU or
+// not: for an example that addresses the device's memory from Go
+// (Slice.UseHost).
+func OnHost(w io.Writer, capacity int64, run func(w io.Writer, dev *gpu.Device) error) error {
+	dev, err := gpu.OpenHost(gpu.HostMemory(capacity))
+	return runAndClose(w, dev, err, run)
+}
+
+// runAndClose runs run on dev, which opening it returned with err, and
+// closes it.
+func runAndClose(w io.Writer, dev *gpu.Device, err error, run func(w io.Writer, dev *gpu.Device) error) error {
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	return run(w, dev)
+	return errors.Join(run(w, dev), dev.Close())
+}
+
+// ToHost copies the elements of x into a new slice of the program's memory.
+func ToHost[T gpu.Elem](x gpu.Slice[T]) ([]T, error) {
+	v := make([]T, x.Len())
+	if err := x.CopyToHost(v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // LabelWidth is the width of Report's labels, colon included: the

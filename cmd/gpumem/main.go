@@ -50,17 +50,42 @@ type exitStatus struct {
 func (e *exitStatus) Error() string { return e.err.Error() }
 func (e *exitStatus) Unwrap() error { return e.err }
 
-// parseCommand is where a command starts: where args ask for help, it
-// prints it to stdout and says so; else it parses args with fs, saying on
-// stderr what is wrong with them, and returns the positional arguments.
-func parseCommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (positional []string, helped bool, err error) {
+// A command is one of gpumem's commands: its options, which declare
+// their flags, and its run on the positional arguments once the flags are
+// parsed.
+type command interface {
+	declare(fs *flag.FlagSet)
+	run(positional []string, stdout, stderr io.Writer) error
+}
+
+// commands are gpumem's commands, by name, in the order help lists them;
+// each makes a command with its options unset.
+var commands = []struct {
+	name string
+	make func() command
+}{
+	{"replay", func() command { return new(replayOptions) }},
+	{"plot", func() command { return new(plotOptions) }},
+	{"stress", func() command { return new(stressOptions) }},
+}
+
+// runCommand runs c on args: where they ask for help, it prints it to
+// stdout; else it parses the flags, saying on stderr what is wrong with
+// them, and runs c on the positional arguments.
+func runCommand(name string, c command, args []string, stdout, stderr io.Writer) error {
 	if wantsHelp(args) {
 		help(stdout)
-		return nil, true, nil
+		return nil
 	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.declare(fs)
 	fs.SetOutput(stderr)
-	positional, err = parseArgs(fs, args)
-	return positional, false, err
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	return c.run(positional, stdout, stderr)
 }
 
 // parseArgs parses args with fs, flags before or after the positional
@@ -111,13 +136,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		cmd = args[0]
 	}
+	for _, c := range commands {
+		if c.name == cmd {
+			return runCommand(c.name, c.make(), args[1:], stdout, stderr)
+		}
+	}
 	switch cmd {
-	case "replay":
-		return replayCommand(args[1:], stdout, stderr)
-	case "plot":
-		return plotCommand(args[1:], stdout, stderr)
-	case "stress":
-		return stress(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		help(stdout)
 		return nil
@@ -129,13 +153,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 // help prints the usage of every command, with its flags.
 func help(w io.Writer) {
 	fmt.Fprint(w, usage)
-	for _, c := range []struct {
-		name  string
-		flags *flag.FlagSet
-	}{{"replay", replayFlags(new(replayOptions))}, {"plot", plotFlags(new(plotOptions))}, {"stress", stressFlags(new(stressOptions))}} {
+	for _, c := range commands {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.make().declare(fs)
 		fmt.Fprintf(w, "\nflags of %s:\n", c.name)
-		c.flags.SetOutput(w)
-		c.flags.PrintDefaults()
+		fs.SetOutput(w)
+		fs.PrintDefaults()
 	}
 }
 
@@ -158,8 +181,7 @@ type replayOptions struct {
 	repeat, shards                            int
 }
 
-func replayFlags(o *replayOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+func (o *replayOptions) declare(fs *flag.FlagSet) {
 	fs.StringVar(&o.driver, "driver", "sim", "where memory comes from: sim (simulated, touches no memory), or cuda (GPU 0, in a gpumem built with -tags cuda)")
 	fs.Int64Var(&o.capacity, "capacity", 0, "with --driver sim: refuse memory beyond this many bytes (0: unlimited); to cap a GPU, use --max-reserved")
 	fs.Int64Var(&o.pageSize, "page-size", sim.DefaultPageSize, "with --driver sim: bytes per mapped page")
@@ -171,7 +193,6 @@ func replayFlags(o *replayOptions) *flag.FlagSet {
 	fs.StringVar(&o.timeline, "timeline", "", "write the bytes requested and reserved after every event of the first pass to this CSV file (slows the replay: time it without)")
 	fs.Int64Var(&o.step, "growth-step", pool.DefaultGrowthStep, "pool GrowthStep in bytes: large arenas grow by multiples of it (0: by exactly what a request lacks)")
 	fs.IntVar(&o.shards, "shards", 1, "pool front-cache shards; a replay is one goroutine, and with one shard it is deterministic (0: the pool's default, 2 x GOMAXPROCS)")
-	return fs
 }
 
 // poolOptions returns the pool's options the flags ask for.
@@ -207,16 +228,11 @@ func (o *replayOptions) poolOptions() ([]pool.Option, error) {
 	return opts, nil
 }
 
-func replayCommand(args []string, stdout, stderr io.Writer) error {
-	o := new(replayOptions)
-	fs := replayFlags(o)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	files, helped, err := parseCommand(fs, args, stdout, stderr)
-	if helped || err != nil {
-		return err
-	}
+// run replays the trace in files, its one positional argument, and
+// reports the result on stdout.
+func (o *replayOptions) run(files []string, stdout, stderr io.Writer) error {
 	if len(files) != 1 {
-		fs.Usage()
+		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("replay needs one trace FILE, got %d", len(files))
 	}
 	file := files[0]

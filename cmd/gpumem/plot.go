@@ -23,23 +23,16 @@ type plotOptions struct {
 	width int
 }
 
-func plotFlags(o *plotOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+func (o *plotOptions) declare(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "o", "", "the file to write: .svg, or .html (the SVG in a page with the figures)")
 	fs.IntVar(&o.width, "width", 1200, "the plot's width in pixels")
-	return fs
 }
 
-// plotCommand draws a trace: the bytes requested over its events, stacked
-// by size class (or by scope, where the trace has the scope column), and
-// the bytes gpuscope's pool reserves replaying it on the simulated source,
-// with both peaks marked.
-func plotCommand(args []string, stdout, stderr io.Writer) error {
-	o := new(plotOptions)
-	files, helped, err := parseCommand(plotFlags(o), args, stdout, stderr)
-	if helped || err != nil {
-		return err
-	}
+// run draws a trace: the bytes requested over its events, stacked by size
+// class (or by scope, where the trace has the scope column), and the bytes
+// gpuscope's pool reserves replaying it on the simulated source, with both
+// peaks marked.
+func (o *plotOptions) run(files []string, _, stderr io.Writer) error {
 	if len(files) != 1 || o.out == "" {
 		return errors.New("plot needs one trace FILE and -o OUT.svg or OUT.html, in any order")
 	}

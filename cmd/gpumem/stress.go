@@ -36,23 +36,16 @@ type stressOptions struct {
 	goroutines int
 }
 
-func stressFlags(o *stressOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("stress", flag.ContinueOnError)
+func (o *stressOptions) declare(fs *flag.FlagSet) {
 	fs.StringVar(&o.driver, "driver", "host", "host, or cuda (GPU 0, in a build with -tags cuda)")
 	fs.Float64Var(&o.seconds, "seconds", 5, "how long to run")
 	fs.IntVar(&o.goroutines, "goroutines", 16, "goroutines opening scopes at once")
-	return fs
 }
 
-// stress opens and closes nested scopes from many goroutines until the time
+// run opens and closes nested scopes from many goroutines until the time
 // is up, allocating, writing, keeping and freeing buffers in them; then it
 // checks that nothing is left. It is the workload compute-sanitizer runs.
-func stress(args []string, stdout, stderr io.Writer) error {
-	o := new(stressOptions)
-	extra, helped, err := parseCommand(stressFlags(o), args, stdout, stderr)
-	if helped || err != nil {
-		return err
-	}
+func (o *stressOptions) run(extra []string, stdout, _ io.Writer) error {
 	if len(extra) > 0 {
 		return fmt.Errorf("stress takes no FILE, only flags: %q", extra)
 	}

@@ -75,11 +75,16 @@ var errZeroBuffer = fmt.Errorf("%w: zero Buffer", ErrWrongScope)
 
 // Use calls fn with the device address while the buffer is live; the
 // buffer cannot be released until fn returns. Use it to launch kernels.
+// What fn returns, Use returns as it is.
 func (b Buffer) Use(fn func(ptr uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
 	}
-	return deviceError(b.ref.UseAt(uintptr(b.off()), fn))
+	var fnErr error
+	if err := b.ref.UseAt(uintptr(b.off()), func(ptr uintptr) error { fnErr = fn(ptr); return nil }); err != nil {
+		return deviceError(err) // the buffer's own state: freed, its scope ended
+	}
+	return fnErr
 }
 
 // useOn is Use that also passes the stream the buffer's scope orders its

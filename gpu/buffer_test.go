@@ -2,12 +2,15 @@ package gpu_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 func TestBadFrees(t *testing.T) {
@@ -92,4 +95,27 @@ func TestCopyBetweenDevices(t *testing.T) {
 		})
 	})
 	require.NoError(t, err)
+}
+
+// An error of the caller's own passes through Use untouched, even one in
+// the words, or wrapping a sentinel, of a layer below: only the buffer's
+// own state is put in gpu's terms.
+func TestUseReturnsTheCallersErrorAsItIs(t *testing.T) {
+	dev := testDevice(t, 0)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		for _, mine := range []error{
+			errors.New("pool: a message of the caller's that starts as the pool's do"),
+			fmt.Errorf("scope %q: %w", "mine", scope.ErrFreed),
+			gpu.ErrOutOfMemory,
+		} {
+			assert.Same(t, mine, b.Use(func(uintptr) error { return mine }))
+		}
+		v, err := b.View(8, 8)
+		require.NoError(t, err)
+		require.NoError(t, s.Free(b))
+		assert.ErrorIs(t, v.Use(func(uintptr) error { t.Fatal("fn ran on freed memory"); return nil }), gpu.ErrFreed)
+		return nil
+	}))
 }

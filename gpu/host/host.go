@@ -63,15 +63,16 @@ func poison(mem []byte) {
 type Driver struct {
 	capacity int64
 
-	mu      sync.Mutex // protects the fields below
-	used    int64
-	segs    []hostSeg // sorted by ptr
-	closed  bool
-	streams map[uintptr]*stream // 0, the default stream, maps to nil
-	nextID  uintptr
-	events  map[uintptr]event
-	pinned  map[unsafe.Pointer][]byte // HostAlloc's memory, until HostFree
-	vm      vmState                   // page mapping (pages_linux.go)
+	mu         sync.Mutex // protects the fields below
+	used       int64
+	segs       []hostSeg // sorted by ptr
+	closed     bool
+	streams    map[uintptr]*stream // 0, the default stream, maps to nil
+	nextID     uintptr
+	events     map[uintptr]event
+	pinned     map[unsafe.Pointer][]byte // HostAlloc's memory, until HostFree
+	pinnedHeld int64                     // the bytes of pinned
+	vm         vmState                   // page mapping (pages_linux.go)
 }
 
 type hostSeg struct {

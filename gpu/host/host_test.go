@@ -55,3 +55,26 @@ func TestBadCapacities(t *testing.T) {
 		assert.Error(t, err, "capacity %d", c)
 	}
 }
+
+// Page-locked host memory has its own capacity, as large as the device's:
+// a HostFree gives its bytes back, a double one is refused and loses
+// nothing.
+func TestPinnedMemoryHasACapacityThatFreesGiveBack(t *testing.T) {
+	d, err := host.New(1 << 20)
+	require.NoError(t, err)
+	defer d.Close()
+	a, err := d.HostAlloc(3 << 18)
+	require.NoError(t, err)
+	_, err = d.HostAlloc(1 << 19)
+	assert.True(t, pool.IsSourceOutOfMemory(err), "3/4 of the capacity held, half more is too much: %v", err)
+	b, err := d.HostAlloc(1 << 18)
+	require.NoError(t, err, "what is left fits")
+	require.NoError(t, d.HostFree(a))
+	assert.Error(t, d.HostFree(a), "a double free")
+	c, err := d.HostAlloc(3 << 18)
+	require.NoError(t, err, "the freed bytes count as free again, once")
+	_, err = d.HostAlloc(1)
+	assert.True(t, pool.IsSourceOutOfMemory(err))
+	require.NoError(t, d.HostFree(b))
+	require.NoError(t, d.HostFree(c))
+}

@@ -24,10 +24,7 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	if d.closed {
 		return nil, driver.ErrClosed
 	}
-	var held int64
-	for _, mem := range d.pinned {
-		held += int64(len(mem))
-	}
+	held := d.pinnedHeld
 	if size > d.capacity-held {
 		return nil, &driver.OutOfMemoryError{Requested: size,
 			Err: fmt.Errorf("host: HostAlloc of %d bytes, %d of %d held", size, held, d.capacity)}
@@ -35,6 +32,7 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	mem := alignedBytes(size, hostAlignment)
 	p := unsafe.Pointer(unsafe.SliceData(mem))
 	d.pinned[p] = mem
+	d.pinnedHeld += size
 	return p, nil
 }
 
@@ -43,9 +41,11 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 func (d *Driver) HostFree(p unsafe.Pointer) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := handles.Take(d.pinned, p); !ok {
+	mem, ok := handles.Take(d.pinned, p)
+	if !ok {
 		return fmt.Errorf("host: HostFree(%p): not memory from HostAlloc", p)
 	}
+	d.pinnedHeld -= int64(len(mem))
 	return nil
 }
 

@@ -156,23 +156,6 @@ func parseDir(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
 	return fset, files
 }
 
-// maxFuncLines is the most lines a function of pool may span.
-const maxFuncLines = 80
-
-func TestNoLongFunctions(t *testing.T) {
-	fset, files := parseDir(t, ".")
-	for _, f := range files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			start, end := fset.Position(fd.Pos()), fset.Position(fd.End())
-			assert.LessOrEqual(t, end.Line-start.Line+1, maxFuncLines, "%s:%d: %s is too long", start.Filename, start.Line, fd.Name.Name)
-		}
-	}
-}
-
 // exported lists what pool exports: what its users call. A change here is
 // a change of the API, to make on purpose.
 var exported = []string{

@@ -1,0 +1,42 @@
+package housetest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/internal/housetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// moduleRoot is the folder of go.mod, two above this package's.
+const moduleRoot = "../.."
+
+func TestNoFunctionOutsideTestsIsLong(t *testing.T) {
+	_, err := os.Stat(filepath.Join(moduleRoot, "go.mod"))
+	require.NoError(t, err, "the module's root")
+	long, err := housetest.LongFunctions(moduleRoot, housetest.MaxFunctionLines)
+	require.NoError(t, err)
+	assert.Empty(t, long, "split them into named steps")
+}
+
+func TestLongFunctionsFindsOneOverTheLimitAndSkipsTests(t *testing.T) {
+	dir := t.TempDir()
+	body := "package p\n\nfunc short() {\n}\n\nfunc long() {\n" + strings.Repeat("\t_ = 1\n", 5) + "}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.go"), []byte(body), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p_test.go"), []byte(strings.Replace(body, "long", "longTest", 1)), 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "testdata"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "testdata", "q.go"), []byte(body), 0o600))
+	long, err := housetest.LongFunctions(dir, 6)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"p.go:6: long spans 7 lines"}, long)
+	long, err = housetest.LongFunctions(dir, 7)
+	require.NoError(t, err)
+	assert.Empty(t, long, "7 lines is within a limit of 7")
+}

@@ -6,8 +6,18 @@ const Limit = 1
 
 var hidden = 2
 
-// T is exported, with a constructor and a method.
-type T struct{}
+// T is exported, with a constructor, a method and fields.
+type T struct {
+	Name  string // exported
+	count int
+}
+
+// Pair embeds T.
+type Pair struct {
+	*T
+	Left, Right int
+	hidden      bool
+}
 
 // New returns a T.
 func New() T { return T{} }

@@ -75,3 +75,11 @@ func (r Ref) Owner() Scope {
 
 // Use is UseAt at offset 0.
 func (r Ref) Use(fn func(ptr uintptr) error) error { return r.UseAt(0, fn) }
+
+// ReplaceNewRegion makes reservations' regions with fn instead of
+// pool.NewRegion until restore is called: a test fails that step, or acts
+// between the pool's allocation and the region, when the open holds no lock.
+func ReplaceNewRegion(fn func(ptr uintptr, size int64) (*pool.Region, error)) (restore func()) {
+	newRegion = fn
+	return func() { newRegion = pool.NewRegion }
+}

@@ -30,7 +30,7 @@ type node struct {
 	done             <-chan struct{}
 	stack            []uintptr
 	region           *pool.Region // the reservation, if any
-	reservationBlock *pool.Block  // the memory behind region
+	reservationBlock *pool.Block  // the memory behind region, from the moment the pool returned it
 	reserves         bool         // it or an ancestor has a reservation
 	stream           uintptr      // the stream its allocations are ordered on
 

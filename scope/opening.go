@@ -8,13 +8,17 @@ import (
 )
 
 // opening is what Open has taken for a node that may yet fail to open, so
-// that one undo gives it all back.
+// that one undo gives it all back: the bytes charged, and the reservation's
+// block, which reserve records on the node as soon as the pool returns it.
 type opening struct {
 	tree    *Tree
 	n       *node
-	charged int64       // bytes charged against the scope and its ancestors
-	block   *pool.Block // the reservation's memory, once allocated
+	charged int64 // bytes charged against the scope and its ancestors
 }
+
+// newRegion makes a reservation's region over its block: pool.NewRegion,
+// which a test replaces to fail the step after the pool's allocation.
+var newRegion = pool.NewRegion
 
 // reserve sets size bytes aside for the scope. A reservation is memory
 // taken: it counts against the limits of the scope and every ancestor, as
@@ -31,24 +35,25 @@ func (op *opening) reserve(size int64) error {
 	if err != nil {
 		return fmt.Errorf("scope: reserving %s for scope %q: %w", pool.FormatBytes(size), n.pathName(), err)
 	}
-	op.block = &b
-	r, err := pool.NewRegion(b.Ptr(), charged)
+	n.reservationBlock = &b // before any step that can fail: undo frees it
+	r, err := newRegion(b.Ptr(), charged)
 	if err != nil {
 		return err
 	}
-	n.reservationBlock, n.region = &b, r
+	n.region = r
 	return nil
 }
 
 // undo gives back what the open took and discards the node, returning err
 // joined with any error from giving memory back.
 func (op *opening) undo(err error) error {
+	n := op.n
 	if op.charged > 0 {
-		op.n.uncharge(op.charged, nil)
+		n.uncharge(op.charged, nil)
 	}
-	if op.block != nil {
-		err = errors.Join(err, op.tree.pool.Free(*op.block))
+	if n.reservationBlock != nil {
+		err = errors.Join(err, op.tree.pool.Free(*n.reservationBlock))
 	}
-	op.tree.discard(op.n)
+	op.tree.discard(n)
 	return err
 }

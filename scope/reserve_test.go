@@ -2,6 +2,7 @@ package scope_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +52,25 @@ func TestAReservationBeyondTheDeviceIsRefusedWithNothingHeld(t *testing.T) {
 	assert.ErrorContains(t, err, "exceeds the scope's limit")
 	assert.Empty(t, tr.Scopes())
 	assert.Zero(t, tr.Pool().Stats().Allocated)
+}
+
+func TestAReservationWhoseRegionFailsGivesBackTheMemoryAndTheCharge(t *testing.T) {
+	tr := newTree(t)
+	root, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "root"})
+	require.NoError(t, err)
+	defer root.Close()
+	spare, _ := tr.FreeNodes()
+
+	failed := errors.New("no region")
+	restore := scope.ReplaceNewRegion(func(uintptr, int64) (*pool.Region, error) { return nil, failed })
+	_, err = tr.Open(root.Context(), scope.Scope{}, scope.Options{Name: "reserved", Reserve: 1 << 20})
+	restore()
+	require.ErrorIs(t, err, failed)
+
+	assert.Zero(t, tr.Pool().Stats().Allocated, "the reservation's block went back to the pool")
+	assert.Zero(t, root.Stats().Live, "the charge against the parent was undone")
+	assert.Empty(t, root.Children())
+	n, twice := tr.FreeNodes()
+	assert.Equal(t, spare+1, n, "the node waits for reuse")
+	assert.False(t, twice)
 }

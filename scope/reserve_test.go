@@ -74,3 +74,24 @@ func TestAReservationWhoseRegionFailsGivesBackTheMemoryAndTheCharge(t *testing.T
 	assert.Equal(t, spare+1, n, "the node waits for reuse")
 	assert.False(t, twice)
 }
+
+func TestAReservingChildWhoseParentEndsMeanwhileGivesEverythingBack(t *testing.T) {
+	tr := newTree(t)
+	parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "parent"})
+	require.NoError(t, err)
+
+	// The pool's allocation is taken outside the parent's lock: the parent
+	// can end before the child is listed.
+	restore := scope.ReplaceNewRegion(func(ptr uintptr, size int64) (*pool.Region, error) {
+		assert.NoError(t, parent.Close())
+		return pool.NewRegion(ptr, size)
+	})
+	_, err = tr.Open(context.Background(), parent, scope.Options{Name: "child", Reserve: 1 << 20})
+	restore()
+	require.ErrorIs(t, err, scope.ErrClosed)
+
+	assert.Empty(t, tr.Scopes())
+	assert.Zero(t, tr.Pool().Stats().Allocated, "the reservation went back to the pool")
+	_, twice := tr.FreeNodes()
+	assert.False(t, twice)
+}

@@ -298,7 +298,9 @@ func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 	if !s.lock() {
 		return nil, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
 	}
-	// Read the parent under its lock; attach checks it is still open.
+	// Read the parent under its lock. A child without a reservation is
+	// listed under this same hold; one with a reservation, after taking it
+	// outside the lock, by attach, which checks the parent is still open.
 	pn := s.n
 	if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
 		// Its allocations would go on the stream it inherits; the

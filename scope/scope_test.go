@@ -49,6 +49,26 @@ func BenchmarkEmptyScope(b *testing.B) {
 	}
 }
 
+// BenchmarkEmptyScopeInAParent opens and closes a child scope, with no
+// reservation, of an open scope.
+func BenchmarkEmptyScopeInAParent(b *testing.B) {
+	tr := newTree(b)
+	parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(b, err)
+	defer parent.Close()
+	ctx := parent.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := tr.Open(ctx, parent, scope.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAllocFree is an allocation and free through a scope; compare
 // with the pool's BenchmarkCachedAllocFree for the scope's own cost (gpu's
 // BenchmarkBarePoolAllocFree is the same pair through a device).

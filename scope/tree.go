@@ -72,6 +72,13 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	if parent.IsZero() {
 		parent = t.parentIn(ctx)
 	}
+	var stack []uintptr
+	if t.recordStacks.Load() {
+		stack = callerStack()
+	}
+	if parent.IsZero() && o.Reserve == 0 {
+		return t.openRoot(ctx, &o, stack)
+	}
 	var pn *node
 	if !parent.IsZero() {
 		var err error
@@ -79,34 +86,10 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 			return Scope{}, err
 		}
 	}
-	var stack []uintptr
-	if t.recordStacks.Load() {
-		stack = callerStack()
+	if o.Reserve == 0 {
+		return t.openChild(ctx, pn, &o, stack), nil
 	}
-	if pn == nil && o.Reserve == 0 {
-		return t.openRoot(ctx, &o, stack)
-	}
-	t.mu.Lock()
-	n := t.freeNode()
-	t.mu.Unlock()
-	n.setUp(t, ctx, pn, &o, stack)
-	if pn != nil {
-		pn.mu.Unlock()
-	}
-	s := n.handle()
-	op := opening{tree: t, n: n}
-	if o.Reserve > 0 {
-		if err := op.reserve(o.Reserve); err != nil {
-			return Scope{}, op.undo(err)
-		}
-	}
-	if err := t.attach(n, parent); err != nil {
-		return Scope{}, op.undo(err)
-	}
-	if n.region != nil {
-		n.raisePeaks(nil) // the reservation holds
-	}
-	return s, nil
+	return t.openReserved(ctx, parent, pn, &o, stack)
 }
 
 // parentIn returns the scope of this tree that ctx carries; the zero Scope
@@ -133,6 +116,45 @@ func (t *Tree) openRoot(ctx context.Context, o *Options, stack []uintptr) (Scope
 	n.setUp(t, ctx, nil, o, stack)
 	t.roots.push(n, &n.siblings)
 	return n.handle(), nil
+}
+
+// openChild opens a child of pn with no reservation, the common case for
+// a child. It holds pn's lock, which lockAsParent took after checking that
+// pn is open, from then until the child is listed among pn's children: pn
+// cannot end between.
+func (t *Tree) openChild(ctx context.Context, pn *node, o *Options, stack []uintptr) Scope {
+	defer pn.mu.Unlock()
+	t.mu.Lock()
+	n := t.freeNode()
+	t.mu.Unlock()
+	n.setUp(t, ctx, pn, o, stack)
+	pn.children.push(n, &n.siblings)
+	return n.handle()
+}
+
+// openReserved opens a scope with a reservation: a child of pn, whose lock
+// lockAsParent holds, or a root where pn is nil. The node is set up under
+// pn's lock; the reservation is then taken from the pool outside it, and
+// the scope listed after. Where a step fails, the parent (or the tree)
+// having ended meanwhile included, undo gives back all it took.
+func (t *Tree) openReserved(ctx context.Context, parent Scope, pn *node, o *Options, stack []uintptr) (Scope, error) {
+	t.mu.Lock()
+	n := t.freeNode()
+	t.mu.Unlock()
+	n.setUp(t, ctx, pn, o, stack)
+	if pn != nil {
+		pn.mu.Unlock()
+	}
+	s := n.handle()
+	op := opening{tree: t, n: n}
+	if err := op.reserve(o.Reserve); err != nil {
+		return Scope{}, op.undo(err)
+	}
+	if err := t.attach(n, parent); err != nil {
+		return Scope{}, op.undo(err)
+	}
+	n.raisePeaks(nil) // the reservation holds
+	return s, nil
 }
 
 // attach lists the set-up node n: among parent's children, or the tree's

@@ -2,6 +2,7 @@ package scope_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,4 +50,44 @@ func TestContextScopeOfSameTreeIsParent(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "foreign", foreign.Path())
 	require.NoError(t, foreign.Close())
+}
+
+// TestChildrenOpeningAsTheirParentEndsHoldNothing races opens of children,
+// with and without a reservation, against their parent's end: each open
+// either fails with ErrClosed, holding nothing, or opens a child that the
+// parent's end closes. Every byte and every node comes back.
+func TestChildrenOpeningAsTheirParentEndsHoldNothing(t *testing.T) {
+	tr := newTree(t)
+	reserves := []int64{0, 64 << 10, 0, 64 << 10}
+	for range 100 {
+		parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "parent"})
+		require.NoError(t, err)
+		children := make([]scope.Scope, len(reserves))
+		start := make(chan struct{}) // all open at once, as the parent ends
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			assert.NoError(t, parent.Close())
+		})
+		for i, reserve := range reserves {
+			wg.Go(func() {
+				<-start
+				child, err := tr.Open(context.Background(), parent, scope.Options{Reserve: reserve})
+				if err != nil {
+					assert.ErrorIs(t, err, scope.ErrClosed)
+					return
+				}
+				children[i] = child
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, c := range children {
+			assert.True(t, c.Closed(), "an opened child ended with its parent")
+		}
+		assert.Empty(t, tr.Scopes())
+		assert.Zero(t, tr.Pool().Stats().Allocated, "every reservation went back")
+		_, twice := tr.FreeNodes()
+		require.False(t, twice, "a node waits for reuse twice")
+	}
 }

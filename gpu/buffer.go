@@ -81,7 +81,7 @@ func (b Buffer) Use(fn func(ptr uintptr) error) error {
 		return errZeroBuffer
 	}
 	var fnErr error
-	if err := b.ref.UseAt(uintptr(b.off()), func(ptr uintptr) error { fnErr = fn(ptr); return nil }); err != nil {
+	if err := b.ref.WithPtr(uintptr(b.off()), func(ptr uintptr) error { fnErr = fn(ptr); return nil }); err != nil {
 		return deviceError(err) // the buffer's own state: freed, its scope ended
 	}
 	return fnErr
@@ -93,7 +93,7 @@ func (b Buffer) useOn(fn func(ptr, stream uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
 	}
-	return deviceError(b.ref.UseOn(uintptr(b.off()), fn))
+	return deviceError(b.ref.WithPtrAndStream(uintptr(b.off()), fn))
 }
 
 // CopyFromHost copies src to the start of the buffer, ordered on its

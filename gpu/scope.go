@@ -168,7 +168,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		// On the memory's stream: work its previous owner queued there may
 		// still write to it, and must land before the zeros.
 		zero := func(ptr, stream uintptr) error { return s.dev.drv.Memset(ptr, 0, size, stream) }
-		if err := ref.UseOn(0, zero); err != nil {
+		if err := ref.WithPtrAndStream(0, zero); err != nil {
 			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
 		}
 	}

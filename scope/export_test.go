@@ -73,8 +73,8 @@ func (r Ref) Owner() Scope {
 	return Scope{}
 }
 
-// Use is UseAt at offset 0.
-func (r Ref) Use(fn func(ptr uintptr) error) error { return r.UseAt(0, fn) }
+// Use is WithPtr at offset 0.
+func (r Ref) Use(fn func(ptr uintptr) error) error { return r.WithPtr(0, fn) }
 
 // ReplaceNewRegion makes reservations' regions with fn instead of
 // pool.NewRegion until restore is called: a test fails that step, or acts

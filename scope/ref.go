@@ -28,9 +28,13 @@ func (r Ref) Ptr() uintptr {
 	return ptr
 }
 
-// UseAt is Use with the address off bytes into the allocation: for views.
-// The caller keeps off within the allocation.
-func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
+// WithPtr calls fn with the device address off bytes into the allocation
+// (a view's address), holding the allocation live until fn returns: it
+// cannot be released meanwhile, as it can right after Ptr returns. Once the
+// allocation has ended it returns ErrFreed or ErrClosed without calling fn;
+// otherwise it returns what fn returns. The caller keeps off within the
+// allocation.
+func (r Ref) WithPtr(off uintptr, fn func(ptr uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -38,9 +42,9 @@ func (r Ref) UseAt(off uintptr, fn func(ptr uintptr) error) error {
 	return fn(r.slot.ptr + off)
 }
 
-// UseOn is UseAt that also passes the stream the allocation's owner orders
-// its work on.
-func (r Ref) UseOn(off uintptr, fn func(ptr, stream uintptr) error) error {
+// WithPtrAndStream is WithPtr that also passes fn the stream the
+// allocation's owner orders its work on.
+func (r Ref) WithPtrAndStream(off uintptr, fn func(ptr, stream uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -67,7 +71,8 @@ func (r Ref) RecordUse(stream uintptr) error {
 	return r.slot.tree.pool.RecordUse(r.slot.block, stream)
 }
 
-// acquire counts a running Use, if r is live.
+// acquire holds the allocation live for the caller, until slot.leave, if
+// r is live.
 func (r Ref) acquire() error {
 	if r.slot == nil {
 		return ErrFreed
@@ -78,7 +83,7 @@ func (r Ref) acquire() error {
 			return err
 		}
 		if w&usersMask == usersMask {
-			runtime.Gosched() // as many Use calls as the word counts: wait for one
+			runtime.Gosched() // as many holders as the word counts: wait for one to leave
 			continue
 		}
 		if r.slot.word.CompareAndSwap(w, w+1) {

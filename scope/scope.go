@@ -196,7 +196,7 @@ func (s Scope) Free(r Ref) error {
 		n.recycle(sl)
 		n.mu.Unlock()
 	} else {
-		// Use calls to wait for, or slow work: outside the lock. The scope
+		// Holders to wait for, or slow work: outside the lock. The scope
 		// may end meanwhile, so the slot goes back to the table.
 		n.mu.Unlock()
 		err = sl.releaseMemory(n.tree)

@@ -8,8 +8,9 @@ import (
 )
 
 // An allocation's word (slot.word) holds, from the top, the generation
-// of the slot's current use, its state, and the count of running Use
-// calls: one atomic word, so that a Use checks all three at once.
+// of the slot's current use, its state, and the count of its holders
+// (between acquire and leave: a WithPtr whose fn runs, a Ptr, a
+// RecordUse): one atomic word, so that acquire checks all three at once.
 const (
 	live     uint64 = iota
 	freed           // by Scope.Free
@@ -41,7 +42,7 @@ func nextGen(g uint64) uint64 {
 // slot is one entry of a Tree's slot table: the memory of one
 // allocation at a time. Slots are reused; a [Ref] names one use of one.
 type slot struct {
-	word  atomic.Uint64 // gen, state and running Use calls; see packWord
+	word  atomic.Uint64 // gen, state and holders; see packWord
 	owner atomic.Pointer[node]
 	tree  *Tree // set at the slot's first use; slots never change trees
 
@@ -51,7 +52,7 @@ type slot struct {
 	block      pool.Block     // when from the pool
 	region     *pool.Region   // when from a reservation
 	reservedIn *node          // the scope whose reservation holds it
-	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while Use may read it
+	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while WithPtrAndStream may read it
 	stack      []uintptr
 
 	link links[slot] // on the owner's list, guarded by the owner's mu
@@ -68,7 +69,7 @@ func (sl *slot) Ref() Ref {
 	return Ref{slot: sl, gen: genOf(sl.word.Load())}
 }
 
-// leave ends a running Use counted by acquire. The last one to leave an
+// leave ends a hold counted by acquire. The last one to leave an
 // allocation that is no longer live wakes the release waiting for it.
 func (sl *slot) leave() {
 	if w := sl.word.Add(^uint64(0)); w&usersMask == 0 && stateOf(w) != live {
@@ -79,7 +80,7 @@ func (sl *slot) leave() {
 }
 
 // mark moves the allocation from live to state to, keeping the count of
-// running Use calls, and reports whether it was live.
+// holders, and reports whether it was live.
 func (sl *slot) mark(to uint64) bool {
 	for {
 		w := sl.word.Load()
@@ -92,14 +93,14 @@ func (sl *slot) mark(to uint64) bool {
 	}
 }
 
-// releaseMemory returns the memory of a marked allocation. No new Use can
-// start; it waits for those running, which the contract says finish before
-// the scope ends (a copy, a kernel launch).
+// releaseMemory returns the memory of a marked allocation. No new holder
+// can come; it waits for those there to leave, which the contract says
+// they do before the scope ends (a copy, a kernel launch).
 func (sl *slot) releaseMemory(t *Tree) error {
 	if sl.word.Load()&usersMask != 0 {
 		t.useMu.Lock()
 		for sl.word.Load()&usersMask != 0 {
-			t.useDone.Wait() // the last Use to leave wakes it (see leave)
+			t.useDone.Wait() // the last holder to leave wakes it (see leave)
 		}
 		t.useMu.Unlock()
 	}

@@ -20,7 +20,7 @@ type Tree struct {
 
 	slots slotTable
 
-	useMu   sync.Mutex // with useDone: a release waits there for the last running Use
+	useMu   sync.Mutex // with useDone: a release waits there for the last holder to leave
 	useDone sync.Cond
 
 	mu     sync.Mutex // protects roots, free and closed

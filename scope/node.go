@@ -44,7 +44,8 @@ type node struct {
 	children  scopeList
 	spare     []*slot      // slots ready for allocations (see slotTable)
 	resources resourceList // what else the scope owns (Scope.OwnResource), ended first
-	left      sync.Cond    // on mu: a child left children (End waits for the last)
+	opening   int          // children opening with a reservation: they charge this scope
+	left      sync.Cond    // on mu: a child left children, or an opening one finished (End waits for the last)
 }
 
 // closed reports whether the scope open in n has ended.
@@ -308,6 +309,15 @@ func (n *node) removeChild(c *node) {
 	n.left.Broadcast()
 }
 
+// openFinished records that a child counted in opening has opened or given
+// back all it took: this scope's end no longer waits for it.
+func (n *node) openFinished() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.opening--
+	n.left.Broadcast()
+}
+
 // endContents ends what the scope holds: its children, its resources and
 // its allocations, in that order, and returns their errors. Called with
 // n.mu held; returns with it released.
@@ -322,7 +332,7 @@ func (n *node) endContents() []error {
 // waits until every child has left, appending their errors to errs. Called
 // with n.mu held, which it releases while children close.
 func (n *node) closeChildren(errs []error) []error {
-	if n.children.n == 0 {
+	if n.children.n == 0 && n.opening == 0 {
 		return errs
 	}
 	kids := handles(&n.children)
@@ -333,9 +343,10 @@ func (n *node) closeChildren(errs []error) []error {
 		}
 	}
 	// A child whose Close another goroutine began is still releasing
-	// into this scope's counters: wait until it has left.
+	// into this scope's counters, and one still opening may yet charge or
+	// uncharge them: wait until each has left or finished.
 	n.mu.Lock()
-	for n.children.n > 0 {
+	for n.children.n > 0 || n.opening > 0 {
 		n.left.Wait()
 	}
 	return errs

@@ -3,7 +3,9 @@ package scope_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,16 +82,38 @@ func TestAReservingChildWhoseParentEndsMeanwhileGivesEverythingBack(t *testing.T
 	parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "parent"})
 	require.NoError(t, err)
 
-	// The pool's allocation is taken outside the parent's lock: the parent
-	// can end before the child is listed.
+	// The pool's allocation is taken outside the parent's lock, after the
+	// reservation is charged to the parent: the parent can begin to end
+	// before the child is listed. Its end waits for the open to finish, so
+	// that a scope opened meanwhile cannot reuse the parent's node and
+	// find the child's charge in it.
+	parentEnded := make(chan struct{})
+	var parentErr error
+	var other scope.Scope
 	restore := scope.ReplaceNewRegion(func(ptr uintptr, size int64) (*pool.Region, error) {
-		assert.NoError(t, parent.Close())
+		go func() { parentErr = parent.Close(); close(parentEnded) }()
+		for !parent.Closed() {
+			runtime.Gosched()
+		}
+		select {
+		case <-parentEnded:
+			t.Error("the parent ended while its child was still opening")
+		case <-time.After(20 * time.Millisecond):
+		}
+		var err error
+		other, err = tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "other"})
+		require.NoError(t, err)
+		assert.Zero(t, other.Stats().Live, "a scope opened meanwhile holds nothing")
 		return pool.NewRegion(ptr, size)
 	})
 	_, err = tr.Open(context.Background(), parent, scope.Options{Name: "child", Reserve: 1 << 20})
 	restore()
 	require.ErrorIs(t, err, scope.ErrClosed)
+	<-parentEnded
+	require.NoError(t, parentErr)
 
+	assert.Zero(t, other.Stats().Live)
+	require.NoError(t, other.Close())
 	assert.Empty(t, tr.Scopes())
 	assert.Zero(t, tr.Pool().Stats().Allocated, "the reservation went back to the pool")
 	_, twice := tr.FreeNodes()

@@ -342,7 +342,7 @@ func (s Scope) End() (path string, err error) {
 	n := s.n
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
 	var errs []error
-	if n.children.n == 0 && n.resources.n == 0 && n.allocs.n == 0 {
+	if n.children.n == 0 && n.opening == 0 && n.resources.n == 0 && n.allocs.n == 0 {
 		n.mu.Unlock() // an empty scope, the common case: no step to take
 	} else {
 		errs = n.endContents()

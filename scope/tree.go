@@ -136,14 +136,19 @@ func (t *Tree) openChild(ctx context.Context, pn *node, o *Options, stack []uint
 // lockAsParent holds, or a root where pn is nil. The node is set up under
 // pn's lock; the reservation is then taken from the pool outside it, and
 // the scope listed after. Where a step fails, the parent (or the tree)
-// having ended meanwhile included, undo gives back all it took.
+// having ended meanwhile included, undo gives back all it took. The
+// reservation is charged to pn and its ancestors before the child is
+// listed: pn's end waits until the open has finished (pn.opening), so that
+// no other scope reuses pn's node while the open may still charge it.
 func (t *Tree) openReserved(ctx context.Context, parent Scope, pn *node, o *Options, stack []uintptr) (Scope, error) {
 	t.mu.Lock()
 	n := t.freeNode()
 	t.mu.Unlock()
 	n.setUp(t, ctx, pn, o, stack)
 	if pn != nil {
+		pn.opening++
 		pn.mu.Unlock()
+		defer pn.openFinished()
 	}
 	s := n.handle()
 	op := opening{tree: t, n: n}

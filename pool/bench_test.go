@@ -12,7 +12,14 @@ var benchSizes = []int64{256, 1 << 20, 64 << 20}
 
 // BenchmarkCachedAllocFree measures an allocation and free that the cache
 // serves: the pool's hot path, with no call to the source.
-func BenchmarkCachedAllocFree(b *testing.B) {
+func BenchmarkCachedAllocFree(b *testing.B) { benchCachedPairs(b, 0) }
+
+// BenchmarkCachedAllocFreeOnStream is the same pair on a stream other than
+// the default, whose arenas the pool finds by stream.
+func BenchmarkCachedAllocFreeOnStream(b *testing.B) { benchCachedPairs(b, 7) }
+
+// benchCachedPairs runs the cached pair of each of benchSizes on stream.
+func benchCachedPairs(b *testing.B, stream uintptr) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
 			p, err := pool.New(sim.New(0, 0))
@@ -20,12 +27,12 @@ func BenchmarkCachedAllocFree(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close()
-			warm, _ := p.Alloc(size)
+			warm, _ := p.AllocOn(size, stream)
 			_ = p.Free(warm)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				blk, err := p.Alloc(size)
+				blk, err := p.AllocOn(size, stream)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,6 +13,7 @@ type arenaSet struct {
 	maxSplit   int64 // the MaxSplitSize of classic arenas
 	byKey      map[arenaKey]*arena
 	defaults   [sizeClasses]*arena // the default stream's, found without the map
+	lastOther  *arena              // the other stream's arena found last: found again without the map
 }
 
 // sizeClasses counts the arenas of a stream: large and small.
@@ -31,6 +32,9 @@ func (s *arenaSet) get(key arenaKey) *arena {
 	if a := s.defaults[classIndex(key.small)]; key.stream == 0 && a != nil {
 		return a
 	}
+	if a := s.lastOther; a != nil && a.key == key {
+		return a
+	}
 	a := s.byKey[key]
 	if a == nil {
 		a = &arena{key: key, guard: s.guard, expandable: s.expandable, maxSplit: s.maxSplit}
@@ -39,12 +43,18 @@ func (s *arenaSet) get(key arenaKey) *arena {
 			s.defaults[classIndex(key.small)] = a
 		}
 	}
+	if key.stream != 0 {
+		s.lastOther = a
+	}
 	return a
 }
 
 // of returns the arena that holds seg.
 func (s *arenaSet) of(seg *segment) *arena {
 	if a := s.defaults[classIndex(seg.key.small)]; seg.key.stream == 0 && a != nil {
+		return a
+	}
+	if a := s.lastOther; a != nil && a.key == seg.key {
 		return a
 	}
 	return s.byKey[seg.key]
@@ -86,6 +96,9 @@ func (s *arenaSet) takeEmptyReservations(retired map[uintptr]bool) []*segment {
 		segs = append(segs, a.takeEmptyReservations()...)
 		if retired != nil && len(a.segments) == 0 {
 			delete(s.byKey, k)
+			if s.lastOther == a {
+				s.lastOther = nil
+			}
 		}
 	}
 	return segs

@@ -110,3 +110,29 @@ func TestStreams(t *testing.T) {
 		require.NoError(t, p.Free(x))
 	})
 }
+
+// Large blocks on streams taking turns each return to their own stream's
+// arena; a retired stream's arena is dropped with its memory, and the
+// stream is not allocated on again.
+func TestArenasOfStreamsTakingTurnsAndOfARetiredStream(t *testing.T) {
+	const size = 64 << 20
+	p := newPool(t, sim.New(0, 0))
+	for _, stream := range []uintptr{5, 6, 5, 6, 0, 5} {
+		b, err := p.AllocOn(size, stream)
+		require.NoError(t, err)
+		assert.Equal(t, stream, b.Stream())
+		require.NoError(t, p.Free(b))
+		require.NoError(t, p.CheckInvariants(nil))
+	}
+	require.NoError(t, p.RetireStream(5))
+	require.NoError(t, p.EmptyCache())
+	for _, seg := range p.Snapshot().Segments {
+		assert.NotEqual(t, uintptr(5), seg.Stream, "the retired stream's memory went back")
+	}
+	_, err := p.AllocOn(size, 5)
+	assert.ErrorContains(t, err, "retired")
+	b, err := p.AllocOn(size, 6)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(b))
+	require.NoError(t, p.CheckInvariants(nil))
+}

@@ -28,7 +28,8 @@ type deviceOptionFunc func(deviceOptions) deviceOptions
 
 func (f deviceOptionFunc) applyDevice(o deviceOptions) deviceOptions { return f(o) }
 
-// HostMemory sets the capacity of a host-memory device ([OpenHost]). It
+// HostMemory sets the capacity of a host-memory device ([OpenHost]): at
+// least one page of 2 MiB ([host.PageSize]), the least the pool takes. It
 // means nothing to [Open], which reports it as an error.
 func HostMemory(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {

@@ -45,7 +45,8 @@ type node struct {
 	spare     []*slot      // slots ready for allocations (see slotTable)
 	resources resourceList // what else the scope owns (Scope.OwnResource), ended first
 	opening   int          // children opening with a reservation: they charge this scope
-	left      sync.Cond    // on mu: a child left children, or an opening one finished (End waits for the last)
+	releasing int          // Frees giving memory back outside mu: they may uncharge this scope
+	left      sync.Cond    // on mu: a child left, an open or a release finished (End waits for the last)
 }
 
 // closed reports whether the scope open in n has ended.
@@ -189,8 +190,8 @@ func (n *node) pathName() string {
 // handles to its old uses fail their epoch check and read nothing else, so
 // it is set up without its lock. pn's lock is held, where pn is not nil.
 // stack is where it was opened, when stacks are recorded.
-func (n *node) setUp(t *Tree, ctx context.Context, pn *node, o *Options, stack []uintptr) {
-	n.tree, n.parent, n.name, n.limit, n.id = t, pn, o.Name, o.Limit, nextID.Add(1)
+func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr) {
+	n.parent, n.name, n.limit, n.id = pn, o.Name, o.Limit, nextID.Add(1)
 	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
 	n.waits = o.Wait || pn != nil && pn.waits
 	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
@@ -318,6 +319,22 @@ func (n *node) openFinished() {
 	n.left.Broadcast()
 }
 
+// releaseFinished records that a Free counted in releasing has given its
+// memory back: this scope's end no longer waits for it.
+func (n *node) releaseFinished() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.releasing--
+	n.left.Broadcast()
+}
+
+// inFlight reports whether work the scope began outside its lock, which
+// still charges or uncharges its counters or its ancestors', has yet to
+// finish: a child's open or end, or a Free's release. Called with n.mu held.
+func (n *node) inFlight() bool {
+	return n.children.n > 0 || n.opening > 0 || n.releasing > 0
+}
+
 // endContents ends what the scope holds: its children, its resources and
 // its allocations, in that order, and returns their errors. Called with
 // n.mu held; returns with it released.
@@ -329,10 +346,11 @@ func (n *node) endContents() []error {
 }
 
 // closeChildren closes the scope's open children, last opened first, and
-// waits until every child has left, appending their errors to errs. Called
-// with n.mu held, which it releases while children close.
+// waits until every child has left and every open and release in flight
+// has finished (inFlight), appending their errors to errs. Called with n.mu
+// held, which it releases while children close.
 func (n *node) closeChildren(errs []error) []error {
-	if n.children.n == 0 && n.opening == 0 {
+	if !n.inFlight() {
 		return errs
 	}
 	kids := handles(&n.children)
@@ -343,10 +361,10 @@ func (n *node) closeChildren(errs []error) []error {
 		}
 	}
 	// A child whose Close another goroutine began is still releasing
-	// into this scope's counters, and one still opening may yet charge or
-	// uncharge them: wait until each has left or finished.
+	// into this scope's counters, a child still opening or a Free still
+	// releasing may yet charge or uncharge them: wait until each is done.
 	n.mu.Lock()
-	for n.children.n > 0 || n.opening > 0 {
+	for n.inFlight() {
 		n.left.Wait()
 	}
 	return errs

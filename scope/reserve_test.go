@@ -119,3 +119,45 @@ func TestAReservingChildWhoseParentEndsMeanwhileGivesEverythingBack(t *testing.T
 	_, twice := tr.FreeNodes()
 	assert.False(t, twice)
 }
+
+// A Free of reservation memory that waits for a holder gives the
+// reservation back outside the scope's lock, which uncharges the scopes
+// above it: their ends wait for it, so that a scope opened meanwhile
+// cannot reuse an ancestor's node and find those bytes in it.
+func TestAReleaseInFlightFromAReservationHoldsItsAncestorsEnd(t *testing.T) {
+	tr := newTree(t)
+	parent, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "parent"})
+	require.NoError(t, err)
+	r, err := tr.Open(context.Background(), parent, scope.Options{Name: "r", Reserve: 1 << 20})
+	require.NoError(t, err)
+	a, err := r.Alloc(4096)
+	require.NoError(t, err)
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() { held <- a.WithPtr(0, func(uintptr) error { close(holding); <-release; return nil }) }()
+	<-holding
+	freed := make(chan error, 1)
+	go func() { freed <- r.Free(a) }()
+	for len(r.Allocations()) != 0 {
+		runtime.Gosched() // until Free has taken a and waits for the holder
+	}
+	parentEnded := make(chan error, 1)
+	go func() { parentEnded <- parent.Close() }()
+	for !parent.Closed() {
+		runtime.Gosched()
+	}
+	other, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "other", Limit: 1 << 20})
+	require.NoError(t, err)
+	assert.Zero(t, other.Stats().Live, "a scope opened while the release is in flight holds nothing")
+	_, err = other.Alloc(512 << 10)
+	assert.NoError(t, err, "and its limit is its own")
+
+	close(release)
+	require.NoError(t, <-held)
+	require.NoError(t, <-freed)
+	require.NoError(t, <-parentEnded)
+	assert.Equal(t, pool.Rounded(512<<10), other.Stats().Live, "the release uncharged nothing of other's")
+	require.NoError(t, other.Close())
+	assert.Empty(t, tr.Scopes())
+	assert.Zero(t, tr.Pool().Stats().Allocated, "the reservation went back to the pool")
+}

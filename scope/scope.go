@@ -197,11 +197,15 @@ func (s Scope) Free(r Ref) error {
 		n.mu.Unlock()
 	} else {
 		// Holders to wait for, or slow work: outside the lock. The scope
-		// may end meanwhile, so the slot goes back to the table.
+		// may begin to end meanwhile, so the slot goes back to the table;
+		// its end waits for the release (releasing), which may uncharge
+		// the scope's ancestors (the last release from a reservation).
+		n.releasing++
 		n.mu.Unlock()
 		err = sl.releaseMemory(n.tree)
 		sl.clear()
 		n.tree.slots.give([]*slot{sl})
+		n.releaseFinished()
 	}
 	if err != nil {
 		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", size, err)
@@ -342,7 +346,7 @@ func (s Scope) End() (path string, err error) {
 	n := s.n
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
 	var errs []error
-	if n.children.n == 0 && n.opening == 0 && n.resources.n == 0 && n.allocs.n == 0 {
+	if !n.inFlight() && n.resources.n == 0 && n.allocs.n == 0 {
 		n.mu.Unlock() // an empty scope, the common case: no step to take
 	} else {
 		errs = n.endContents()

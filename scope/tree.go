@@ -113,7 +113,7 @@ func (t *Tree) openRoot(ctx context.Context, o *Options, stack []uintptr) (Scope
 		return Scope{}, ErrClosed
 	}
 	n := t.freeNode()
-	n.setUp(t, ctx, nil, o, stack)
+	n.setUp(ctx, nil, o, stack)
 	t.roots.push(n, &n.siblings)
 	return n.handle(), nil
 }
@@ -127,7 +127,7 @@ func (t *Tree) openChild(ctx context.Context, pn *node, o *Options, stack []uint
 	t.mu.Lock()
 	n := t.freeNode()
 	t.mu.Unlock()
-	n.setUp(t, ctx, pn, o, stack)
+	n.setUp(ctx, pn, o, stack)
 	pn.children.push(n, &n.siblings)
 	return n.handle()
 }
@@ -144,7 +144,7 @@ func (t *Tree) openReserved(ctx context.Context, parent Scope, pn *node, o *Opti
 	t.mu.Lock()
 	n := t.freeNode()
 	t.mu.Unlock()
-	n.setUp(t, ctx, pn, o, stack)
+	n.setUp(ctx, pn, o, stack)
 	if pn != nil {
 		pn.opening++
 		pn.mu.Unlock()
@@ -183,7 +183,7 @@ func (t *Tree) freeNode() *node {
 	if n := t.free.Pop(); n != nil {
 		return n
 	}
-	n := &node{}
+	n := &node{tree: t} // a node serves scopes of one tree only: tree never changes
 	n.left.L = &n.mu
 	return n
 }

@@ -91,3 +91,50 @@ func TestChildrenOpeningAsTheirParentEndsHoldNothing(t *testing.T) {
 		require.False(t, twice, "a node waits for reuse twice")
 	}
 }
+
+// Grandchildren, with and without a reservation, open and allocate while
+// their grandparent and parent end, and roots open beside them, reusing
+// the ended scopes' nodes: no root ever shows another scope's bytes, and
+// under -race no node is read as it is set up for another scope.
+func TestScopesOpenedWhileOthersEndShowNoBytesOfTheirs(t *testing.T) {
+	tr := newTree(t)
+	for range 100 {
+		gp, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "gp"})
+		require.NoError(t, err)
+		p, err := tr.Open(context.Background(), gp, scope.Options{Name: "p"})
+		require.NoError(t, err)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { <-start; assert.NoError(t, gp.Close()) })
+		wg.Go(func() { <-start; _ = p.Close() })
+		for i := range 6 {
+			wg.Go(func() {
+				<-start
+				c, err := tr.Open(context.Background(), p, scope.Options{Reserve: int64(i%2) * (64 << 10)})
+				if err != nil {
+					assert.ErrorIs(t, err, scope.ErrClosed)
+					return
+				}
+				if _, err := c.Alloc(4096); err != nil {
+					assert.ErrorIs(t, err, scope.ErrClosed)
+				}
+				_ = c.Close()
+			})
+			wg.Go(func() {
+				<-start
+				o, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Zero(t, o.Stats().Live)
+				assert.NoError(t, o.Close())
+			})
+		}
+		close(start)
+		wg.Wait()
+		assert.Empty(t, tr.Scopes())
+		assert.Zero(t, tr.Pool().Stats().Allocated)
+		_, twice := tr.FreeNodes()
+		require.False(t, twice)
+	}
+}

@@ -85,7 +85,22 @@ func runCommand(name string, c command, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	return c.run(positional, stdout, stderr)
+	err = c.run(positional, stdout, stderr)
+	if _, ok := errors.AsType[*usageError](err); ok {
+		fs.Usage()
+	}
+	return err
+}
+
+// usageError is a command's arguments not being what it takes: the
+// command's usage and flags follow it on stderr.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usageErrorf returns a usageError that says what is wrong.
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
 // parseArgs parses args with fs, flags before or after the positional
@@ -232,8 +247,7 @@ func (o *replayOptions) poolOptions() ([]pool.Option, error) {
 // reports the result on stdout.
 func (o *replayOptions) run(files []string, stdout, stderr io.Writer) error {
 	if len(files) != 1 {
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("replay needs one trace FILE, got %d", len(files))
+		return usageErrorf("replay needs one trace FILE, got %d", len(files))
 	}
 	file := files[0]
 	opts, err := o.poolOptions()

@@ -144,3 +144,17 @@ func TestHelpPrintsEveryCommandAndExitsWell(t *testing.T) {
 		assert.Contains(t, out.String(), "-goroutines")
 	}
 }
+
+func TestWrongArgumentsPrintTheCommandsUsageAndFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{{[]string{"replay"}, "-growth-step"}, {[]string{"plot", "x.csv"}, "-width"}, {[]string{"stress", "x.csv"}, "-goroutines"}} {
+		var out, errb bytes.Buffer
+		err := run(c.args, &out, &errb)
+		require.Error(t, err, strings.Join(c.args, " "))
+		assert.Contains(t, errb.String(), "usage: gpumem replay", strings.Join(c.args, " "))
+		assert.Contains(t, errb.String(), c.flag, "the command's own flags")
+		assert.Empty(t, out.String())
+	}
+}

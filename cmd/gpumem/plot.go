@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"flag"
 	"fmt"
 	"html"
@@ -34,7 +33,7 @@ func (o *plotOptions) declare(fs *flag.FlagSet) {
 // peaks marked.
 func (o *plotOptions) run(files []string, _, stderr io.Writer) error {
 	if len(files) != 1 || o.out == "" {
-		return errors.New("plot needs one trace FILE and -o OUT.svg or OUT.html, in any order")
+		return usageErrorf("plot needs one trace FILE and -o OUT.svg or OUT.html, in any order")
 	}
 	file := files[0]
 	if o.width < 200 {

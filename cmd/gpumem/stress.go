@@ -47,7 +47,7 @@ func (o *stressOptions) declare(fs *flag.FlagSet) {
 // checks that nothing is left. It is the workload compute-sanitizer runs.
 func (o *stressOptions) run(extra []string, stdout, _ io.Writer) error {
 	if len(extra) > 0 {
-		return fmt.Errorf("stress takes no FILE, only flags: %q", extra)
+		return usageErrorf("stress takes no FILE, only flags: %q", extra)
 	}
 
 	if o.seconds <= 0 || o.goroutines <= 0 {

@@ -64,12 +64,13 @@ func OnHost(w io.Writer, capacity int64, run func(w io.Writer, dev *gpu.Device) 
 }
 
 // runAndClose runs run on dev, which opening it returned with err, and
-// closes it.
-func runAndClose(w io.Writer, dev *gpu.Device, err error, run func(w io.Writer, dev *gpu.Device) error) error {
+// closes it, also where run panics.
+func runAndClose(w io.Writer, dev *gpu.Device, err error, run func(w io.Writer, dev *gpu.Device) error) (runErr error) {
 	if err != nil {
 		return err
 	}
-	return errors.Join(run(w, dev), dev.Close())
+	defer func() { runErr = errors.Join(runErr, dev.Close()) }()
+	return run(w, dev)
 }
 
 // ToHost copies the elements of x into a new slice of the program's memory.

@@ -12,14 +12,37 @@ var benchSizes = []int64{256, 1 << 20, 64 << 20}
 
 // BenchmarkCachedAllocFree measures an allocation and free that the cache
 // serves: the pool's hot path, with no call to the source.
-func BenchmarkCachedAllocFree(b *testing.B) { benchCachedPairs(b, 0) }
+func BenchmarkCachedAllocFree(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
+			p, err := pool.New(sim.New(0, 0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			warm, _ := p.Alloc(size)
+			_ = p.Free(warm)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				blk, err := p.Alloc(size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Free(blk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			checkCacheServed(b, p, size)
+		})
+	}
+}
 
 // BenchmarkCachedAllocFreeOnStream is the same pair on a stream other than
 // the default, whose arenas the pool finds by stream.
-func BenchmarkCachedAllocFreeOnStream(b *testing.B) { benchCachedPairs(b, 7) }
-
-// benchCachedPairs runs the cached pair of each of benchSizes on stream.
-func benchCachedPairs(b *testing.B, stream uintptr) {
+func BenchmarkCachedAllocFreeOnStream(b *testing.B) {
+	const stream = 7
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
 			p, err := pool.New(sim.New(0, 0))
@@ -41,10 +64,16 @@ func benchCachedPairs(b *testing.B, stream uintptr) {
 				}
 			}
 			b.StopTimer()
-			if st := p.Stats(); st.SourceAllocs*sim.DefaultPageSize > 2*size+sim.DefaultPageSize*2 {
-				b.Fatalf("the cache did not serve the loop: %d source allocations", st.SourceAllocs)
-			}
+			checkCacheServed(b, p, size)
 		})
+	}
+}
+
+// checkCacheServed fails b where the pool went to its source for more than
+// the first pairs of size bytes: the cache did not serve the loop.
+func checkCacheServed(b *testing.B, p *pool.Pool, size int64) {
+	if st := p.Stats(); st.SourceAllocs*sim.DefaultPageSize > 2*size+sim.DefaultPageSize*2 {
+		b.Fatalf("the cache did not serve the loop: %d source allocations", st.SourceAllocs)
 	}
 }
 

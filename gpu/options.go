@@ -80,8 +80,8 @@ func OnReleaseError(fn func(error)) DeviceOption {
 	return errorCallback("OnReleaseError", fn, func(o *deviceOptions) *func(error) { return &o.releaseErrors })
 }
 
-// errorCallback is the option name(fn): it sets the callback field
-// returns to fn, and records an error for a nil fn.
+// errorCallback is the option name(fn): it sets the callback that field
+// points to to fn, and records an error for a nil fn.
 func errorCallback(name string, fn func(error), field func(*deviceOptions) *func(error)) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if fn == nil {

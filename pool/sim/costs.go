@@ -104,27 +104,14 @@ var H200 = CostTable{
 	// over 416 mapped handles in 14.90 ms; less the first handle's 47 us
 	// each, 30 us a handle (smallest_gpuscope.jsonl there).
 	PriceSetAccessExtraHandle: {{0, 30000 * ns}},
-	// The wait of a create after the release of a handle. A later lease
-	// (docs/data/h200-2026-12-01-final/driver_calls.txt) measured
-	// create_after_release: a 2 MiB create waits little (30 us after
-	// 256 MiB, 36 us after 512 MiB, 108 us after 2 GiB), where a 512 MiB
-	// create after a 512 MiB release waited 577 us on average there too.
-	// The wait grows with the size created, then; but pricing it so (in
-	// proportion between the two) models llama_prefill_dynamic's creates
-	// at 0.36 of the measured, whose creates after large releases are
-	// mostly medium. The price below, by the released size alone, is the
-	// average that fits the replays. 512 MiB: the mean of the five runs of
-	// create/size=512 MiB, each a create right after the release of the one
-	// before (618 us; the driver waited in three runs and not in two, so
-	// the mean is the expected wait), less the create's own 69 us. Beyond,
-	// unmeasured: the same. 64 MiB: no wait (create/size=64 MiB, 16 us).
-	// 256 MiB: no wait seen on the GPU with --release-threshold 0 in
-	// release_resnet50_train.json, whose 852 releases of up to 300 MiB left
-	// its creates at 23 us each, the other traces' cost: a wait rising from
-	// 64 MiB would have added 18 ms to its 19.6 ms of creates, from 256 MiB
-	// 0.5 ms. Checked on release_llama_prefill_dynamic.json, 1,462 of whose
-	// 11,750 releases are of 560 MiB: it models that trace's creates at
-	// 1.27 s against 1.45 s measured (0.31 s without it).
+	// The wait of a create for each handle released since the create
+	// before, by the released size (docs/pool.md, "The model of driver
+	// time", gives the measurements and why the price goes by that size).
+	// 512 MiB, and beyond: the mean of create/size=512 MiB, each create
+	// right after the release of the one before (618 us), less the
+	// create's own 69 us. 64 MiB: none (create/size=64 MiB, 16 us).
+	// 256 MiB: none seen in release_resnet50_train.json of
+	// h200-2026-12-01-pressure.
 	PriceCreateAfterRelease: {{64 * mib, 0}, {256 * mib, 0}, {512 * mib, 548442 * ns}},
 	CallRelease:             {{2 * mib, 13883 * ns}, {20 * mib, 19973 * ns}, {64 * mib, 47852 * ns}, {512 * mib, 245938 * ns}},
 	CallReserveAddress:      {{256 * gib, 3238 * ns}},

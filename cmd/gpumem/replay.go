@@ -35,10 +35,11 @@ type result struct {
 	// with --driver cuda, modelled from sim.H200 with --driver sim.
 	tally
 	DriverNsModelled bool `json:"driver_ns_modelled"`
-	// WallNs is the time of the trace's pool calls, reading and planning
-	// the trace excluded, and the frees of what each pass leaves live
-	// (counted in the driver's calls, not timed). With --driver sim it is modelled: the measured time, less
-	// the time spent in the simulated source, plus the modelled driver time.
+	// WallNs is the time of the trace's pool calls; reading and planning
+	// the trace, and the frees of what each pass leaves live (counted in
+	// the driver's calls, not timed), are excluded. With --driver sim it is
+	// modelled: the measured time, less the time spent in the simulated
+	// source, plus the modelled driver time.
 	WallNs      int64        `json:"wall_ns"`
 	Repetitions []repetition `json:"repetitions"`
 }

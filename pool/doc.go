@@ -2,7 +2,7 @@
 // PyTorch's CUDA caching allocator, in pure Go.
 //
 // A [Pool] takes raw memory from a [Source] (a device driver, or the
-// simulated source of package pool/sim) and hands out [Block]s. Freed blocks
+// simulated source of package internal/sim) and hands out [Block]s. Freed blocks
 // are kept and reused without calling the source again: a cached allocation
 // and free never leave Go.
 //

@@ -3,8 +3,8 @@ package pool_test
 import (
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 // A pool over the simulated device: the second allocation of a size is

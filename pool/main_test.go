@@ -3,7 +3,7 @@ package pool_test
 import (
 	"testing"
 
-	"github.com/gpuscope/gpuscope/pool/sim"
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"go.uber.org/goleak"
 )
 

@@ -3,7 +3,7 @@ package pool
 import "github.com/gpuscope/gpuscope/internal/vmm"
 
 // Source is where a Pool gets raw memory. A device driver implements it; so
-// does the simulated source of package pool/sim. Methods may be called from
+// does the simulated source of package internal/sim. Methods may be called from
 // many goroutines, never while the pool holds a lock.
 //
 // An error that means "no room on the device" should have a method

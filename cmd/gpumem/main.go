@@ -22,8 +22,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 func main() {

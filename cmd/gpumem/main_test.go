@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/gpu/gputest"
-	"github.com/gpuscope/gpuscope/pool/sim"
+	"github.com/gpuscope/gpuscope/internal/sim"
 )
 
 func TestMain(m *testing.M) {

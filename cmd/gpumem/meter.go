@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 // meter stands between a pool and its source and counts every driver call

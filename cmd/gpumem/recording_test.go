@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 func replayRecorded(t *testing.T, recorded []byte) result {

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 // openSource returns the memory source a replay runs on.

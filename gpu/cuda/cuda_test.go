@@ -268,7 +268,7 @@ func TestScopesOnTheGPU(t *testing.T) {
 
 // BenchmarkDriverCalls times each kind of driver call the pool makes, one
 // at a time, through this package (its cgo and context switch included):
-// the cost table of pool/sim is checked against it. Only the named call is
+// the cost table of internal/sim is checked against it. Only the named call is
 // timed; what sets it up and undoes it is not.
 func BenchmarkDriverCalls(b *testing.B) {
 	d := open(b)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/gpuscope/gpuscope/pool/sim"
+	"github.com/gpuscope/gpuscope/internal/sim"
 )
 
 func TestH200PricesTheWaitOfLargeReleasesOnly(t *testing.T) {

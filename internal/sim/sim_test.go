@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/pool/sim"
 )
 
 func TestMain(m *testing.M) {

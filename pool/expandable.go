@@ -403,15 +403,19 @@ func (e *expander) apply(a *arena, g *growth) error {
 	if g.blockEnd > start {
 		cut = e.granules(int64(g.blockEnd-start)) * e.gran
 	}
+	if err := e.ledger.checkLimit(g.create); err != nil {
+		return e.keepIdle(handles, err)
+	}
+	old := len(handles)
 	for _, n := range g.newHandleSizes(g.byteSize-g.create, cut) {
 		hd, err := e.createHandle(n)
 		if err != nil {
-			return e.keepIdle(handles, err)
+			return e.undoCreate(handles, old, err)
 		}
 		handles = append(handles, hd)
 	}
 	if err := e.mapAt(start, g.byteSize, handles); err != nil {
-		return e.keepIdle(handles, err)
+		return e.undoCreate(handles, old, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -468,6 +472,21 @@ func (e *expander) mapAt(start uintptr, n int64, handles []*handle) error {
 		return markOutOfMemory(fmt.Errorf("pool: setting access to %s: %w", FormatBytes(n), err))
 	}
 	return nil
+}
+
+// undoCreate ends a failed growth: the handles from created on, which it
+// made, go back to the source, so that a failed allocation leaves nothing
+// it created reserved; the others, held before, are kept idle. Returns err,
+// joined with what releasing failed with.
+func (e *expander) undoCreate(handles []*handle, created int, err error) error {
+	var made []*handle
+	for _, hd := range handles[created:] {
+		if hd.ptr == 0 { // one still mapped (its unmap failed) is kept stuck
+			made = append(made, hd)
+		}
+	}
+	handles = slices.DeleteFunc(handles, func(hd *handle) bool { return slices.Contains(made, hd) })
+	return errors.Join(e.keepIdle(handles, err), e.releaseHandles(made))
 }
 
 // keepIdle keeps handles idle after a failed growth and returns err. A
@@ -539,13 +558,19 @@ func (e *expander) release(moving []*block, hs []*handle) error {
 	idle := append(e.idle, unmapped...)
 	e.idle = nil
 	e.mu.Unlock()
-	for i, hd := range idle {
+	return errors.Join(append(errs, e.releaseHandles(idle))...)
+}
+
+// releaseHandles gives unmapped handles back to the source. From the first
+// the source will not release on, they stay idle. Called with growMu held
+// and mu not held.
+func (e *expander) releaseHandles(hs []*handle) error {
+	for i, hd := range hs {
 		if err := e.mapper.Release(hd.id); err != nil {
 			e.mu.Lock()
-			e.idle = append(e.idle, idle[i:]...)
+			e.idle = append(e.idle, hs[i:]...)
 			e.mu.Unlock()
-			errs = append(errs, fmt.Errorf("pool: releasing %s: %w", FormatBytes(hd.size), err))
-			break
+			return fmt.Errorf("pool: releasing %s: %w", FormatBytes(hd.size), err)
 		}
 		e.mu.Lock()
 		e.ledger.counts.SourceFrees++
@@ -553,7 +578,7 @@ func (e *expander) release(moving []*block, hs []*handle) error {
 		e.ledger.addReserved(-hd.size)
 		e.mu.Unlock()
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // releaseAddress returns reservations of address space that hold nothing

@@ -189,3 +189,36 @@ func TestAFailedGrowthKeepsNothing(t *testing.T) {
 	require.NoError(t, err, "the whole device is still there")
 	require.NoError(t, p.Free(b))
 }
+
+// A growth is cut into handles of at most 1/256 of the budget, created one
+// after another; when a later one fails, the earlier ones must go back.
+func TestAFailedGrowthOfSeveralHandlesGivesBackWhatItCreated(t *testing.T) {
+	t.Run("when the device fills partway", func(t *testing.T) {
+		src := sim.New(256*mib, 0)
+		p := newPool(t, src, pool.GrowthStep(0))
+		other, err := src.Alloc(200 * mib) // memory someone else holds
+		require.NoError(t, err)
+		free, _, err := src.MemInfo()
+		require.NoError(t, err)
+		_, err = p.Alloc(96 * mib) // 8 MiB handles: seven fit, the eighth does not
+		require.ErrorIs(t, err, pool.ErrOutOfMemory)
+		assert.Zero(t, p.Stats().Reserved, "the handles created before the one that failed are gone")
+		after, _, err := src.MemInfo()
+		require.NoError(t, err)
+		assert.Equal(t, free, after, "the device's free memory is as it was")
+		require.NoError(t, src.Free(other, 200*mib))
+	})
+	t.Run("when the growth would pass the cap", func(t *testing.T) {
+		src := sim.New(0, 0)
+		p := newPool(t, src, pool.GrowthStep(0), pool.MaxReserved(64*mib))
+		keep, err := p.Alloc(40 * mib)
+		require.NoError(t, err)
+		reserved, used := p.Stats().Reserved, src.Used()
+		_, err = p.Alloc(40 * mib) // three 8 MiB handles fit under the cap, five are needed
+		require.ErrorIs(t, err, pool.ErrOutOfMemory)
+		assert.Equal(t, reserved, p.Stats().Reserved, "nothing the failed growth created stays reserved")
+		assert.Equal(t, used, src.Used(), "and the source holds what it held")
+		require.NoError(t, p.CheckInvariants(src.Accessible))
+		require.NoError(t, p.Free(keep))
+	})
+}

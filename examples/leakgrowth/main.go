@@ -1,10 +1,10 @@
-// Command leakgrowth tells a cache from a leak. Two loops run side by side:
-// one keeps the last few results in a cache of fixed size (memory grows,
-// then plateaus), the other appends every result to a scope that never
-// frees (memory grows at every step). Both look the same in reserved
-// memory; what tells them apart is whether the bytes held by live buffers
-// keep growing after a warm-up, which gputest.Steady checks and the
-// device's Summary shows per scope.
+// Command leakgrowth tells a cache from a leak. Two loops run one after the
+// other, each once, under gputest.Steady: one appends every result to a
+// scope that never frees it (memory grows at every step), the other keeps
+// the last few results in a cache of fixed size (memory grows, then
+// plateaus). Both look the same in reserved memory; what tells them apart
+// is whether the bytes held by live buffers keep growing after a warm-up,
+// which Steady checks and the device's Summary shows per scope.
 //
 //	go run ./examples/leakgrowth
 package main
@@ -35,28 +35,53 @@ func run(w io.Writer) error {
 // runOn is the example on dev, which run opened.
 func runOn(w io.Writer, dev *gpu.Device) error {
 	demo.Report(w, "before", dev)
-
-	cache, err := newCache(dev, "cache", cacheSlots)
-	if err != nil {
-		return err
-	}
-	defer cache.scope.Close()
 	leak, err := dev.NewScope(gpu.Name("leak"))
 	if err != nil {
 		return err
 	}
 	defer leak.Close()
+	cache, err := newCache(dev, "cache", cacheSlots)
+	if err != nil {
+		return err
+	}
+	defer cache.scope.Close()
 
-	step := 0
-	compute := func(keep func(gpu.Buffer) error, into *gpu.Scope) error {
-		// Each step computes a result in a scope of its own and keeps it in
-		// the scope that holds results.
-		return gpu.WithScope(into.Context(), dev, func(s *gpu.Scope) error {
+	fmt.Fprintf(w, "Each step computes a %s result in a scope of its own and hands it to the scope that holds results.\n", gpu.Bytes(resultBytes))
+	fmt.Fprintf(w, "gputest.Steady runs each loop for %d warm-up steps, then %d measured steps.\n", warmup, iterations)
+	// The leak runs first, while the cache holds nothing: Steady counts the
+	// buffers of every open scope, so its figures are the leak's own.
+	if err := loop(w, dev, "leaking loop", leak, func(gpu.Buffer) error { return nil }); err != nil {
+		return err
+	}
+	if err := loop(w, dev, "caching loop", cache.scope, cache.put, cache.evict); err != nil {
+		return err
+	}
+	demo.Report(w, "after both loops", dev)
+	l, c := leak.Stats(), cache.scope.Stats()
+	fmt.Fprintf(w, "allocated at the end: the leak's %d results (%s) and the cache's %d (%s), %s in all\n",
+		l.Allocations, gpu.Bytes(l.Live), c.Allocations, gpu.Bytes(c.Live), gpu.Bytes(l.Live+c.Live))
+	fmt.Fprint(w, dev.Summary())
+	return nil
+}
+
+// loop runs one loop under gputest.Steady: before each step it calls the
+// prepare functions, then computes a result in a child of held and hands it
+// to keep. It prints what held holds after each step and Steady's verdict.
+func loop(w io.Writer, dev *gpu.Device, name string, held *gpu.Scope, keep func(gpu.Buffer) error, prepare ...func() error) error {
+	var sizes []string
+	var stepErr error
+	step := func() error {
+		for _, p := range prepare {
+			if err := p(); err != nil {
+				return err
+			}
+		}
+		err := gpu.WithScope(held.Context(), dev, func(s *gpu.Scope) error {
 			r, err := s.Alloc(resultBytes)
 			if err != nil {
 				return err
 			}
-			if err := r.Memset(byte(step)); err != nil {
+			if err := r.Memset(byte(len(sizes))); err != nil {
 				return err
 			}
 			if err := s.Keep(r); err != nil {
@@ -64,33 +89,22 @@ func runOn(w io.Writer, dev *gpu.Device) error {
 			}
 			return keep(r)
 		}, gpu.Name("step"))
+		sizes = append(sizes, gpu.Bytes(held.Stats().Live).String())
+		stepErr = err
+		return err
 	}
-	caching := func() error { step++; return compute(cache.put, cache.scope) }
-	leaking := func() error { step++; return compute(func(gpu.Buffer) error { return nil }, leak) }
-
-	for _, loop := range []struct {
-		name string
-		fn   func() error
-		held *gpu.Scope
-	}{{"caching loop", caching, cache.scope}, {"leaking loop", leaking, leak}} {
-		var sizes []string
-		for range warmup + iterations {
-			if err := loop.fn(); err != nil {
-				return err
-			}
-			sizes = append(sizes, fmt.Sprint(gpu.Bytes(loop.held.Stats().Live)))
-		}
-		fmt.Fprintf(w, "%s, held after each step: %s\n", loop.name, strings.Join(sizes, ", "))
-		v := &verdict{}
-		gputest.Steady(v, warmup, iterations, loop.fn)
-		if v.grew == "" {
-			fmt.Fprintf(w, "%s: plateau (a cache): gputest.Steady passes\n", loop.name)
-		} else {
-			fmt.Fprintf(w, "%s: grows at every step (a leak): %s\n", loop.name, v.grew)
-		}
+	v := &verdict{}
+	gputest.Steady(v, warmup, iterations, step)
+	if stepErr != nil {
+		return stepErr
 	}
-	demo.Report(w, "after both loops", dev)
-	fmt.Fprint(w, dev.Summary())
+	fmt.Fprintf(w, "%s, bytes its scope holds after each step: warm-up %s; measured %s\n", name,
+		strings.Join(sizes[:warmup], ", "), strings.Join(sizes[warmup:], ", "))
+	if v.grew == "" {
+		fmt.Fprintf(w, "%s: a cache, it stops growing: gputest.Steady passes\n", name)
+	} else {
+		fmt.Fprintf(w, "%s: a leak, it grows at every measured step: gputest.Steady fails: %s\n", name, v.grew)
+	}
 	return nil
 }
 
@@ -106,7 +120,8 @@ func (v *verdict) Error(args ...any) {
 	}
 }
 
-// cache keeps the last n results, freeing the oldest.
+// cache keeps the last n results: evict frees the oldest when the cache is
+// full, to make room before the next result is computed.
 type cache struct {
 	scope *gpu.Scope
 	slots []gpu.Buffer
@@ -121,12 +136,16 @@ func newCache(dev *gpu.Device, name string, n int) (*cache, error) {
 	return &cache{scope: s, n: n}, nil
 }
 
-func (c *cache) put(b gpu.Buffer) error {
-	c.slots = append(c.slots, b)
-	if len(c.slots) <= c.n {
+func (c *cache) evict() error {
+	if len(c.slots) < c.n {
 		return nil
 	}
 	oldest := c.slots[0]
 	c.slots = c.slots[1:]
 	return c.scope.Free(oldest)
+}
+
+func (c *cache) put(b gpu.Buffer) error {
+	c.slots = append(c.slots, b)
+	return nil
 }

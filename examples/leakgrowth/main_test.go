@@ -12,12 +12,22 @@ func TestMain(m *testing.M) { demotest.Main(m) }
 
 func TestTheCachePlateausAndTheLeakGrows(t *testing.T) {
 	s := demotest.Output(t, run)
-	assert.Contains(t, s, "caching loop, held after each step: 1.00 MiB, 2.00 MiB, 3.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB\n")
-	assert.Contains(t, s, "caching loop: plateau (a cache): gputest.Steady passes")
-	assert.Contains(t, s, "leaking loop, held after each step: 1.00 MiB, 2.00 MiB, 3.00 MiB, 4.00 MiB, 5.00 MiB, 6.00 MiB, 7.00 MiB, 8.00 MiB, 9.00 MiB, 10.00 MiB, 11.00 MiB, 12.00 MiB\n")
-	assert.Contains(t, s, "leaking loop: grows at every step (a leak): memory held by buffers grew in 8 of 8 iterations after 4 warm-ups")
-	assert.Regexp(t, `after both loops:\s+allocated 28.00 MiB`, s)
-	// Steady ran each loop 12 more times: the cache still holds 4, the leak 24.
-	assert.Regexp(t, `\n  leak\s+24.00 MiB .* 24 buffers`, s)
-	assert.Regexp(t, `\n  cache\s+4.00 MiB .* 4 buffers`, s)
+	assert.Contains(t, s, "leaking loop, bytes its scope holds after each step: warm-up 1.00 MiB, 2.00 MiB, 3.00 MiB, 4.00 MiB; measured 5.00 MiB, 6.00 MiB, 7.00 MiB, 8.00 MiB, 9.00 MiB, 10.00 MiB, 11.00 MiB, 12.00 MiB\n")
+	assert.Contains(t, s, "leaking loop: a leak, it grows at every measured step: gputest.Steady fails: memory held by buffers grew in 8 of 8 iterations after 4 warm-ups")
+	assert.Contains(t, s, "caching loop, bytes its scope holds after each step: warm-up 1.00 MiB, 2.00 MiB, 3.00 MiB, 4.00 MiB; measured 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB, 4.00 MiB\n")
+	assert.Contains(t, s, "caching loop: a cache, it stops growing: gputest.Steady passes\n")
+}
+
+// TestTheFiguresAddUp: each loop runs once, so Steady's first growth is the
+// step after the warm-up in the printed series, and what the device holds
+// at the end is the leak's 12 steps and the cache's 4 slots.
+func TestTheFiguresAddUp(t *testing.T) {
+	s := demotest.Output(t, run)
+	assert.Contains(t, s, "(the first: iteration 0: +1.00 MiB (to 5.00 MiB))")
+	assert.Regexp(t, `after both loops:\s+allocated 16.00 MiB`, s)
+	assert.Contains(t, s, "allocated at the end: the leak's 12 results (12.00 MiB) and the cache's 4 (4.00 MiB), 16.00 MiB in all\n")
+	assert.Regexp(t, `in all\s+24 allocations \(24.00 MiB\), 8 frees \(8.00 MiB\)`, s)
+	assert.Regexp(t, `\n  leak\s+12.00 MiB\s+peak\s+12.00 MiB\s+12 buffers`, s)
+	// The cache makes room before it computes: it never holds a fifth.
+	assert.Regexp(t, `\n  cache\s+4.00 MiB\s+peak\s+4.00 MiB\s+4 buffers`, s)
 }

@@ -40,7 +40,8 @@ func runOn(w io.Writer, dev *gpu.Device) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: &handler{dev: dev}}
+	ended := make(chan error, 1)
+	srv := &http.Server{Handler: &handler{dev: dev, ended: ended}}
 	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown below
 	defer srv.Shutdown(context.Background())
 	base := "http://" + ln.Addr().String()
@@ -51,15 +52,21 @@ func runOn(w io.Writer, dev *gpu.Device) error {
 		if err != nil {
 			return err
 		}
+		<-ended
 		fmt.Fprintf(w, "request for %d MiB: %d %s\n", mib, status, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	_, _, err = get(ctx, base, 12) // 12 steps of 5 ms: the client gives up
+	_, _, err = get(ctx, base, 12) // 12 steps of 5 ms: the client gives up first
 	cancel()
-	fmt.Fprintf(w, "request for 12 MiB, client gone after 20 ms: %v\n", errors.Is(err, context.DeadlineExceeded))
-	// The handler notices when its next allocation fails; wait for it.
-	for i := 0; i < 100 && dev.Stats().OpenScopes > 0; i++ {
-		time.Sleep(10 * time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the request for 12 MiB should time out after 20 ms, got %v", err)
+	}
+	fmt.Fprintln(w, "request for 12 MiB: the client gave up after 20 ms, before the server had done 60 ms of work")
+	// The handler notices at its next allocation, and its scope ends.
+	if err := <-ended; errors.Is(err, context.Canceled) {
+		fmt.Fprintln(w, "  the server saw the request cancelled: its next allocation failed and its scope freed what it held")
+	} else {
+		fmt.Fprintf(w, "  the server finished before it saw the client leave (%v)\n", err)
 	}
 	demo.Report(w, "after the requests", dev)
 	return nil
@@ -82,8 +89,9 @@ func get(ctx context.Context, base string, mib int) (int, string, error) {
 // handler allocates the MiB the request asks for, one at a time, in a
 // scope that ends with the request.
 type handler struct {
-	dev  *gpu.Device
-	step time.Duration // work per MiB; 5 ms when zero
+	dev   *gpu.Device
+	step  time.Duration // work per MiB; 5 ms when zero
+	ended chan<- error  // where set, gets each request's scope's error once the scope has ended
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +117,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}, gpu.Name("request"), gpu.Limit(perRequest))
+	if h.ended != nil {
+		defer func() { h.ended <- err }()
+	}
 	switch {
 	case err == nil:
 		fmt.Fprintf(w, "processed %d MiB", mib)

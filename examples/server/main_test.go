@@ -22,7 +22,8 @@ func TestRun(t *testing.T) {
 	s := demotest.Output(t, run)
 	assert.Contains(t, s, "request for 4 MiB: 200 processed 4 MiB\n")
 	assert.Contains(t, s, "request for 32 MiB: 413 over the 16.00 MiB a request may hold\n")
-	assert.Contains(t, s, "client gone after 20 ms: true")
+	assert.Contains(t, s, "request for 12 MiB: the client gave up after 20 ms, before the server had done 60 ms of work\n")
+	assert.Contains(t, s, "  the server saw the request cancelled: its next allocation failed and its scope freed what it held\n")
 	assert.Regexp(t, `after the requests:\s+allocated 0 B`, s)
 }
 

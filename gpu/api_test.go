@@ -134,9 +134,3 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"var ErrWrongScope",
 	})
 }
-
-// TestEachTypeHasOneHome: every method of Device and Scope is declared in
-// the type's own file; the concept files hold functions they call.
-func TestEachTypeHasOneHome(t *testing.T) {
-	apitest.CheckHomes(t, ".", map[string]string{"Device": "device.go", "Scope": "scope.go"})
-}

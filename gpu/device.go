@@ -1,10 +1,8 @@
 package gpu
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync/atomic"
 
@@ -194,72 +192,4 @@ func (d *Device) Close() error {
 			d.name, len(leftOpen), strings.Join(leftOpen, ", ")), err)
 	}
 	return errors.Join(err, d.pool.Close(), d.drv.Close())
-}
-
-// NewScope opens a long-lived root scope, such as one for model weights.
-// Close frees what it owns.
-func (d *Device) NewScope(opts ...ScopeOption) (*Scope, error) {
-	return openScope(context.Background(), d, opts)
-}
-
-// Stats returns the device's counters; zero for a nil or zero Device.
-func (d *Device) Stats() Stats {
-	if !d.valid() {
-		return Stats{}
-	}
-	return deviceStats(d, d.pool.Stats(), len(d.tree.Scopes()))
-}
-
-// ResetPeaks sets the device's peaks to what is allocated and reserved now,
-// so that the next peaks are those of what runs next.
-func (d *Device) ResetPeaks() {
-	if d.valid() {
-		d.pool.ResetPeaks()
-	}
-}
-
-// Snapshot returns the device's memory now. It copies under the pool's and
-// the scopes' locks, so it is for diagnostics, not a hot path.
-func (d *Device) Snapshot() (*Snapshot, error) {
-	if err := d.usable(); err != nil {
-		return nil, err
-	}
-	ps := d.pool.Snapshot()
-	scopes := scopeSnapshots(d)
-	st := deviceStats(d, ps.Stats, len(scopes))
-	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
-		Scopes: scopes}, nil
-}
-
-// WriteProfile writes the device's live buffers as a pprof profile (gzipped
-// protobuf), so that `go tool pprof -top FILE` or `-http` shows which Go
-// functions hold device memory. Its sample types are those of a heap
-// profile's in-use view: inuse_space (bytes, the default) and inuse_objects
-// (buffers). Each sample is labelled with its scope's path. Allocation
-// stacks are there where they are recorded ([RecordStacks], or
-// gputest.VerifyTestMain); otherwise a buffer's one frame names its scope.
-func (d *Device) WriteProfile(w io.Writer) error {
-	if err := d.usable(); err != nil {
-		return err
-	}
-	return writeProfile(d, w)
-}
-
-// StartRecording starts writing the device's allocations and frees to w, in
-// the shape of pprof.StartCPUProfile: one recording per device at a time,
-// until Stop. It records at the pool: a reservation is one allocation, and
-// what scopes allocate inside it is not in the trace.
-func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
-	if err := d.usable(); err != nil {
-		return nil, err
-	}
-	return startRecording(d, w)
-}
-
-// Summary returns the device's memory as a table a person reads, in the
-// manner of PyTorch's memory_summary: the totals, then the open scopes as a
-// tree, each with the bytes it and its children take, its peak and its
-// buffers, largest first.
-func (d *Device) Summary() string {
-	return summaryOf(d)
 }

@@ -34,8 +34,12 @@ type Dim struct{ X, Y, Z int }
 
 func (d Dim) three() [3]int { return [3]int{max(d.X, 1), max(d.Y, 1), max(d.Z, 1)} }
 
-// loadModule is the work of [Scope.LoadModule]; the caller checked s.
-func loadModule(s *Scope, image []byte) (*Module, error) {
+// LoadModule loads image (PTX or a cubin) on the scope's device. The host
+// device runs no kernels: there it fails with ErrNotSupported.
+func (s *Scope) LoadModule(image []byte) (*Module, error) {
+	if !s.valid() {
+		return nil, errNilScope
+	}
 	kl, ok := s.dev.drv.(driver.KernelLauncher)
 	if !ok {
 		return nil, fmt.Errorf("%w: device %s loads no kernels", ErrNotSupported, s.dev.name)

@@ -11,8 +11,17 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// writeProfile is the work of [Device.WriteProfile]; the caller checked d.
-func writeProfile(d *Device, w io.Writer) error {
+// WriteProfile writes the device's live buffers as a pprof profile (gzipped
+// protobuf), so that `go tool pprof -top FILE` or `-http` shows which Go
+// functions hold device memory. Its sample types are those of a heap
+// profile's in-use view: inuse_space (bytes, the default) and inuse_objects
+// (buffers). Each sample is labelled with its scope's path. Allocation
+// stacks are there where they are recorded ([RecordStacks], or
+// gputest.VerifyTestMain); otherwise a buffer's one frame names its scope.
+func (d *Device) WriteProfile(w io.Writer) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
 	p := &profile.Profile{
 		SampleType:        []*profile.ValueType{{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"}},
 		DefaultSampleType: "inuse_space",

@@ -23,8 +23,14 @@ type Recording struct {
 
 var errRecording = errors.New("gpu: the device is recording already")
 
-// startRecording is the work of [Device.StartRecording]; the caller checked d.
-func startRecording(d *Device, w io.Writer) (*Recording, error) {
+// StartRecording starts writing the device's allocations and frees to w, in
+// the shape of pprof.StartCPUProfile: one recording per device at a time,
+// until Stop. It records at the pool: a reservation is one allocation, and
+// what scopes allocate inside it is not in the trace.
+func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
 	if w == nil {
 		return nil, errors.New("gpu: StartRecording(nil)")
 	}

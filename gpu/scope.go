@@ -69,6 +69,12 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 	return fn(s)
 }
 
+// NewScope opens a long-lived root scope, such as one for model weights.
+// Close frees what it owns.
+func (d *Device) NewScope(opts ...ScopeOption) (*Scope, error) {
+	return openScope(context.Background(), d, opts)
+}
+
 // openScope opens a scope of d, for WithScope and Device.NewScope.
 func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, error) {
 	if err := d.usable(); err != nil {
@@ -216,40 +222,4 @@ func (s *Scope) Close() error {
 		return errNilScope
 	}
 	return deviceError(s.s.Close())
-}
-
-// Stats returns the scope's counters; zero for a nil or zero Scope.
-func (s *Scope) Stats() ScopeStats {
-	if !s.valid() {
-		return ScopeStats{}
-	}
-	return scopeStats(s.s.Stats())
-}
-
-// NewStream makes a stream owned by the scope.
-func (s *Scope) NewStream() (*Stream, error) {
-	if !s.valid() {
-		return nil, errNilScope
-	}
-	id, err := s.dev.drv.NewStream()
-	if err != nil {
-		return nil, deviceError(fmt.Errorf("gpu: NewStream: %w", err))
-	}
-	st := &Stream{dev: s.dev, id: id, owner: s.s}
-	// Its work completes before the scope's memory is released; it is
-	// destroyed after, since releasing memory (ScrubFreed) queues work on
-	// it.
-	if _, err := s.s.OwnResource(scope.Resource{Kind: "stream", End: st.finish, Final: st.end}); err != nil {
-		return nil, deviceError(errors.Join(err, st.finish(), st.end()))
-	}
-	return st, nil
-}
-
-// LoadModule loads image (PTX or a cubin) on the scope's device. The host
-// device runs no kernels: there it fails with ErrNotSupported.
-func (s *Scope) LoadModule(image []byte) (*Module, error) {
-	if !s.valid() {
-		return nil, errNilScope
-	}
-	return loadModule(s, image)
 }

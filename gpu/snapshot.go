@@ -65,6 +65,19 @@ type BufferSnapshot struct {
 	AllocatedAt []string  `json:"allocated_at,omitempty"` // "function file:line", innermost first
 }
 
+// Snapshot returns the device's memory now. It copies under the pool's and
+// the scopes' locks, so it is for diagnostics, not a hot path.
+func (d *Device) Snapshot() (*Snapshot, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
+	ps := d.pool.Snapshot()
+	scopes := scopeSnapshots(d)
+	st := d.stats(ps.Stats, len(scopes))
+	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
+		Scopes: scopes}, nil
+}
+
 // scopeSnapshots describes the open scopes, parents first.
 func scopeSnapshots(d *Device) []ScopeSnapshot {
 	var out []ScopeSnapshot
@@ -113,8 +126,11 @@ func frames(pcs []uintptr) []string {
 	}
 }
 
-// summaryOf is the work of [Device.Summary].
-func summaryOf(d *Device) string {
+// Summary returns the device's memory as a table a person reads, in the
+// manner of PyTorch's memory_summary: the totals, then the open scopes as a
+// tree, each with the bytes it and its children take, its peak and its
+// buffers, largest first.
+func (d *Device) Summary() string {
 	if err := d.usable(); err != nil {
 		return fmt.Sprintf("gpu: no summary: %v", err)
 	}

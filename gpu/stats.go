@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/scope"
 )
 
 // Stats are a device's memory counters, copied at one moment. Byte counts
@@ -67,8 +66,24 @@ func (s Stats) LogValue() slog.Value {
 		slog.Int64("ooms", s.OOMs))
 }
 
-// deviceStats puts the pool's counters in the device's terms.
-func deviceStats(d *Device, p pool.Stats, openScopes int) Stats {
+// Stats returns the device's counters; zero for a nil or zero Device.
+func (d *Device) Stats() Stats {
+	if !d.valid() {
+		return Stats{}
+	}
+	return d.stats(d.pool.Stats(), len(d.tree.Scopes()))
+}
+
+// ResetPeaks sets the device's peaks to what is allocated and reserved now,
+// so that the next peaks are those of what runs next.
+func (d *Device) ResetPeaks() {
+	if d.valid() {
+		d.pool.ResetPeaks()
+	}
+}
+
+// stats puts the pool's counters in the device's terms.
+func (d *Device) stats(p pool.Stats, openScopes int) Stats {
 	// An allocation calls the driver when it grows an expandable arena, or
 	// allocates a segment of its own where arenas are not expandable.
 	viaDriver := p.Growths
@@ -99,9 +114,14 @@ type ScopeStats struct {
 	Limit       int64 `json:"limit"`       // its limit (Limit; 0: none)
 }
 
-func scopeStats(s scope.Stats) ScopeStats {
-	return ScopeStats{Live: s.Live, Peak: s.Peak, Allocations: s.Allocations, Children: s.Children,
-		Reserved: s.Reserved, Limit: s.Limit}
+// Stats returns the scope's counters; zero for a nil or zero Scope.
+func (s *Scope) Stats() ScopeStats {
+	if !s.valid() {
+		return ScopeStats{}
+	}
+	st := s.s.Stats()
+	return ScopeStats{Live: st.Live, Peak: st.Peak, Allocations: st.Allocations, Children: st.Children,
+		Reserved: st.Reserved, Limit: st.Limit}
 }
 
 // String describes the counters in a line a person reads.

@@ -19,6 +19,25 @@ type Stream struct {
 	life  lifetime
 }
 
+// NewStream makes a stream owned by the scope.
+func (s *Scope) NewStream() (*Stream, error) {
+	if !s.valid() {
+		return nil, errNilScope
+	}
+	id, err := s.dev.drv.NewStream()
+	if err != nil {
+		return nil, deviceError(fmt.Errorf("gpu: NewStream: %w", err))
+	}
+	st := &Stream{dev: s.dev, id: id, owner: s.s}
+	// Its work completes before the scope's memory is released; it is
+	// destroyed after, since releasing memory (ScrubFreed) queues work on
+	// it.
+	if _, err := s.s.OwnResource(scope.Resource{Kind: "stream", End: st.finish, Final: st.end}); err != nil {
+		return nil, deviceError(errors.Join(err, st.finish(), st.end()))
+	}
+	return st, nil
+}
+
 // ID returns the driver's handle of the stream, for kernels and drivers;
 // it is meaningless once the stream has ended.
 func (st *Stream) ID() uintptr {

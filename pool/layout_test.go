@@ -13,10 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/gpuscope/gpuscope/internal/apitest"
 )
 
 // fileUses parses the non-test files of the package in dir and returns,
@@ -218,32 +215,4 @@ func TestExportedNames(t *testing.T) {
 	want := slices.Clone(exported)
 	sort.Strings(want)
 	require.Equal(t, want, got, "pool's exported names changed: update the list in this test if that was meant")
-}
-
-func TestMethodsLiveWithTheirType(t *testing.T) {
-	fset, files := parseDir(t, ".")
-	home := map[string]string{} // type name -> the file that declares it
-	for _, f := range files {
-		for _, d := range f.Decls {
-			if gd, ok := d.(*ast.GenDecl); ok {
-				for _, s := range gd.Specs {
-					if ts, ok := s.(*ast.TypeSpec); ok {
-						home[ts.Name.Name] = filepath.Base(fset.Position(ts.Pos()).Filename)
-					}
-				}
-			}
-		}
-	}
-	for _, f := range files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv == nil {
-				continue
-			}
-			typ := apitest.Receiver(fd)
-			require.NotEmpty(t, typ, "method %s of a type that is not a plain name", fd.Name.Name)
-			file := filepath.Base(fset.Position(fd.Pos()).Filename)
-			assert.Equal(t, home[typ], file, "method %s.%s lives away from its type", typ, fd.Name.Name)
-		}
-	}
 }

@@ -68,12 +68,3 @@ func TestFieldsListsTheExportedFieldsOfStructs(t *testing.T) {
 	require.Len(t, ft.errs, 1)
 	assert.Contains(t, ft.errs[0], "field T.Name", "fields listed where they are not asked for")
 }
-
-func TestCheckHomesFindsAMethodAwayFromItsType(t *testing.T) {
-	ft := &fakeT{}
-	apitest.CheckHomes(ft, "testdata/sample", map[string]string{"T": "sample.go"})
-	assert.Empty(t, ft.errs)
-	apitest.CheckHomes(ft, "testdata/sample", map[string]string{"T": "t.go"})
-	require.Len(t, ft.errs, 2, "Do and undo")
-	assert.Contains(t, ft.errs[0], "T.Do is in sample.go, not in t.go")
-}

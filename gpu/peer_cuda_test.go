@@ -18,7 +18,7 @@ func TestCopyBetweenTwoGPUsGoesPeerToPeer(t *testing.T) {
 	infos, err := gpu.Devices()
 	require.NoError(t, err)
 	if len(infos) < 2 {
-		t.Skipf("needs two GPUs, this machine has %d: scripts/gpu-validate.sh on a two-GPU machine runs it", len(infos))
+		t.Skipf("needs two GPUs, this machine has %d: scripts/measure/gpu-validate.sh on a two-GPU machine runs it", len(infos))
 	}
 	a, err := gpu.Open(0)
 	require.NoError(t, err)

@@ -3,9 +3,9 @@ standard output, gzip-compressed, in the format of docs/trace-format.md: a
 working set of 2,000 live tensors whose slots are freed and allocated again
 with sizes from 512 B to 64 MiB, on one stream, seeded so that every run
 writes the same bytes. For measuring what a replay costs on a trace far
-longer than the shared ones:
+longer than those in cmd/gpumem/testdata:
 
-    python3 scripts/long_trace.py 10000000 > /tmp/long.csv.gz
+    python3 scripts/measure/long_trace.py 10000000 > /tmp/long.csv.gz
     /usr/bin/time -v go run ./cmd/gpumem replay /tmp/long.csv.gz
 """
 import gzip

@@ -1,6 +1,6 @@
 # Records a small PyTorch workload's memory history and dumps the snapshot,
 # to check scripts/torch2trace.py end to end on a GPU machine:
-#   python3 scripts/torch_snapshot_demo.py snap.pickle
+#   python3 scripts/measure/torch_snapshot_demo.py snap.pickle
 #   python3 scripts/torch2trace.py snap.pickle > trace.csv && gpumem replay trace.csv
 # docs/data/h200-2026-11-30-e has what it gave.
 import sys, torch

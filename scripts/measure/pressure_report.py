@@ -1,19 +1,19 @@
-"""Makes docs/pool.md's tables of one run of scripts/pool-gpu.sh's replays,
+"""Makes docs/pool.md's tables of one run of scripts/measure/pool-gpu.sh's replays,
 cpp and pressure sections: gpuscope against PyTorch's allocator from C++
 unconstrained, the smallest cap of each, the time at it, the model of
 driver time against the GPU, and the plot of resnet50_train's time against
 its cap. The simulated figures (sim_smallest.jsonl, sim_at_gpu_caps.jsonl)
 are made here, at the run's commit, by
 
-    python3 scripts/smallest_device.py --times 1 GPUMEM TRACES > LOGDIR/sim_smallest.jsonl
-    python3 scripts/pressure_report.py --sim-at-gpu-caps GPUMEM LOGDIR > LOGDIR/sim_at_gpu_caps.jsonl
+    python3 scripts/measure/smallest_device.py --times 1 GPUMEM TRACES > LOGDIR/sim_smallest.jsonl
+    python3 scripts/measure/pressure_report.py --sim-at-gpu-caps GPUMEM LOGDIR > LOGDIR/sim_at_gpu_caps.jsonl
     for t in TRACES; do  # the simulated device as large as the GPU, so that handles are cut alike
       GPUMEM replay --capacity $((143771 << 20)) --release-threshold 0 cmd/gpumem/testdata/$t.csv.gz > LOGDIR/sim_release_$t.json
     done
 
 and then
 
-    python3 scripts/pressure_report.py LOGDIR DOCS [SIM_RELEASE]
+    python3 scripts/measure/pressure_report.py LOGDIR DOCS [SIM_RELEASE]
 
 prints the Markdown and writes DOCS/pool-pressure-curve.svg. SIM_RELEASE,
 a path with TRACE in it, names the simulated replays with
@@ -57,16 +57,16 @@ med = st.median
 
 cpp = {}
 for r in jsonl(f"{logdir}/torch_cpp.jsonl"):
-    cpp.setdefault((name(r["trace"]), "native" if r["conf"] == "native" else "expandable"), []).append(r)
+    cpp.setdefault((name(r["trace"]), "native" if r["mode"] == "native" else "expandable"), []).append(r)
 gpu = {r["trace"]: r for r in jsonl(f"{logdir}/smallest_gpuscope.jsonl")}
 sim = {r["trace"]: r for r in jsonl(f"{logdir}/sim_smallest.jsonl")}
 simcap = {r["trace"]: r for r in jsonl(f"{logdir}/sim_at_gpu_caps.jsonl")}
 torch = {m: {name(r["trace"]): r for r in jsonl(f"{logdir}/smallest_torch_{m}.jsonl")} for m in ("native", "expandable")}
 
 print("Unconstrained, against PyTorch's allocator from C++ (ms, medians; ratio = peak reserved / peak requested):\n")
-print("| trace | gpuscope: ratio, pass 1, passes 2-3 | PyTorch native: ratio, pass 1, pass 2 | PyTorch expandable: ratio, pass 1, pass 2 "
-      "| pass 1 / faster PyTorch | passes 2-3 / faster PyTorch | driver calls, passes 2-3 | PyTorch from Python, pass 1 (native, expandable) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| trace | gpuscope: ratio, pass 1, passes 2-3 | PyTorch native: ratio, pass 1, passes 2-3 | PyTorch expandable: ratio, pass 1, passes 2-3 "
+      "| pass 1 / faster PyTorch | passes 2-3 / faster PyTorch | driver calls, passes 2-3 |")
+print("|---|---|---|---|---|---|---|")
 for t in TRACES:
     runs = []
     i = 1
@@ -81,20 +81,19 @@ for t in TRACES:
     p23 = med(x["wall_ns"] / 1e6 for r in runs for x in r["repetitions"][1:])
     calls = sum(sum(x["driver_calls"].values()) for r in runs for x in r["repetitions"][1:])
     n, e = cpp[(t, "native")], cpp[(t, "expandable")]
-    nf, ns = med(x["first_ms"] for x in n), med(x["second_ms"] for x in n)
-    ef, es = med(x["first_ms"] for x in e), med(x["second_ms"] for x in e)
-    print(f"| {t} | {runs[0]['reserved_ratio']:.4f}, {p1:.2f}, {p23:.2f} | {n[0]['ratio']:.4f}, {nf:.2f}, {ns:.2f} "
-          f"| {e[0]['ratio']:.4f}, {ef:.2f}, {es:.2f} | {p1 / min(nf, ef):.2f} | {p23 / min(ns, es):.2f} | {calls} in {len(runs)} runs "
-          f"| {torch['native'][t]['ms_unconstrained']:.1f}, {torch['expandable'][t]['ms_unconstrained']:.1f} |")
+    nf, ns = med(x["first_ms"] for x in n), med(p for x in n for p in x["pass_ms"][1:])
+    ef, es = med(x["first_ms"] for x in e), med(p for x in e for p in x["pass_ms"][1:])
+    print(f"| {t} | {runs[0]['reserved_ratio']:.4f}, {p1:.2f}, {p23:.2f} | {n[0]['reserved_ratio']:.4f}, {nf:.2f}, {ns:.2f} "
+          f"| {e[0]['reserved_ratio']:.4f}, {ef:.2f}, {es:.2f} | {p1 / min(nf, ef):.2f} | {p23 / min(ns, es):.2f} | {calls} in {len(runs)} runs |")
 
-print("\nThe smallest device (multiples of the peak requested; time of the whole replay there, ms):\n")
+print("\nThe smallest device (multiples of the peak requested; first pass there, ms):\n")
 print("| trace | gpuscope, simulated (`--capacity`) | gpuscope on the H200 (`--max-reserved`): cap, time | "
       "PyTorch native: cap, time | PyTorch expandable: cap, time | best-fit floor |")
 print("|---|---|---|---|---|---|")
 for t in TRACES:
     g, tn, te = gpu[t], torch["native"][t], torch["expandable"][t]
-    print(f"| {t} | **{sim[t]['ratio']:.4f}** | **{g['ratio']:.4f}**, {med(g['wall_ms']):.1f} | {tn['ratio']:.4f}, {tn['ms_at_min']:.1f} "
-          f"| {te['ratio']:.4f}, {te['ms_at_min']:.1f} | {FLOOR[t]} |")
+    print(f"| {t} | **{sim[t]['ratio']:.4f}** | **{g['ratio']:.4f}**, {med(g['wall_ms']):.1f} | {tn['ratio']:.4f}, {tn['first_ms']:.1f} "
+          f"| {te['ratio']:.4f}, {te['first_ms']:.1f} | {FLOOR[t]} |")
 
 print("\nThe model of driver time at gpuscope's smallest cap on the H200 (same calls on the simulated source; ms, modelled / measured):\n")
 kinds = ["create", "map", "set_access", "unmap", "release"]

@@ -1,8 +1,8 @@
 """Draws docs/benchmarks.svg and prints the Markdown table of
-docs/benchmarks.md from the logs of one GPU run (scripts/gpu-validate.sh):
+docs/benchmarks.md from the logs of one GPU run (scripts/measure/gpu-validate.sh):
 bench_go.txt (go test -bench, several counts) and bench_python.json.
 
-    python3 scripts/plot_benchmarks.py docs/data/h200-2026-11-30 docs/benchmarks.svg
+    python3 scripts/measure/plot_benchmarks.py docs/data/h200-2026-11-30 docs/benchmarks.svg
 
 Standard library only. Each figure is the median of the runs in the log."""
 import json

@@ -1,8 +1,8 @@
 """Turns gpumem replay JSON files into Go benchmark lines, so that two
 builds' replays made in one run can be compared with benchstat:
 
-    python3 scripts/replay_benchfmt.py LOGDIR before > before.txt
-    python3 scripts/replay_benchfmt.py LOGDIR after > after.txt
+    python3 scripts/measure/replay_benchfmt.py LOGDIR before > before.txt
+    python3 scripts/measure/replay_benchfmt.py LOGDIR after > after.txt
     go run golang.org/x/perf/cmd/benchstat@latest before.txt after.txt
 
 It reads LOGDIR/ab_SIDE_TRACE_N.json (gpumem replay --repeat 3) and prints,

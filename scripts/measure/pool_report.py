@@ -1,9 +1,9 @@
 """Makes the tables and plots of docs/pool.md from one run of
-scripts/pool-gpu.sh (replays on the GPU, PyTorch's replays, timelines) and
+scripts/measure/pool-gpu.sh (replays on the GPU, PyTorch's replays, timelines) and
 the same replays on the simulated source (sim_*.json, made here with
 gpumem replay at the same commit):
 
-    python3 scripts/pool_report.py docs/data/h200-2026-11-30-c docs
+    python3 scripts/measure/pool_report.py docs/data/h200-2026-11-30-c docs
 
 prints the Markdown tables and writes DOCS/pool-curves.svg and
 DOCS/pool-llama-timeline.svg. Standard library only. A figure is the median
@@ -202,7 +202,7 @@ for j, (label, color, peak) in enumerate(labels):
     y = oy + 18 + j * 16
     out.append(f'<line x1="{ox + 14}" x2="{ox + 34}" y1="{y - 4}" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
     out.append(svg_text(ox + 40, y, f"{label}: peak {peak / 2**30:.2f} GiB", 11, color=color))
-out.append(svg_text(W / 2, H - 12, "Data: docs/data/h200-2026-11-30-d/timeline_llama_prefill_dynamic_*.csv.gz (gpumem replay --timeline, scripts/torch_timeline.py)", 11, "middle"))
+out.append(svg_text(W / 2, H - 12, "Data: docs/data/h200-2026-11-30-d/timeline_llama_prefill_dynamic_*.csv.gz (gpumem replay --timeline, scripts/measure/torch_timeline.py)", 11, "middle"))
 out.append("</svg>")
 with open(f"{docs}/pool-llama-timeline.svg", "w") as f:
     f.write("\n".join(out))

@@ -4,9 +4,9 @@
 # Logs go to LOGDIR (default .gpubin/logs), and all of them, packed, to
 # LOGDIR/../gpu-validation-logs.tar.gz.
 #
-#   scripts/gpu-validate.sh [LOGDIR]
+#   scripts/measure/gpu-validate.sh [LOGDIR]
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 logs=${1:-.gpubin/logs}
 mkdir -p "$logs"
@@ -21,9 +21,9 @@ scripts/gpu-test.sh run "$logs" 2>&1 | tee "$logs/summary.txt"
 
 # Benchmarks, one run, all sizes and methods.
 # Only BenchmarkAllocFree: BenchmarkDriverCalls, the per-call costs that
-# scripts/pool-gpu.sh records, alone takes about nine minutes.
+# scripts/measure/pool-gpu.sh records, alone takes about nine minutes.
 (cd gpu/cuda && "$root/.gpubin/gpu_cuda.test" -test.run XXX -test.bench 'BenchmarkAllocFree$' -test.benchtime 0.5s -test.count 5) >"$logs/bench_go.txt" 2>&1
-python3 scripts/bench_python.py >"$logs/bench_python.json" 2>&1
+python3 scripts/measure/bench_python.py >"$logs/bench_python.json" 2>&1
 
 # Trace replays on the GPU, to compare with the simulated source.
 for t in mlp_train resnet50_train; do

@@ -4,11 +4,11 @@ of memory, and prints one JSON line per trace: the cap in bytes and as a
 multiple of the trace's peak requested bytes, and the replay's time there.
 
     go build -o /tmp/gpumem ./cmd/gpumem
-    python3 scripts/smallest_device.py /tmp/gpumem cmd/gpumem/testdata/*.csv.gz
+    python3 scripts/measure/smallest_device.py /tmp/gpumem cmd/gpumem/testdata/*.csv.gz
     # on a GPU, a cap on the pool instead of a smaller simulated device:
-    python3 scripts/smallest_device.py --driver cuda --flag max-reserved .gpubin/gpumem TRACE...
+    python3 scripts/measure/smallest_device.py --driver cuda --flag max-reserved .gpubin/gpumem TRACE...
     # the replay's time at given caps (multiples of the peak; 0: no cap):
-    python3 scripts/smallest_device.py --curve 1.01,1.02,1.05,0 GPUMEM TRACE
+    python3 scripts/measure/smallest_device.py --curve 1.01,1.02,1.05,0 GPUMEM TRACE
 
 --flag capacity (the default) simulates a device of that size (--driver sim
 only); --flag max-reserved caps the pool (any driver). Bisection assumes a

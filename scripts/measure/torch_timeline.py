@@ -3,10 +3,10 @@ through PyTorch's caching allocator on the GPU and writes, after every alloc
 and free, the trace line and the bytes requested and reserved then, as CSV
 on standard output: the PyTorch side of the reserved-memory plots in
 docs/pool.md. Reading memory_reserved() after every event slows the replay,
-so time it with shared/tools/torch_replay.py, not with this.
+so time it with scripts/measure/torch.sh, not with this.
 
-    python3 scripts/torch_timeline.py TRACE.csv.gz > timeline.csv
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 scripts/torch_timeline.py TRACE.csv.gz > t.csv
+    python3 scripts/measure/torch_timeline.py TRACE.csv.gz > timeline.csv
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 scripts/measure/torch_timeline.py TRACE.csv.gz > t.csv
 """
 import csv
 import gzip

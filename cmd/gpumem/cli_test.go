@@ -151,7 +151,7 @@ func TestAHugeLineFailsAtTheLimit(t *testing.T) {
 	err = run([]string{"replay", f}, &o, &e)
 	runtime.ReadMemStats(&after)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), fmt.Sprintf("trace line 3: longer than %d bytes", trace.MaxLineBytes))
+	assert.Contains(t, err.Error(), fmt.Sprintf("trace line 3: a record longer than %d bytes", trace.MaxRecordBytes))
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(lineMiB<<20)/4, "the line was never held whole")
 }
 

@@ -44,19 +44,20 @@ var knownActions = map[string]bool{
 // Known reports whether action is one a trace may hold.
 func Known(action string) bool { return knownActions[action] }
 
-// MaxLineBytes is the longest line a trace may have. A trace's lines are
-// short (five fields); the bound keeps a malformed or hostile file, such
-// as a small gzip that expands to one enormous line, from taking memory
-// in proportion to that line.
-const MaxLineBytes = 64 << 10
+// MaxRecordBytes is the longest record a trace may have: a line, or the
+// lines a quoted field spans. A trace's records are short (five fields);
+// the bound keeps a malformed or hostile file, such as a small gzip that
+// expands to one enormous line, or a quoted field left open over millions
+// of short lines, from taking memory in proportion to it.
+const MaxRecordBytes = 64 << 10
 
 // Reader reads a trace one event at a time, plain or gzip, so that a
 // replay's memory does not grow with the trace's length. A malformed line,
-// a line longer than MaxLineBytes, an unknown action or a truncated gzip
+// a record longer than MaxRecordBytes, an unknown action or a truncated gzip
 // is an error that names the line.
 type Reader struct {
 	cr    *csv.Reader
-	lines *lineLimit
+	lines *recordLimit
 	gzip  bool
 	first bool
 	last  int // the line of the last event returned
@@ -74,7 +75,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 		}
 		in, t.gzip = zr, true
 	}
-	t.lines = &lineLimit{r: in, line: 1}
+	t.lines = &recordLimit{r: in, line: 1, atStart: true}
 	t.cr = csv.NewReader(bufio.NewReaderSize(t.lines, 1<<16))
 	t.cr.Comment = '#'
 	t.cr.FieldsPerRecord = -1
@@ -124,7 +125,7 @@ func (t *Reader) Next() (Event, error) {
 
 // readError says what went wrong reading the trace, once, with the line.
 func (t *Reader) readError(err error) error {
-	var long *lineTooLong
+	var long *recordTooLong
 	if errors.As(err, &long) {
 		return long
 	}
@@ -141,36 +142,56 @@ func (t *Reader) readError(err error) error {
 	return fmt.Errorf("trace: after line %d: %w", t.last, err)
 }
 
-// lineLimit passes a trace's bytes through, counting lines, and fails
-// once a line passes MaxLineBytes.
-type lineLimit struct {
-	r    io.Reader
-	line int // the line being read, from 1
-	run  int // bytes of it so far
-	err  error
+// recordLimit passes a trace's bytes through, counting lines, and fails
+// once a record passes MaxRecordBytes. It follows CSV as encoding/csv
+// reads it, far enough to know where a record ends: at a line break
+// outside quotes. Every quote outside a comment flips "inside quotes":
+// in a valid record that is exact (a doubled quote flips twice), and a
+// quote CSV does not accept is an error of the CSV reader anyway.
+type recordLimit struct {
+	r       io.Reader
+	line    int  // the line being read, from 1
+	first   int  // the line the record began on
+	run     int  // bytes of the record so far
+	atStart bool // the next byte begins a record
+	quoted  bool // inside a quoted field
+	comment bool // the record is a comment line
+	err     error
 }
 
-// lineTooLong is the error of a line longer than MaxLineBytes.
-type lineTooLong struct{ line int }
+// recordTooLong is the error of a record longer than MaxRecordBytes.
+type recordTooLong struct{ first, line int }
 
-func (e *lineTooLong) Error() string {
-	return fmt.Sprintf("trace line %d: longer than %d bytes, the most a trace line may have", e.line, MaxLineBytes)
+func (e *recordTooLong) Error() string {
+	msg := fmt.Sprintf("trace line %d: a record longer than %d bytes, the most a trace record may have", e.first, MaxRecordBytes)
+	if e.line > e.first {
+		msg += fmt.Sprintf(" (a quoted field open from line %d to line %d)", e.first, e.line)
+	}
+	return msg
 }
 
-func (l *lineLimit) Read(b []byte) (int, error) {
+func (l *recordLimit) Read(b []byte) (int, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
 	n, err := l.r.Read(b)
 	for _, c := range b[:n] {
+		if l.atStart {
+			l.atStart, l.first, l.run = false, l.line, 0
+			l.comment = c == '#'
+		}
 		if c == '\n' {
 			l.line++
-			l.run = 0
-			continue
+			if !l.quoted {
+				l.atStart = true
+				continue
+			}
+		} else if c == '"' && !l.comment {
+			l.quoted = !l.quoted
 		}
 		l.run++
-		if l.run > MaxLineBytes {
-			l.err = &lineTooLong{l.line}
+		if l.run > MaxRecordBytes {
+			l.err = &recordTooLong{l.first, l.line}
 			return n, l.err
 		}
 	}

@@ -3,7 +3,9 @@ package trace_test
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -52,7 +54,7 @@ func TestTheReaderNamesTheLineOfABadEvent(t *testing.T) {
 		"alloc,1,64\n": "trace line 1: 3 fields",
 		"action,addr,size,stream\nmalloc,1,64,0\n": `trace line 2: unknown action "malloc"`,
 		"alloc,1,-64,0\n":                          "trace line 1: addr, size and stream must be non-negative integers",
-		"alloc,1,64,0\n" + strings.Repeat("x", 4*trace.MaxLineBytes) + "\n": "trace line 2: longer than",
+		"alloc,1,64,0\n" + strings.Repeat("x", 4*trace.MaxRecordBytes) + "\n": "trace line 2: a record longer than",
 	} {
 		_, err := trace.ReadAll(strings.NewReader(in))
 		assert.ErrorContains(t, err, want)
@@ -70,4 +72,61 @@ func TestTheReaderReadsGzipAndSaysWhenItIsTruncated(t *testing.T) {
 	assert.Len(t, got, 2)
 	_, err = trace.ReadAll(bytes.NewReader(gz.Bytes()[:gz.Len()-4]))
 	assert.ErrorContains(t, err, "truncated gzip")
+}
+
+// endless yields head, then body over and over, n times: a large input
+// that is never in memory.
+type endless struct {
+	head, body []byte
+	n          int
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	if len(e.head) > 0 {
+		k := copy(p, e.head)
+		e.head = e.head[k:]
+		return k, nil
+	}
+	if e.n == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p, e.body)
+	if k == len(e.body) {
+		e.n--
+	} else {
+		e.body = e.body[k:] // a short buffer: the rest next time
+	}
+	return k, nil
+}
+
+// One quoted field may span lines, but the bound is on the record, not
+// on each line: a field left open over millions of short lines fails at
+// MaxRecordBytes, without being held.
+func TestAQuotedFieldOverManyLinesFailsAtTheBound(t *testing.T) {
+	const lines = 2_000_000
+	in := &endless{head: []byte("alloc,1,64,0\nalloc,2,64,0,\"open"), body: []byte("x\n"), n: lines}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := trace.ReadAll(in)
+	runtime.ReadMemStats(&after)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("trace line 2: a record longer than %d bytes", trace.MaxRecordBytes))
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2*lines)/4, "the record was never held whole")
+	assert.Positive(t, in.n, "reading stopped at the bound, not at the end")
+}
+
+// What bounds a record leaves alone the records CSV allows: a quoted
+// field with a line break, and a comment with an odd quote in it.
+func TestRecordsOverLinesAndQuotesInCommentsStillRead(t *testing.T) {
+	in := "# a \"comment\" with an odd quote: \"\n" +
+		"alloc,1,64,0,\"two\nlines\"\n" +
+		"alloc,2,64,0, \"after a space\"\n" +
+		"free_requested,1,64,0\n" + strings.Repeat("# a short comment\n", 10_000)
+	got, err := trace.ReadAll(strings.NewReader(in))
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, "two\nlines", got[0].Scope)
+	assert.Equal(t, "after a space", got[1].Scope)
+	assert.Equal(t, 5, got[2].Line)
 }

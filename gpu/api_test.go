@@ -1,7 +1,13 @@
 package gpu_test
 
 import (
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/internal/apitest"
 )
@@ -24,7 +30,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"func Open",
 		"func OpenHost",
 		"func PoolOptions",
-		"func ProfileHandler",
 		"func RecordStacks",
 		"func Reserve",
 		"func ScrubFreed",
@@ -132,5 +137,33 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"var ErrOutOfMemory",
 		"var ErrScopeClosed",
 		"var ErrWrongScope",
+	})
+}
+
+// TestImportingGPULinksNoHTTP: a program that imports gpu links no HTTP or
+// TLS stack, in either build; the profile handler is gpu/gpuhttp's.
+func TestImportingGPULinksNoHTTP(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs the go command, to list gpu's dependencies")
+	}
+	deps := func(t *testing.T, pkg string, tags ...string) []string {
+		args := append([]string{"list", "-deps"}, tags...)
+		out, err := exec.Command(goTool, append(args, pkg)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.Fields(string(out))
+	}
+	for _, tags := range [][]string{nil, {"-tags", "cuda"}} {
+		t.Run("gpu "+strings.Join(tags, " ")+" has no net/http among its dependencies", func(t *testing.T) {
+			got := deps(t, ".", tags...)
+			require.Contains(t, got, "github.com/gpuscope/gpuscope/pool", "the list is gpu's dependencies")
+			// Not net itself: the cuda build has it through gorgonia.org/cu's uuid.
+			for _, heavy := range []string{"net/http", "crypto/tls"} {
+				assert.False(t, slices.Contains(got, heavy), "gpu depends on %s", heavy)
+			}
+		})
+	}
+	t.Run("the check sees net/http where it is: in gpu/gpuhttp", func(t *testing.T) {
+		assert.Contains(t, deps(t, "./gpuhttp"), "net/http")
 	})
 }

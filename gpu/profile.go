@@ -3,7 +3,6 @@ package gpu
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"runtime"
 	"strings"
 	"time"
@@ -73,20 +72,4 @@ func (d *Device) WriteProfile(w io.Writer) error {
 		}
 	}
 	return p.Write(w)
-}
-
-// ProfileHandler serves the device's profile (see [Device.WriteProfile])
-// over HTTP, beside net/http/pprof's:
-//
-//	http.Handle("/debug/pprof/gpu0", gpu.ProfileHandler(dev))
-//
-// and then: go tool pprof http://host:port/debug/pprof/gpu0
-func ProfileHandler(d *Device) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Disposition", `attachment; filename="gpu.pprof"`)
-		if err := d.WriteProfile(w); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
 }

@@ -36,6 +36,12 @@ def jsonl(path):
         return [json.loads(line) for line in f if line.startswith("{")]
 
 
+def passes(r):
+    """The pass times of a line of scripts/measure/torch.sh, or of the
+    two-pass lines of runs made before it (first_ms, second_ms)."""
+    return r["pass_ms"] if "pass_ms" in r else [r["first_ms"], r["second_ms"]]
+
+
 def name(path):
     return path.split("/")[-1].split(".")[0]
 
@@ -57,7 +63,7 @@ med = st.median
 
 cpp = {}
 for r in jsonl(f"{logdir}/torch_cpp.jsonl"):
-    cpp.setdefault((name(r["trace"]), "native" if r["mode"] == "native" else "expandable"), []).append(r)
+    cpp.setdefault((name(r["trace"]), "native" if r.get("mode", r.get("conf")) == "native" else "expandable"), []).append(r)
 gpu = {r["trace"]: r for r in jsonl(f"{logdir}/smallest_gpuscope.jsonl")}
 sim = {r["trace"]: r for r in jsonl(f"{logdir}/sim_smallest.jsonl")}
 simcap = {r["trace"]: r for r in jsonl(f"{logdir}/sim_at_gpu_caps.jsonl")}
@@ -81,10 +87,10 @@ for t in TRACES:
     p23 = med(x["wall_ns"] / 1e6 for r in runs for x in r["repetitions"][1:])
     calls = sum(sum(x["driver_calls"].values()) for r in runs for x in r["repetitions"][1:])
     n, e = cpp[(t, "native")], cpp[(t, "expandable")]
-    nf, ns = med(x["first_ms"] for x in n), med(p for x in n for p in x["pass_ms"][1:])
-    ef, es = med(x["first_ms"] for x in e), med(p for x in e for p in x["pass_ms"][1:])
-    print(f"| {t} | {runs[0]['reserved_ratio']:.4f}, {p1:.2f}, {p23:.2f} | {n[0]['reserved_ratio']:.4f}, {nf:.2f}, {ns:.2f} "
-          f"| {e[0]['reserved_ratio']:.4f}, {ef:.2f}, {es:.2f} | {p1 / min(nf, ef):.2f} | {p23 / min(ns, es):.2f} | {calls} in {len(runs)} runs |")
+    nf, ns = med(x["first_ms"] for x in n), med(p for x in n for p in passes(x)[1:])
+    ef, es = med(x["first_ms"] for x in e), med(p for x in e for p in passes(x)[1:])
+    print(f"| {t} | {runs[0]['reserved_ratio']:.4f}, {p1:.2f}, {p23:.2f} | {n[0].get('reserved_ratio', n[0].get('ratio')):.4f}, {nf:.2f}, {ns:.2f} "
+          f"| {e[0].get('reserved_ratio', e[0].get('ratio')):.4f}, {ef:.2f}, {es:.2f} | {p1 / min(nf, ef):.2f} | {p23 / min(ns, es):.2f} | {calls} in {len(runs)} runs |")
 
 print("\nThe smallest device (multiples of the peak requested; first pass there, ms):\n")
 print("| trace | gpuscope, simulated (`--capacity`) | gpuscope on the H200 (`--max-reserved`): cap, time | "
@@ -92,8 +98,8 @@ print("| trace | gpuscope, simulated (`--capacity`) | gpuscope on the H200 (`--m
 print("|---|---|---|---|---|---|")
 for t in TRACES:
     g, tn, te = gpu[t], torch["native"][t], torch["expandable"][t]
-    print(f"| {t} | **{sim[t]['ratio']:.4f}** | **{g['ratio']:.4f}**, {med(g['wall_ms']):.1f} | {tn['ratio']:.4f}, {tn['first_ms']:.1f} "
-          f"| {te['ratio']:.4f}, {te['first_ms']:.1f} | {FLOOR[t]} |")
+    print(f"| {t} | **{sim[t]['ratio']:.4f}** | **{g['ratio']:.4f}**, {med(g['wall_ms']):.1f} | {tn['ratio']:.4f}, {tn.get('first_ms', tn.get('ms_at_min')):.1f} "
+          f"| {te['ratio']:.4f}, {te.get('first_ms', te.get('ms_at_min')):.1f} | {FLOOR[t]} |")
 
 print("\nThe model of driver time at gpuscope's smallest cap on the H200 (same calls on the simulated source; ms, modelled / measured):\n")
 kinds = ["create", "map", "set_access", "unmap", "release"]

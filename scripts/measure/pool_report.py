@@ -3,7 +3,7 @@ scripts/measure/pool-gpu.sh (replays on the GPU, PyTorch's replays, timelines) a
 the same replays on the simulated source (sim_*.json, made here with
 gpumem replay at the same commit):
 
-    python3 scripts/measure/pool_report.py docs/data/h200-2026-11-30-c docs
+    python3 scripts/measure/pool_report.py LOGDIR docs
 
 prints the Markdown tables and writes DOCS/pool-curves.svg and
 DOCS/pool-llama-timeline.svg. Standard library only. A figure is the median

@@ -2,7 +2,6 @@
 # to check scripts/torch2trace.py end to end on a GPU machine:
 #   python3 scripts/measure/torch_snapshot_demo.py snap.pickle
 #   python3 scripts/torch2trace.py snap.pickle > trace.csv && gpumem replay trace.csv
-# docs/data/h200-2026-11-30-e has what it gave.
 import sys, torch
 torch.cuda.memory._record_memory_history(max_entries=100000)
 x = [torch.empty(n * 1024 * 1024, dtype=torch.uint8, device="cuda") for n in (1, 3, 64, 5)]

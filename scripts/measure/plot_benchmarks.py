@@ -2,7 +2,7 @@
 docs/benchmarks.md from the logs of one GPU run (scripts/measure/gpu-validate.sh):
 bench_go.txt (go test -bench, several counts) and bench_python.json.
 
-    python3 scripts/measure/plot_benchmarks.py docs/data/h200-2026-11-30 docs/benchmarks.svg
+    python3 scripts/measure/plot_benchmarks.py docs/data/h200-2026-11-30-l docs/benchmarks.svg
 
 Standard library only. Each figure is the median of the runs in the log."""
 import json

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -86,27 +87,27 @@ func (e *OOMError) Error() string {
 	switch {
 	case e.Limit != nil:
 		l := e.Limit
-		fmt.Fprintf(&b, "the limit of scope %q (%s) refused %s", l.Path, pool.FormatBytes(l.Limit), pool.FormatBytes(l.Requested))
+		fmt.Fprintf(&b, "the limit of scope %q (%s) refused %s", l.Path, units.FormatBytes(l.Limit), units.FormatBytes(l.Requested))
 		if e.Scope != l.Path {
 			fmt.Fprintf(&b, " for scope %q", e.Scope)
 		}
-		fmt.Fprintf(&b, ": %s live in it", pool.FormatBytes(l.Live))
+		fmt.Fprintf(&b, ": %s live in it", units.FormatBytes(l.Live))
 	case e.Device != nil:
 		d := e.Device
 		fmt.Fprintf(&b, "device %s has no room for %s in scope %q: %s allocated, %s reserved (largest free block %s)",
-			e.device, pool.FormatBytes(e.Requested), e.Scope, pool.FormatBytes(d.Allocated), pool.FormatBytes(d.Reserved),
-			pool.FormatBytes(d.LargestFree))
+			e.device, units.FormatBytes(e.Requested), e.Scope, units.FormatBytes(d.Allocated), units.FormatBytes(d.Reserved),
+			units.FormatBytes(d.LargestFree))
 		if d.Limit > 0 {
-			fmt.Fprintf(&b, ", the pool's cap %s", pool.FormatBytes(d.Limit))
+			fmt.Fprintf(&b, ", the pool's cap %s", units.FormatBytes(d.Limit))
 		}
 		if d.DeviceTotal >= 0 {
-			fmt.Fprintf(&b, ", %s free of %s on the device", pool.FormatBytes(d.DeviceFree), pool.FormatBytes(d.DeviceTotal))
+			fmt.Fprintf(&b, ", %s free of %s on the device", units.FormatBytes(d.DeviceFree), units.FormatBytes(d.DeviceTotal))
 			if e.Requested > d.DeviceTotal {
 				b.WriteString(" (the request is larger than the device)")
 			}
 		}
 	default:
-		fmt.Fprintf(&b, "%s in scope %q", pool.FormatBytes(e.Requested), e.Scope)
+		fmt.Fprintf(&b, "%s in scope %q", units.FormatBytes(e.Requested), e.Scope)
 	}
 	if len(e.Holders) > 0 {
 		b.WriteString("; largest holders:")
@@ -114,7 +115,7 @@ func (e *OOMError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " scope %q %s in %d buffers", h.Scope, pool.FormatBytes(h.Bytes), h.Buffers)
+			fmt.Fprintf(&b, " scope %q %s in %d buffers", h.Scope, units.FormatBytes(h.Bytes), h.Buffers)
 			if h.Site != "" {
 				fmt.Fprintf(&b, " (first allocated at %s)", h.Site)
 			}
@@ -126,7 +127,7 @@ func (e *OOMError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " %s %s", s.Site, pool.FormatBytes(s.Bytes))
+			fmt.Fprintf(&b, " %s %s", s.Site, units.FormatBytes(s.Bytes))
 		}
 	}
 	if e.Limit != nil {
@@ -134,7 +135,7 @@ func (e *OOMError) Error() string {
 	} else {
 		b.WriteString("; to fit, free buffers early, put a Limit on the scopes that grow, or use smaller batches")
 		if e.Cached > 0 {
-			fmt.Fprintf(&b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", pool.FormatBytes(e.Cached))
+			fmt.Fprintf(&b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", units.FormatBytes(e.Cached))
 		}
 	}
 	return b.String()

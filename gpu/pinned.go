@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -53,7 +54,7 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	p, err := ha.HostAlloc(int64(n) * size)
 	if err != nil {
 		if pool.IsSourceOutOfMemory(err) {
-			return HostSlice[T]{}, fmt.Errorf("%w: AllocHost of %s: %w", ErrOutOfMemory, pool.FormatBytes(int64(n)*size), err)
+			return HostSlice[T]{}, fmt.Errorf("%w: AllocHost of %s: %w", ErrOutOfMemory, units.FormatBytes(int64(n)*size), err)
 		}
 		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
 	}

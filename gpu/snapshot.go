@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -138,15 +139,15 @@ func (d *Device) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "device %s\n", d.String())
 	row := func(what string, now, peak int64) {
-		fmt.Fprintf(&b, "  %-10s %12s   peak %12s\n", what, pool.FormatBytes(now), pool.FormatBytes(peak))
+		fmt.Fprintf(&b, "  %-10s %12s   peak %12s\n", what, units.FormatBytes(now), units.FormatBytes(peak))
 	}
 	row("allocated", st.Allocated, st.PeakAllocated)
 	row("reserved", st.Reserved, st.PeakReserved)
 	fmt.Fprintf(&b, "  %-10s %12s   (reserved, not in use, %d free blocks; EmptyCache returns it)\n", "cached",
-		pool.FormatBytes(st.Cached), st.CachedBlocks)
+		units.FormatBytes(st.Cached), st.CachedBlocks)
 	fmt.Fprintf(&b, "  %-10s %12d   peak %12d\n", "buffers", st.ActiveBlocks, st.PeakActiveBlocks)
 	fmt.Fprintf(&b, "  %-10s %d allocations (%s), %d frees (%s), %d served from the cache, %d out of memory\n",
-		"in all", st.Allocs, pool.FormatBytes(st.AllocatedBytes), st.Frees, pool.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
+		"in all", st.Allocs, units.FormatBytes(st.AllocatedBytes), st.Frees, units.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
 	// The tree is walked, not rebuilt from paths: names may hold "/", and
 	// scopes of one path are distinct scopes.
 	var roots []scopeNode
@@ -170,7 +171,7 @@ func (d *Device) Summary() string {
 				name = "scope"
 			}
 			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %d buffers (%s)\n", strings.Repeat("  ", depth)+name,
-				pool.FormatBytes(s.Live), pool.FormatBytes(s.Peak), len(s.Buffers), pool.FormatBytes(s.Own))
+				units.FormatBytes(s.Live), units.FormatBytes(s.Peak), len(s.Buffers), units.FormatBytes(s.Own))
 			walk(s.children, depth+1)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -52,8 +53,8 @@ type Stats struct {
 // what the device holds for it, and the peaks.
 func (s Stats) String() string {
 	return fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s), cached %s; %d buffers live, %d scopes open",
-		pool.FormatBytes(s.Allocated), pool.FormatBytes(s.PeakAllocated), pool.FormatBytes(s.Reserved),
-		pool.FormatBytes(s.PeakReserved), pool.FormatBytes(s.Cached), s.ActiveBlocks, s.OpenScopes)
+		units.FormatBytes(s.Allocated), units.FormatBytes(s.PeakAllocated), units.FormatBytes(s.Reserved),
+		units.FormatBytes(s.PeakReserved), units.FormatBytes(s.Cached), s.ActiveBlocks, s.OpenScopes)
 }
 
 // LogValue makes a slog record show the counters as a group.
@@ -126,13 +127,13 @@ func (s *Scope) Stats() ScopeStats {
 
 // String describes the counters in a line a person reads.
 func (s ScopeStats) String() string {
-	str := fmt.Sprintf("live %s (peak %s), %d buffers, %d children", pool.FormatBytes(s.Live),
-		pool.FormatBytes(s.Peak), s.Allocations, s.Children)
+	str := fmt.Sprintf("live %s (peak %s), %d buffers, %d children", units.FormatBytes(s.Live),
+		units.FormatBytes(s.Peak), s.Allocations, s.Children)
 	if s.Reserved > 0 {
-		str += ", reserved " + pool.FormatBytes(s.Reserved)
+		str += ", reserved " + units.FormatBytes(s.Reserved)
 	}
 	if s.Limit > 0 {
-		str += ", limit " + pool.FormatBytes(s.Limit)
+		str += ", limit " + units.FormatBytes(s.Limit)
 	}
 	return str
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpuscope/gpuscope/internal/sim"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -14,7 +15,7 @@ var benchSizes = []int64{256, 1 << 20, 64 << 20}
 // serves: the pool's hot path, with no call to the source.
 func BenchmarkCachedAllocFree(b *testing.B) {
 	for _, size := range benchSizes {
-		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("size=%s", units.FormatBytes(size)), func(b *testing.B) {
 			p, err := pool.New(sim.New(0, 0))
 			if err != nil {
 				b.Fatal(err)
@@ -44,7 +45,7 @@ func BenchmarkCachedAllocFree(b *testing.B) {
 func BenchmarkCachedAllocFreeOnStream(b *testing.B) {
 	const stream = 7
 	for _, size := range benchSizes {
-		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("size=%s", units.FormatBytes(size)), func(b *testing.B) {
 			p, err := pool.New(sim.New(0, 0))
 			if err != nil {
 				b.Fatal(err)
@@ -81,7 +82,7 @@ func checkCacheServed(b *testing.B, p *pool.Pool, size int64) {
 // run it with -cpu 1,2,... to see throughput grow with cores.
 func BenchmarkCachedAllocFreeParallel(b *testing.B) {
 	for _, size := range benchSizes {
-		b.Run(fmt.Sprintf("size=%s", pool.FormatBytes(size)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("size=%s", units.FormatBytes(size)), func(b *testing.B) {
 			p, err := pool.New(sim.New(0, 0))
 			if err != nil {
 				b.Fatal(err)

@@ -26,12 +26,12 @@ type OOMError struct {
 
 func (e *OOMError) Error() string {
 	msg := fmt.Sprintf("pool: out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
-		FormatBytes(e.Requested), FormatBytes(e.Allocated), FormatBytes(e.Reserved), FormatBytes(e.LargestFree))
+		units.FormatBytes(e.Requested), units.FormatBytes(e.Allocated), units.FormatBytes(e.Reserved), units.FormatBytes(e.LargestFree))
 	if e.Limit > 0 {
-		msg += fmt.Sprintf(", limit %s", FormatBytes(e.Limit))
+		msg += fmt.Sprintf(", limit %s", units.FormatBytes(e.Limit))
 	}
 	if e.DeviceTotal >= 0 {
-		msg += fmt.Sprintf("; device %s free of %s", FormatBytes(e.DeviceFree), FormatBytes(e.DeviceTotal))
+		msg += fmt.Sprintf("; device %s free of %s", units.FormatBytes(e.DeviceFree), units.FormatBytes(e.DeviceTotal))
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -52,9 +52,6 @@ func IsSourceOutOfMemory(err error) bool {
 	var o interface{ OutOfMemory() bool }
 	return errors.As(err, &o) && o.OutOfMemory()
 }
-
-// FormatBytes writes n in the largest binary unit that keeps it at or above 1.
-func FormatBytes(n int64) string { return units.FormatBytes(n) }
 
 // sourceOOM marks an out-of-memory error from the source or from the limit.
 type sourceOOM struct{ err error }

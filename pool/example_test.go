@@ -27,10 +27,10 @@ func ExampleNew() {
 	}
 	st := p.Stats()
 	fmt.Println(st.Allocs, "allocations,", st.CacheHits, "from the cache")
-	fmt.Println("reserved", pool.FormatBytes(st.Reserved), "for a peak of", pool.FormatBytes(st.PeakAllocated))
+	fmt.Println("reserved", st.Reserved, "bytes for a peak of", st.PeakAllocated)
 	fmt.Println("source calls to allocate:", src.Counts().Allocs+src.Counts().Creates)
 	// Output:
 	// 2 allocations, 1 from the cache
-	// reserved 2.00 MiB for a peak of 1.00 KiB
+	// reserved 2097152 bytes for a peak of 1024
 	// source calls to allocate: 1
 }

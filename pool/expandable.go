@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // An expandable arena is one or more reservations of address space, each a
@@ -351,7 +353,7 @@ func (e *expander) createHandle(size int64) (*handle, error) {
 	}
 	id, err := e.mapper.Create(size)
 	if err != nil {
-		return nil, markOutOfMemory(fmt.Errorf("pool: creating %s: %w", FormatBytes(size), err))
+		return nil, markOutOfMemory(fmt.Errorf("pool: creating %s: %w", units.FormatBytes(size), err))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -374,7 +376,7 @@ func (e *expander) unmapMoving(moving []*block, hs []*handle) ([]*handle, error)
 		a := e.arenas.of(mv.seg)
 		if err != nil {
 			a.release(mv)
-			errs = append(errs, fmt.Errorf("pool: unmapping %s: %w", FormatBytes(hd.size), err))
+			errs = append(errs, fmt.Errorf("pool: unmapping %s: %w", units.FormatBytes(hd.size), err))
 		} else {
 			mv.seg.removeMapping(hd)
 			hd.ptr = 0
@@ -462,14 +464,14 @@ func (e *expander) mapAt(start uintptr, n int64, handles []*handle) error {
 	for i, hd := range handles {
 		if err := e.mapper.Map(at, hd.size, hd.id); err != nil {
 			e.unmapAll(handles[:i])
-			return markOutOfMemory(fmt.Errorf("pool: mapping %s: %w", FormatBytes(hd.size), err))
+			return markOutOfMemory(fmt.Errorf("pool: mapping %s: %w", units.FormatBytes(hd.size), err))
 		}
 		hd.ptr = at
 		at += uintptr(hd.size)
 	}
 	if err := e.mapper.SetAccess(start, n); err != nil {
 		e.unmapAll(handles)
-		return markOutOfMemory(fmt.Errorf("pool: setting access to %s: %w", FormatBytes(n), err))
+		return markOutOfMemory(fmt.Errorf("pool: setting access to %s: %w", units.FormatBytes(n), err))
 	}
 	return nil
 }
@@ -528,7 +530,7 @@ func (e *expander) reserve(a *arena, r int64) error {
 		// Without address space the request cannot be served: to the
 		// caller that is running out of memory, and the cache is released
 		// and the reservation tried again as for any other.
-		return sourceOOM{fmt.Errorf("pool: reserving %s of address space: %w", FormatBytes(size), err)}
+		return sourceOOM{fmt.Errorf("pool: reserving %s of address space: %w", units.FormatBytes(size), err)}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -570,7 +572,7 @@ func (e *expander) releaseHandles(hs []*handle) error {
 			e.mu.Lock()
 			e.idle = append(e.idle, hs[i:]...)
 			e.mu.Unlock()
-			return fmt.Errorf("pool: releasing %s: %w", FormatBytes(hd.size), err)
+			return fmt.Errorf("pool: releasing %s: %w", units.FormatBytes(hd.size), err)
 		}
 		e.mu.Lock()
 		e.ledger.counts.SourceFrees++

@@ -160,7 +160,7 @@ var exported = []string{
 	"BlockAllocated", "BlockCached", "BlockFree", "BlockInfo", "BlockMoving", "BlockPending", "BlockUnmapped",
 	"DefaultGrowthStep", "ErrClosed", "ErrInvalidBlock", "ErrInvalidSize", "ErrOutOfMemory",
 	"EventSource", "Expand", "ExpandAlways", "ExpandAuto", "ExpandNever", "Expansion",
-	"FormatBytes", "GrowthStep", "IsSourceOutOfMemory", "IsStreamGone",
+	"GrowthStep", "IsSourceOutOfMemory", "IsStreamGone",
 	"MaxReserved", "MaxReservedFraction", "MaxSize", "MaxSplitSize", "New", "NewRegion",
 	"OOMError", "OOMError.Error", "OOMError.Is", "OOMError.Unwrap", "Option", "PageMapper",
 	"Pool", "Pool.Alloc", "Pool.AllocContext", "Pool.AllocOn", "Pool.Close", "Pool.EmptyCache",

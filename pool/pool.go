@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // Pool is a caching allocator over a Source. Make one with [New]. All
@@ -407,7 +409,7 @@ func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	if ptr%Alignment != 0 {
 		// Blocks are multiples of 512 bytes from their segment's start: an
 		// unaligned segment would misalign every one of them.
-		err := fmt.Errorf("pool: the source returned %#x for %s, not aligned to %d bytes", ptr, FormatBytes(size), Alignment)
+		err := fmt.Errorf("pool: the source returned %#x for %s, not aligned to %d bytes", ptr, units.FormatBytes(size), Alignment)
 		return nil, errors.Join(err, p.src.Free(ptr, size))
 	}
 	p.mu.Lock()
@@ -556,7 +558,7 @@ func (p *Pool) Close() error {
 	st := p.Stats()
 	if st.ActiveBlocks > 0 {
 		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",
-			st.ActiveBlocks, FormatBytes(st.Allocated)))
+			st.ActiveBlocks, units.FormatBytes(st.Allocated)))
 	}
 	return errors.Join(err, p.releaseAddressSpace())
 }

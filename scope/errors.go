@@ -3,6 +3,7 @@ package scope
 import (
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -17,7 +18,7 @@ type LimitError struct {
 
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("scope: out of memory: %q limit %s: %s live, %s requested",
-		e.Path, pool.FormatBytes(e.Limit), pool.FormatBytes(e.Live), pool.FormatBytes(e.Requested))
+		e.Path, units.FormatBytes(e.Limit), units.FormatBytes(e.Live), units.FormatBytes(e.Requested))
 }
 
 // Is makes a LimitError match pool.ErrOutOfMemory.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/internal/trace"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -347,7 +348,7 @@ func (tl *timeline) svg(name string, width int) string {
 	for k := 0; k <= 5; k++ {
 		v := int64(ymax * float64(k) / 5)
 		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, float64(left)+pw, y(v), y(v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, left-6, y(v)+4, pool.FormatBytes(v))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, left-6, y(v)+4, units.FormatBytes(v))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`, float64(left)+pw*float64(k)/5, height-bottom+16, tl.events*k/5)
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">events (allocations and frees)</text>`, float64(left)+pw/2, height-bottom+34)
@@ -386,7 +387,7 @@ func (tl *timeline) svg(name string, width int) string {
 		dy    float64 // the label above the line, or below
 	}{{"peak requested", tl.peakRequested, "#d62728", 13}, {"peak reserved", tl.peakReserved, "#222", -4}} {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="5,4"/>`, left, float64(left)+pw, y(m.v), y(m.v), m.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%s %s</text>`, float64(left)+pw-4, y(m.v)+m.dy, m.color, m.label, pool.FormatBytes(m.v))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%s %s</text>`, float64(left)+pw-4, y(m.v)+m.dy, m.color, m.label, units.FormatBytes(m.v))
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
@@ -405,5 +406,5 @@ func (tl *timeline) html(name, svg string) string {
 %s
 <p>%d events. Peak requested %s (at event %d); gpuscope's pool, replaying it on a simulated device with its default settings, reserves %s at its peak (%.4f x).</p>
 </body></html>
-`, html.EscapeString(name), svg, tl.events, pool.FormatBytes(tl.peakRequested), tl.peakAt, pool.FormatBytes(tl.peakReserved), ratio)
+`, html.EscapeString(name), svg, tl.events, units.FormatBytes(tl.peakRequested), tl.peakAt, units.FormatBytes(tl.peakReserved), ratio)
 }

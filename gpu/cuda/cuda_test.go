@@ -16,6 +16,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/cuda"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -176,7 +177,7 @@ func BenchmarkAllocFree(b *testing.B) {
 	gpu.RecordStacks(false) // TestMain records stacks; these measure without
 	defer gpu.RecordStacks(true)
 	for _, n := range sizes {
-		name := pool.FormatBytes(n)
+		name := units.FormatBytes(n)
 		b.Run(fmt.Sprintf("gpuscope-scope/size=%s", name), func(b *testing.B) {
 			dev, err := gpu.Open(0)
 			require.NoError(b, err)
@@ -345,7 +346,7 @@ func BenchmarkDriverCalls(b *testing.B) {
 // handle of n bytes, mapped at va. Each timed create follows the release of
 // the create before it.
 func benchHandleCalls(b *testing.B, d *cuda.Driver, va uintptr, n int64) {
-	name := pool.FormatBytes(n)
+	name := units.FormatBytes(n)
 	b.Run("create/size="+name, func(b *testing.B) {
 		for b.Loop() {
 			h, err := d.Create(n)
@@ -410,7 +411,7 @@ func benchCreateAfterRelease(b *testing.B, d *cuda.Driver, sizes []int64) {
 	for _, n := range append([]int64{0}, sizes...) {
 		name := "none"
 		if n > 0 {
-			name = pool.FormatBytes(n)
+			name = units.FormatBytes(n)
 		}
 		b.Run("create_after_release/size="+name, func(b *testing.B) {
 			for b.Loop() {

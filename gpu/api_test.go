@@ -101,7 +101,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method Stream.Record",
 		"method Stream.Synchronize",
 		"type Buffer",
-		"type BufferKey",
 		"type BufferSnapshot",
 		"type Bytes",
 		"type Device",

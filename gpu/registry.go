@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"github.com/gpuscope/gpuscope/internal/registry"
-	"github.com/gpuscope/gpuscope/scope"
 )
 
 // register adds d to the process's registry of open devices
@@ -22,8 +21,3 @@ func unregister(d *Device) { registry.Unregister(d.registered) }
 // opened, which leak reports show. It costs a runtime.Callers per
 // allocation (measured in docs/leaks.md).
 func RecordStacks(on bool) { registry.SetRecordStacks(on) }
-
-// BufferKey identifies a buffer: a map of keys is how gputest remembers
-// buffers to ignore. It is comparable, and does not travel through JSON.
-// It is the type of [BufferSnapshot.Key].
-type BufferKey struct{ ref scope.Ref }

@@ -60,7 +60,7 @@ type ResourceSnapshot struct {
 
 // BufferSnapshot is one live buffer.
 type BufferSnapshot struct {
-	Key         BufferKey `json:"-"`
+	Key         bufferKey `json:"-"` // the buffer in this process: comparable, a map key (gputest's ignore list)
 	Address     uintptr   `json:"address"`
 	Size        int64     `json:"size"`
 	AllocatedAt []string  `json:"allocated_at,omitempty"` // "function file:line", innermost first
@@ -78,6 +78,10 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
 		Scopes: scopes}, nil
 }
+
+// bufferKey identifies a buffer: comparable, and it does not travel
+// through JSON.
+type bufferKey struct{ ref scope.Ref }
 
 // scopeSnapshots describes the open scopes, parents first.
 func scopeSnapshots(d *Device) []ScopeSnapshot {
@@ -101,7 +105,7 @@ func scopeSnapshot(d *Device, s scope.Info) ScopeSnapshot {
 	}
 	for _, a := range s.Allocations {
 		out.Own += a.Size
-		out.Buffers = append(out.Buffers, BufferSnapshot{Key: BufferKey{a.Ref}, Address: a.Ptr, Size: a.Size,
+		out.Buffers = append(out.Buffers, BufferSnapshot{Key: bufferKey{a.Ref}, Address: a.Ptr, Size: a.Size,
 			AllocatedAt: frames(a.Stack)})
 	}
 	return out

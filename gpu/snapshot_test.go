@@ -62,7 +62,7 @@ func TestSnapshotRoundTripsThroughJSON(t *testing.T) {
 		require.NoError(t, json.Unmarshal(data, &back))
 		for i := range snap.Scopes {
 			for j := range snap.Scopes[i].Buffers {
-				snap.Scopes[i].Buffers[j].Key = gpu.BufferKey{} // an identity, for this process only
+				snap.Scopes[i].Buffers[j].Key = gpu.BufferSnapshot{}.Key // an identity, for this process only
 			}
 		}
 		assert.Equal(t, *snap, back)

@@ -17,7 +17,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	ignoredScopes map[uint64]bool // by ID, from IgnoreCurrent
-	ignoredBufs   map[gpu.BufferKey]bool
+	ignoredBufs   map[any]bool    // by BufferSnapshot.Key
 	ignoredRes    map[uint64]bool // resources, by ID
 	ignoredNames  []string
 	devices       []string
@@ -55,7 +55,7 @@ func (o *options) validFor(caller string, testMain bool) error {
 // events, modules, page-locked memory) that are live when it is called:
 // what a test inherits is not its leak.
 func IgnoreCurrent() Option {
-	scopes, bufs, res := map[uint64]bool{}, map[gpu.BufferKey]bool{}, map[uint64]bool{}
+	scopes, bufs, res := map[uint64]bool{}, map[any]bool{}, map[uint64]bool{}
 	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
 		for _, s := range snap.Scopes {
 			scopes[s.ID] = true

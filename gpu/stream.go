@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -17,6 +18,10 @@ type Stream struct {
 	id    uintptr
 	owner scope.Scope // the scope that made it, which owns its events too
 	life  lifetime
+
+	evMu   sync.Mutex // protects following fields
+	oldest *Event     // the events recorded on it and not yet seen done, oldest first (Event.next)
+	newest *Event
 }
 
 // NewStream makes a stream owned by the scope.
@@ -75,6 +80,7 @@ func (st *Stream) finish() error {
 // end tells the pool to stop waiting on the stream and destroys it, once
 // the scope's memory is released. It runs once.
 func (st *Stream) end() error {
+	st.forgetEvents()
 	err := st.dev.pool.RetireStream(st.id) // waits for what the release queued
 	errs := []error{err, st.dev.drv.DestroyStream(st.id)}
 	if err != nil {
@@ -82,84 +88,4 @@ func (st *Stream) end() error {
 		errs = append(errs, st.dev.pool.RetireStream(st.id))
 	}
 	return errors.Join(errs...)
-}
-
-// Event marks a point in a stream's work: it is done once the work queued
-// on the stream before it has completed. It belongs to the stream's scope
-// and ends with it, or with [Event.Release], whichever comes first: an
-// event of a long-lived stream lives until Release.
-type Event struct {
-	st    *Stream
-	id    uintptr
-	owned scope.Owned
-	life  lifetime
-}
-
-// Record records an event at the end of the work queued on st so far.
-func (st *Stream) Record() (*Event, error) {
-	if !st.valid() {
-		return nil, errNilStream
-	}
-	var ev *Event
-	err := st.life.use(errStreamEnded, func() error {
-		id, err := st.dev.drv.RecordEvent(st.id)
-		if err != nil {
-			return deviceError(fmt.Errorf("gpu: recording an event: %w", err))
-		}
-		ev = &Event{st: st, id: id}
-		if ev.owned, err = st.owner.OwnResource(scope.Resource{Kind: "event", End: ev.end}); err != nil {
-			return deviceError(errors.Join(err, ev.end()))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ev, nil
-}
-
-// valid reports whether ev is an event this package made.
-func (ev *Event) valid() bool { return ev != nil && ev.st != nil }
-
-// errNilEvent is what the methods of a nil or zero *Event return.
-var errNilEvent = fmt.Errorf("%w: nil or zero Event", ErrScopeClosed)
-
-// errEventEnded is what an Event's methods return once its stream ended.
-var errEventEnded = fmt.Errorf("%w: the event ended with its stream", ErrScopeClosed)
-
-// Done reports whether the work before the event has completed.
-func (ev *Event) Done() (bool, error) {
-	if !ev.valid() {
-		return false, errNilEvent
-	}
-	var done bool
-	err := ev.life.use(errEventEnded, func() error {
-		var err error
-		done, err = ev.st.dev.drv.EventDone(ev.id)
-		return deviceError(err)
-	})
-	return done, err
-}
-
-// Wait waits until the work before the event has completed.
-func (ev *Event) Wait() error {
-	if !ev.valid() {
-		return errNilEvent
-	}
-	return ev.life.use(errEventEnded, func() error { return deviceError(ev.st.dev.drv.WaitEvent(ev.id)) })
-}
-
-// Release destroys the event now rather than with its stream's scope.
-// Its methods fail with ErrScopeClosed after. Release is idempotent.
-func (ev *Event) Release() error {
-	if !ev.valid() {
-		return errNilEvent
-	}
-	ev.owned.Disown() // else the scope is ending it, and end runs once
-	return deviceError(ev.end())
-}
-
-// end destroys the event, once: Release, or its scope as it ends.
-func (ev *Event) end() error {
-	return ev.life.end(func() error { return ev.st.dev.drv.DestroyEvent(ev.id) })
 }

@@ -88,7 +88,7 @@ replay | smallest)
     if [ "$cmd" = replay ]; then
       each "$bin" replay "$t"
     else
-      each "$0" smallest1 "$t"
+      each bash "$0" smallest1 "$t"
     fi
     rc=$?
     [ $rc -gt $status ] && status=$rc

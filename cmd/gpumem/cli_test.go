@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +52,16 @@ func TestTheDocumentedCommandsRun(t *testing.T) {
 			continue // the command named in prose, with no trace
 		}
 		t.Run(c, func(t *testing.T) {
+			var stdin io.Reader = strings.NewReader("")
+			if slices.Contains(args, "-") { // the trace piped in
+				f, err := os.Open(traceFile("mlp_train"))
+				require.NoError(t, err)
+				defer f.Close()
+				stdin = f
+			}
 			var out, errb bytes.Buffer
-			require.NoError(t, run(args, &out, &errb), "gpumem %s: %s", strings.Join(args, " "), errb.String())
+			err := dispatch(&call{ctx: t.Context(), stdin: stdin, stdout: &out, stderr: &errb}, args)
+			require.NoError(t, err, "gpumem %s: %s", strings.Join(args, " "), errb.String())
 		})
 		ran++
 	}
@@ -76,7 +85,7 @@ func TestFlagsGoBeforeOrAfterTheFile(t *testing.T) {
 func TestReplayAndPlotCountEventsAlike(t *testing.T) {
 	file := traceFile("resnet50_train")
 	res := runReplay(t, "--repeat", "2", file)
-	n, _, err := countEvents(openTraceFile(file, io.Discard))
+	n, _, _, err := countEvents(openTraceFile(file, io.Discard))
 	require.NoError(t, err)
 	assert.Equal(t, n, res.Events)
 	assert.LessOrEqual(t, res.Allocs/2+res.Frees/2, res.Events, "frees of addresses before recording are events too")

@@ -2,14 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,28 +136,134 @@ func writeInferenceTrace(t *testing.T) string {
 	return f
 }
 
-func TestHelpPrintsEveryCommandAndExitsWell(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"replay", "-h"}, {"stress", "--help"}} {
-		var out, errb bytes.Buffer
-		require.NoError(t, run(args, &out, &errb), strings.Join(args, " "))
-		assert.Contains(t, out.String(), "usage: gpumem replay")
-		assert.Contains(t, out.String(), "flags of replay:")
-		assert.Contains(t, out.String(), "-growth-step")
-		assert.Contains(t, out.String(), "flags of stress:")
-		assert.Contains(t, out.String(), "-goroutines")
+// gpumem runs gpumem as main does, with stdin on standard input, and
+// returns its exit status and what it wrote.
+func gpumem(t *testing.T, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = exit(&call{ctx: t.Context(), stdin: stdin, stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func TestEachCommandPrintsItsOwnHelp(t *testing.T) {
+	own := map[string]string{"replay": "-growth-step", "plot": "-width", "stress": "-goroutines"}
+	for name, flagName := range own {
+		for _, args := range [][]string{{"help", name}, {name, "-h"}, {name, "--help"}, {name, "-help"}, {name, traceFile("mlp_train"), "-h"}} {
+			code, out, errb := gpumem(t, nil, args...)
+			require.Zero(t, code, "%q: %s", args, errb)
+			assert.Empty(t, errb)
+			assert.True(t, strings.HasPrefix(out, "usage: gpumem "+name), "%q begins with its usage:\n%s", args, out)
+			assert.Contains(t, out, flagName, "%q lists its flags", args)
+			for other, otherFlag := range own {
+				if other != name {
+					assert.NotContains(t, out, otherFlag, "%q: %s's flags are not %s's", args, other, name)
+				}
+			}
+		}
 	}
 }
 
-func TestWrongArgumentsPrintTheCommandsUsageAndFlags(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		flag string
-	}{{[]string{"replay"}, "-growth-step"}, {[]string{"plot", "x.csv"}, "-width"}, {[]string{"stress", "x.csv"}, "-goroutines"}} {
-		var out, errb bytes.Buffer
-		err := run(c.args, &out, &errb)
-		require.Error(t, err, strings.Join(c.args, " "))
-		assert.Contains(t, errb.String(), "usage: gpumem replay", strings.Join(c.args, " "))
-		assert.Contains(t, errb.String(), c.flag, "the command's own flags")
-		assert.Empty(t, out.String())
+func TestTopLevelHelpListsTheCommandsInAFewLines(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		code, out, _ := gpumem(t, nil, args...)
+		require.Zero(t, code)
+		for _, name := range []string{"replay", "plot", "stress", "help"} {
+			assert.Regexp(t, "(?m)^  "+name+" ", out)
+		}
+		assert.LessOrEqual(t, strings.Count(out, "\n"), 15, "a few lines")
+		assert.NotContains(t, out, "-growth-step", "no command's flags")
 	}
+}
+
+// A mistake in the arguments is one line that says what is wrong, and
+// one that says where the help is: not the error, the usage and the
+// error again.
+func TestAMistakeIsOneErrorAndAHint(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"copy"},
+		{"help", "copy"},
+		{"replay"},
+		{"replay", "--bogus", traceFile("mlp_train")},
+		{"replay", "--repeat"},
+		{"replay", "--expand", "sometimes", traceFile("mlp_train")},
+		{"replay", "--max-reserved=-5", traceFile("mlp_train")},
+		{"replay", traceFile("mlp_train"), traceFile("mlp_train")},
+		{"plot", traceFile("mlp_train")},
+		{"plot", "-o", "x.png", traceFile("mlp_train")},
+		{"stress", "extra"},
+		{"stress", "--seconds", "NaN"},
+	} {
+		code, out, errb := gpumem(t, nil, args...)
+		assert.Equal(t, 1, code, "%q", args)
+		assert.Empty(t, out, "%q", args)
+		lines := strings.Split(strings.TrimSuffix(errb, "\n"), "\n")
+		require.Len(t, lines, 2, "%q: %s", args, errb)
+		assert.True(t, strings.HasPrefix(lines[0], "gpumem: "), "%q: %s", args, lines[0])
+		assert.Regexp(t, `^gpumem: run 'gpumem help( \w+)?' for`, lines[1], "%q", args)
+		assert.NotContains(t, errb, "usage:", "%q", args)
+	}
+}
+
+// An error that is no mistake in the arguments is one line, and no hint.
+func TestAFailureIsOneLine(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bad.csv")
+	require.NoError(t, os.WriteFile(f, []byte("alloc,1,64,0\nalloc,1,64,0\n"), 0o600))
+	for _, args := range [][]string{{"replay", f}, {"replay", filepath.Join(t.TempDir(), "missing.csv")}} {
+		code, _, errb := gpumem(t, nil, args...)
+		assert.Equal(t, 1, code)
+		assert.Equal(t, 1, strings.Count(errb, "\n"), "%q: %s", args, errb)
+	}
+}
+
+// FuzzArgs runs gpumem on argument vectors (words split at NUL; TRACE is a
+// small trace, OUT.svg and the like files in a temporary directory) with
+// stdin on standard input. It never panics and ends (its context ends a
+// run after a moment); it exits 0 saying nothing on stderr, or fails with
+// one line, and for a mistake in the arguments a hint.
+func FuzzArgs(f *testing.F) {
+	tr := filepath.Join(f.TempDir(), "t.csv")
+	require.NoError(f, os.WriteFile(tr, []byte("alloc,1,64,0\nalloc,2,4096,1\nfree_requested,1,64,0\n"), 0o600))
+	for _, seed := range []string{
+		"replay\x00TRACE", "replay\x00--repeat\x003\x00-", "replay\x00--repeat=2\x00--timeline\x00OUT.csv\x00TRACE",
+		"plot\x00-o\x00OUT.svg\x00TRACE", "plot\x00-\x00-o\x00OUT.html", "stress\x00--seconds\x000.01\x00--goroutines\x002",
+		"help\x00replay", "replay\x00-h", "replay\x00--max-reserved=-5\x00TRACE", "stress\x00--seconds\x00NaN",
+		"replay\x00--page-size\x004611686018427387904\x00TRACE", "replay\x00--capacity\x000\x00TRACE",
+		"replay\x00--capacity\x001KiB\x00--expand\x00never\x00TRACE", "replay\x00--driver\x00cuda\x00TRACE", "",
+	} {
+		f.Add(seed, []byte("alloc,1,64,0\nfree_requested,1,64,0\n"))
+	}
+	f.Fuzz(func(t *testing.T, argv string, stdin []byte) {
+		args := strings.Split(argv, "\x00")
+		if argv == "" {
+			args = nil
+		}
+		dir := t.TempDir()
+		for i, a := range args {
+			switch {
+			case a == "TRACE":
+				args[i] = tr
+			case strings.HasPrefix(a, "OUT."):
+				args[i] = filepath.Join(dir, a)
+			case strings.ContainsAny(a, `/\`):
+				t.Skip("no paths but the fuzz's own: a run writes files")
+			}
+		}
+		t.Chdir(dir) // what a relative path names is the fuzz's
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		var out, errb bytes.Buffer
+		code := exit(&call{ctx: ctx, stdin: bytes.NewReader(stdin), stdout: &out, stderr: &errb}, args)
+		if code == 0 {
+			require.Empty(t, errb.String(), "%q", args)
+			return
+		}
+		require.Contains(t, []int{1, exitOutOfMemory}, code, "%q", args)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		require.True(t, strings.HasPrefix(lines[0], "gpumem: "), "%q: %s", args, errb.String())
+		if len(lines) > 1 {
+			require.Len(t, lines, 2, "%q: %s", args, errb.String())
+			require.Regexp(t, `^gpumem: run 'gpumem help( \w+)?' for`, lines[1], "%q", args)
+		}
+	})
 }

@@ -41,6 +41,7 @@ type planner struct {
 	streams *streamTable // the source's stream for each of the trace's; nil: the same numbers
 
 	events    int   // alloc and free events planned
+	allocs    int   // alloc events planned
 	requested int64 // bytes the trace holds live
 	peak      int64 // the most it held
 
@@ -102,6 +103,7 @@ func (pl *planner) alloc(ev event) (op, error) {
 		return op{}, fmt.Errorf("trace line %d: alloc at %d, which line %d allocated and nothing freed", ev.Line, ev.Addr, prev.line)
 	}
 	delete(pl.freed, ev.Addr) // allocated again: a free of it is no double free
+	pl.allocs++
 	slot := pl.slots
 	if n := len(pl.spare); n > 0 {
 		slot, pl.spare = pl.spare[n-1], pl.spare[:n-1]

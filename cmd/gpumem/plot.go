@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"flag"
 	"fmt"
 	"html"
@@ -17,6 +18,15 @@ import (
 	"github.com/gpuscope/gpuscope/pool"
 )
 
+const plotUsage = `usage: gpumem plot [flags] -o OUT.svg|OUT.html FILE
+       gpumem plot [flags] -o OUT.svg|OUT.html -     (the trace on standard input)
+
+plot draws a trace's memory over its events: the bytes requested, stacked
+by size (or by scope, where the trace has that column), and what gpuscope's
+pool reserves replaying it on a simulated device with its default
+settings, both peaks marked. An .html page adds the figures as text.
+`
+
 // plotOptions are the flags of plot.
 type plotOptions struct {
 	out   string
@@ -24,36 +34,41 @@ type plotOptions struct {
 }
 
 func (o *plotOptions) declare(fs *flag.FlagSet) {
-	fs.StringVar(&o.out, "o", "", "the file to write: .svg, or .html (the SVG in a page with the figures)")
-	fs.IntVar(&o.width, "width", 1200, "the plot's width in pixels")
+	fs.StringVar(&o.out, "o", "", "the `file` to write: .svg, or .html (the SVG in a page with the figures)")
+	intVar(fs, &o.width, "width", 1200, 200, 20_000, "the plot's width in `pixels`")
 }
+
+// plotPasses is how many times plot reads a trace: to count its events,
+// to find its largest scopes, and to draw it.
+const plotPasses = 3
 
 // run draws a trace: the bytes requested over its events, stacked by size
 // class (or by scope, where the trace has the scope column), and the bytes
 // gpuscope's pool reserves replaying it on the simulated source, with both
 // peaks marked.
-func (o *plotOptions) run(files []string, _, stderr io.Writer) error {
-	if len(files) != 1 || o.out == "" {
-		return usageErrorf("plot needs one trace FILE and -o OUT.svg or OUT.html, in any order")
+func (o *plotOptions) run(c *call) error {
+	if len(c.args) != 1 || o.out == "" {
+		return usageErrorf("plot", "plot needs one trace FILE (or - for standard input) and -o OUT.svg or OUT.html, in any order")
 	}
-	file := files[0]
-	if o.width < 200 {
-		return fmt.Errorf("-width %d: at least 200", o.width)
+	if !strings.HasSuffix(o.out, ".svg") && !strings.HasSuffix(o.out, ".html") {
+		return usageErrorf("plot", "-o %q: want a .svg or .html file", o.out)
 	}
-	tl, err := traceTimeline(openTraceFile(file, stderr), o.width)
+	file := c.args[0]
+	in, err := openInput(c.ctx, file, c.stdin, plotPasses, c.stderr)
 	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return err
+	}
+	tl, err := traceTimeline(in.open, o.width)
+	if err = errors.Join(err, in.close()); err != nil {
+		return fmt.Errorf("%s: %w", inputName(file), err)
 	}
 	name := filepath.Base(file)
-	svg := tl.svg(name, o.width)
-	var page string
-	switch {
-	case strings.HasSuffix(o.out, ".svg"):
-		page = svg
-	case strings.HasSuffix(o.out, ".html"):
-		page = tl.html(name, svg)
-	default:
-		return fmt.Errorf("-o %q: want a .svg or .html file", o.out)
+	if file == "-" {
+		name = inputName(file)
+	}
+	page := tl.svg(name, o.width)
+	if strings.HasSuffix(o.out, ".html") {
+		page = tl.html(name, page)
 	}
 	return os.WriteFile(o.out, []byte(page), 0o644)
 }
@@ -101,9 +116,12 @@ func sizeGroup(ev event) string {
 // pool settings, one shard: deterministic) and samples it into width
 // columns. It reads the trace twice: to count the events, then to draw.
 func traceTimeline(open openEvents, width int) (*timeline, error) {
-	n, byScope, err := countEvents(open)
+	n, allocs, byScope, err := countEvents(open)
 	if err != nil {
 		return nil, err
+	}
+	if allocs == 0 {
+		return nil, errEmptyTrace
 	}
 	groupOf := sizeGroup
 	if byScope {
@@ -309,25 +327,28 @@ func topScopes(open openEvents, n int) (map[string]bool, error) {
 	return top, nil
 }
 
-// countEvents counts a trace's allocs and frees, and reports whether any
-// alloc names its scope.
-func countEvents(open openEvents) (n int, byScope bool, err error) {
+// countEvents counts a trace's allocs and frees, n, and its allocs, and
+// reports whether any alloc names its scope.
+func countEvents(open openEvents) (n, allocs int, byScope bool, err error) {
 	evs, closeEvents, err := open()
 	if err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
-	defer closeEvents()
+	defer func() { err = errors.Join(err, closeEvents()) }()
 	for {
 		ev, err := evs.Next()
 		if err == io.EOF {
-			return n, byScope, nil
+			return n, allocs, byScope, nil
 		}
 		if err != nil {
-			return 0, false, err
+			return 0, 0, false, err
 		}
 		if ev.Action == trace.Alloc || ev.Action == trace.Free {
 			n++
 			byScope = byScope || ev.Scope != ""
+		}
+		if ev.Action == trace.Alloc {
+			allocs++
 		}
 	}
 }

@@ -1,36 +1,209 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"time"
 
+	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/internal/trace"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
+const replayUsage = `usage: gpumem replay [flags] FILE
+       gpumem replay [flags] -        (the trace on standard input)
+
+replay replays an allocation trace (CSV: action,addr,size,stream, plain or
+gzip; docs/trace-format.md) through gpuscope's pool and prints one JSON
+object: peak requested and reserved bytes, their ratio, every driver call
+by kind and its time (measured with --driver cuda, modelled from an H200's
+costs with --driver sim), and the time of each pass. Sizes in flags are
+bytes, or a number with a unit: 4096, 512MiB, 80GB.
+
+Exit status: 0; 1 for an error (a bad flag, an unreadable, malformed or
+empty trace); 3 when allocations of the trace ran out of memory: the JSON
+is printed as usual (ooms counts the failures) and stderr says so.
+`
+
+// replayOptions are the flags of replay.
+type replayOptions struct {
+	driver, expand, timeline                  string
+	capacity, pageSize, maxReserved, maxSplit int64
+	threshold, step                           int64
+	repeat, shards                            int
+}
+
+// maxRepeat is the most passes a replay makes.
+const maxRepeat = 10_000
+
+// defaultCapacity is the simulated device's memory: more than any GPU has.
+const defaultCapacity = 1 << 40
+
+func (o *replayOptions) declare(fs *flag.FlagSet) {
+	driverVar(fs, &o.driver, "sim", "sim", "cuda")
+	bytesVar(fs, &o.capacity, "capacity", defaultCapacity, byteFlag{min: 1, max: maxBytes, note: "there is no unlimited: the default, 1TiB, is more than any GPU has"},
+		"with --driver sim: the simulated device's memory, a `size`; allocations beyond it run out of memory (to cap a GPU, use --max-reserved)")
+	bytesVar(fs, &o.pageSize, "page-size", sim.DefaultPageSize, byteFlag{min: 64 << 10, max: 1 << 30, pow2: true},
+		"with --driver sim: the `size` of a mapped page (a GPU's granularity: 2MiB on an H200)")
+	choiceVar(fs, &o.expand, "expand", "auto", []string{"auto", "never", "always"}, "`when` to map pages: where the source can (auto), never, or always")
+	bytesVar(fs, &o.maxReserved, "max-reserved", 0, byteFlag{max: maxBytes, zero: "no cap"}, "the most `bytes` the pool reserves, with either driver (0: no cap)")
+	bytesVar(fs, &o.maxSplit, "max-split", 0, byteFlag{max: maxBytes, zero: "unlimited"}, "blocks of this `size` or more are not split for smaller requests; with --expand never (0: unlimited; else more than 20MiB)")
+	bytesVar(fs, &o.threshold, "release-threshold", -1, byteFlag{max: maxBytes, minusOne: "keep everything"},
+		"the pool gives cached memory back to the device down to this many `bytes` when a stream synchronizes (-1: keep everything)")
+	intVar(fs, &o.repeat, "repeat", 1, 1, maxRepeat, "replay the trace this many `times`, freeing what is still live between repetitions")
+	fs.StringVar(&o.timeline, "timeline", "", "write the bytes requested and reserved after every event of the first pass to this CSV `file` (slows the replay: time it without)")
+	bytesVar(fs, &o.step, "growth-step", pool.DefaultGrowthStep, byteFlag{max: maxBytes, zero: "by exactly what a request lacks"}, "large mapped arenas grow by multiples of this `size` (0: by exactly what a request lacks)")
+	intVar(fs, &o.shards, "shards", 1, 0, 1024, "the pool's front-cache `shards`; with one a replay is deterministic (0: the pool's default, 2 x GOMAXPROCS)")
+}
+
+// check refuses flags that mean nothing together.
+func (o *replayOptions) check(c *call) error {
+	for _, name := range []string{"capacity", "page-size"} {
+		if c.given[name] && o.driver != "sim" {
+			return usageErrorf("replay", "--%s is the simulated device's, for --driver sim; to cap a GPU, use --max-reserved", name)
+		}
+	}
+	if err := checkDriver("replay", o.driver, "sim", "cuda"); err != nil {
+		return err
+	}
+	if o.maxSplit != 0 && o.maxSplit <= 20<<20 {
+		return usageErrorf("replay", "--max-split %s: want 0 (unlimited) or more than 20MiB", units.ExactBytes(o.maxSplit))
+	}
+	if len(c.args) != 1 {
+		return usageErrorf("replay", "replay needs one trace FILE (or - for standard input), got %d", len(c.args))
+	}
+	return nil
+}
+
+// poolOptions returns the pool's options the flags ask for.
+func (o *replayOptions) poolOptions() []pool.Option {
+	var opts []pool.Option
+	switch o.expand {
+	case "never":
+		opts = append(opts, pool.Expand(pool.ExpandNever))
+	case "always":
+		opts = append(opts, pool.Expand(pool.ExpandAlways))
+	}
+	if o.maxReserved != 0 {
+		opts = append(opts, pool.MaxReserved(o.maxReserved))
+	}
+	if o.maxSplit != 0 {
+		opts = append(opts, pool.MaxSplitSize(o.maxSplit))
+	}
+	if o.shards != 0 {
+		opts = append(opts, pool.Shards(o.shards))
+	}
+	if o.step != pool.DefaultGrowthStep {
+		opts = append(opts, pool.GrowthStep(o.step))
+	}
+	if o.threshold >= 0 {
+		opts = append(opts, pool.ReleaseThreshold(o.threshold))
+	}
+	return opts
+}
+
+// run replays the trace its one positional argument names and reports
+// the result on stdout.
+func (o *replayOptions) run(c *call) error {
+	if err := o.check(c); err != nil {
+		return err
+	}
+	file := c.args[0]
+	in, err := openInput(c.ctx, file, c.stdin, o.repeat, c.stderr)
+	if err != nil {
+		return err
+	}
+	res, err := o.replay(in)
+	if err = errors.Join(err, in.close()); err != nil {
+		return fmt.Errorf("%s: %w", inputName(file), err)
+	}
+	res.Trace = file
+	res.Driver = o.driver
+	return report(c.stdout, res)
+}
+
+// replay makes the source and the pool and replays in on them.
+func (o *replayOptions) replay(in *input) (res result, err error) {
+	src, closeSrc, err := openSource(o.driver, o.capacity, o.pageSize)
+	if err != nil {
+		return res, err
+	}
+	defer closeSrc()
+	var model sim.CostTable
+	if o.driver == "sim" {
+		model = sim.H200
+	}
+	src, m, err := newMeter(src, model)
+	if err != nil {
+		return res, err
+	}
+	p, err := pool.New(src, o.poolOptions()...)
+	if err != nil {
+		return res, err
+	}
+	var tl io.Writer
+	if o.timeline != "" {
+		f, err := os.Create(o.timeline)
+		if err != nil {
+			return res, errors.Join(err, p.Close())
+		}
+		bw := bufio.NewWriter(f)
+		defer func() { err = errors.Join(err, bw.Flush(), f.Close()) }()
+		tl = bw
+	}
+	res, err = replay(p, in.open, m, o.repeat, tl)
+	return res, errors.Join(err, m.streams.close(p), p.Close())
+}
+
+// report writes a replay's result as JSON; allocations that ran out of
+// memory make it an error of exit status exitOutOfMemory.
+func report(stdout io.Writer, res result) error {
+	res.PeakRequested = units.FormatBytes(res.PeakRequestedBytes)
+	res.PeakAllocated = units.FormatBytes(res.PeakAllocatedBytes)
+	res.PeakReserved = units.FormatBytes(res.PeakReservedBytes)
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if res.OOMs > 0 {
+		return &exitStatus{exitOutOfMemory, fmt.Errorf("%s: %d of %d allocations ran out of memory (the pool reserved at most %s); peak_requested_bytes, %s, is the trace's own",
+			res.Trace, res.OOMs, res.Allocs, units.WithBytes(res.PeakReservedBytes), units.WithBytes(res.PeakRequestedBytes))}
+	}
+	return nil
+}
+
 // result is what a replay prints, as one JSON object.
 type result struct {
-	Trace              string  `json:"trace"`
-	Driver             string  `json:"driver"`
-	Expandable         bool    `json:"expandable"`
-	Events             int     `json:"alloc_and_free_events"`
-	Allocs             int     `json:"allocs"`
-	Frees              int     `json:"frees"`
-	PeakRequestedBytes int64   `json:"peak_requested_bytes"`
-	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
-	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
-	ReservedRatio      float64 `json:"reserved_ratio"`
-	SourceAllocs       int64   `json:"source_allocs"`
-	SourceFrees        int64   `json:"source_frees"`
-	PagesMoved         int64   `json:"pages_moved"`
-	CacheHits          int64   `json:"cache_hits"`
-	OOMs               int64   `json:"ooms"`
-	Retries            int64   `json:"retries"`
-	Growths            int64   `json:"growths"`
-	NsPerOp            float64 `json:"ns_per_op"`
+	Trace              string `json:"trace"`
+	Driver             string `json:"driver"`
+	Expandable         bool   `json:"expandable"`
+	Events             int    `json:"alloc_and_free_events"`
+	Allocs             int    `json:"allocs"`
+	Frees              int    `json:"frees"`
+	PeakRequestedBytes int64  `json:"peak_requested_bytes"`
+	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64  `json:"peak_reserved_bytes"`
+	// The three peaks for people to read, in the largest unit.
+	PeakRequested string  `json:"peak_requested"`
+	PeakAllocated string  `json:"peak_allocated"`
+	PeakReserved  string  `json:"peak_reserved"`
+	ReservedRatio float64 `json:"reserved_ratio"`
+	SourceAllocs  int64   `json:"source_allocs"`
+	SourceFrees   int64   `json:"source_frees"`
+	PagesMoved    int64   `json:"pages_moved"`
+	CacheHits     int64   `json:"cache_hits"`
+	OOMs          int64   `json:"ooms"`
+	Retries       int64   `json:"retries"`
+	Growths       int64   `json:"growths"`
+	NsPerOp       float64 `json:"ns_per_op"`
 	// Driver calls over the whole replay, by kind, and their time: measured
 	// with --driver cuda, modelled from sim.H200 with --driver sim.
 	tally
@@ -109,6 +282,9 @@ func replay(p *pool.Pool, open openEvents, m *meter, repeat int, timeline io.Wri
 		if pass == 0 {
 			res.Events = pl.events
 			res.PeakRequestedBytes = pl.peak
+			if err == nil && pl.allocs == 0 {
+				err = errEmptyTrace
+			}
 		}
 		timeline = nil // the first pass only
 		elapsed += wall

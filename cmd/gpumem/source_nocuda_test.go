@@ -16,5 +16,5 @@ func TestCUDAInABuildWithoutItSaysWhichBuildHasIt(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "-tags cuda")
 	err = run([]string{"replay", "--driver", "cuda", "--capacity", "1000", traceFile("mlp_train")}, &o, &e)
-	assert.ErrorContains(t, err, "--capacity is for --driver sim", "capacity is the simulator's")
+	assert.ErrorContains(t, err, "--capacity is the simulated device's, for --driver sim", "capacity is the simulator's")
 }

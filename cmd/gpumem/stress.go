@@ -6,13 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // stressResult is what a stress run prints.
@@ -29,6 +29,15 @@ type stressResult struct {
 	OpenScopes     int   `json:"open_scopes_after"`
 }
 
+const stressUsage = `usage: gpumem stress [flags]
+
+stress opens and ends nested scopes, four deep, from many goroutines for a
+while, allocating, writing, keeping and freeing buffers in them; then it
+checks that no memory and no scope is left, and prints what it did as
+JSON. It is the workload compute-sanitizer runs on a GPU. Exit status: 0;
+1 for an error, or for anything left behind.
+`
+
 // stressOptions are the flags of stress.
 type stressOptions struct {
 	driver     string
@@ -36,29 +45,35 @@ type stressOptions struct {
 	goroutines int
 }
 
+// maxStressSeconds is the longest a stress run may be asked to last.
+const maxStressSeconds = 24 * 60 * 60
+
+// stressMemory is the memory of stress's host device.
+const stressMemory = 4 << 30
+
 func (o *stressOptions) declare(fs *flag.FlagSet) {
-	fs.StringVar(&o.driver, "driver", "host", "host, or cuda (GPU 0, in a build with -tags cuda)")
-	fs.Float64Var(&o.seconds, "seconds", 5, "how long to run")
-	fs.IntVar(&o.goroutines, "goroutines", 16, "goroutines opening scopes at once")
+	driverVar(fs, &o.driver, "host", "host", "cuda")
+	o.seconds = 5
+	fs.Var(&secondsFlag{p: &o.seconds, max: maxStressSeconds}, "seconds", "how long to run, in `seconds`")
+	intVar(fs, &o.goroutines, "goroutines", 16, 1, 4096, "`goroutines` opening scopes at once")
 }
 
 // run opens and closes nested scopes from many goroutines until the time
-// is up, allocating, writing, keeping and freeing buffers in them; then it
-// checks that nothing is left. It is the workload compute-sanitizer runs.
-func (o *stressOptions) run(extra []string, stdout, _ io.Writer) error {
-	if len(extra) > 0 {
-		return usageErrorf("stress takes no FILE, only flags: %q", extra)
+// is up, or the run's context ends, allocating, writing, keeping and
+// freeing buffers in them; then it checks that nothing is left.
+func (o *stressOptions) run(c *call) error {
+	if err := checkDriver("stress", o.driver, "host", "cuda"); err != nil {
+		return err
 	}
-
-	if o.seconds <= 0 || o.goroutines <= 0 {
-		return errors.New("--seconds and --goroutines must be positive")
+	if len(c.args) > 0 {
+		return usageErrorf("stress", "stress takes no FILE, only flags: %q", c.args)
 	}
 	dev, err := openStressDevice(o.driver)
 	if err != nil {
 		return err
 	}
 	res := stressResult{Driver: o.driver, Goroutines: o.goroutines}
-	var c stressCounts
+	var counts stressCounts
 	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
 	var wg sync.WaitGroup
 	errs := make(chan error, o.goroutines)
@@ -68,8 +83,8 @@ func (o *stressOptions) run(extra []string, stdout, _ io.Writer) error {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 7))
-			for time.Now().Before(deadline) {
-				if err := c.nest(context.Background(), dev, r, 0); err != nil {
+			for time.Now().Before(deadline) && c.ctx.Err() == nil {
+				if err := counts.nest(context.Background(), dev, r, 0); err != nil {
 					errs <- err
 					return
 				}
@@ -79,31 +94,31 @@ func (o *stressOptions) run(extra []string, stdout, _ io.Writer) error {
 	wg.Wait()
 	close(errs)
 	res.Seconds = time.Since(start).Seconds()
-	res.Scopes, res.Allocations, res.Kept, res.Freed = c.scopes.Load(), c.allocs.Load(), c.kept.Load(), c.freed.Load()
+	res.Scopes, res.Allocations, res.Kept, res.Freed = counts.scopes.Load(), counts.allocs.Load(), counts.kept.Load(), counts.freed.Load()
 	st := dev.Stats()
 	res.AllocatedAfter, res.OpenScopes = st.Allocated, st.OpenScopes
-	var runErr error
+	runErr := c.ctx.Err()
+	if runErr != nil {
+		runErr = stopped(runErr)
+	}
 	for err := range errs {
 		runErr = errors.Join(runErr, err)
 	}
 	runErr = errors.Join(runErr, dev.Close())
 	if res.AllocatedAfter != 0 || res.OpenScopes != 0 {
-		runErr = errors.Join(runErr, fmt.Errorf("left behind: %d bytes, %d scopes", res.AllocatedAfter, res.OpenScopes))
+		runErr = errors.Join(runErr, fmt.Errorf("left behind: %s in %d scopes", units.WithBytes(res.AllocatedAfter), res.OpenScopes))
 	}
-	enc := json.NewEncoder(stdout)
+	enc := json.NewEncoder(c.stdout)
 	enc.SetIndent("", "  ")
 	return errors.Join(runErr, enc.Encode(res))
 }
 
 // openStressDevice opens the device --driver names.
 func openStressDevice(driver string) (*gpu.Device, error) {
-	switch driver {
-	case "host":
-		return gpu.OpenHost(gpu.HostMemory(4 << 30))
-	case "cuda":
-		return gpu.Open(0)
+	if driver == "cuda" {
+		return openCUDADevice()
 	}
-	return nil, fmt.Errorf("--driver %q: want host or cuda", driver)
+	return gpu.OpenHost(gpu.HostMemory(stressMemory))
 }
 
 // stressCounts counts what the goroutines of a stress run did.

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuscope/gpuscope/internal/units"
+)
+
+// The flags of gpumem's commands take only values they can honour: each
+// is parsed by one of these types, which refuses the rest with an error
+// that says what the flag accepts.
+
+// maxBytes is the largest size a flag takes: 256 TiB, the most the pool
+// allocates (pool.MaxSize), beyond any device.
+const maxBytes = 1 << 48
+
+// sizes is how the errors of the size flags say what a size may be written as.
+const sizes = "in bytes or with a unit (4096, 512MiB, 80GB)"
+
+// byteFlag is a flag of a size in bytes (units.ParseBytes) in [min, max];
+// with pow2, a power of two. Where zero or minusOne say what 0 or -1
+// mean, the flag's error says it; minusOne also lets the flag take -1.
+// note ends the error.
+type byteFlag struct {
+	p              *int64
+	min, max       int64
+	pow2           bool
+	zero, minusOne string
+	note           string
+}
+
+func (f *byteFlag) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	if *f.p < 0 {
+		return strconv.FormatInt(*f.p, 10)
+	}
+	return units.ExactBytes(*f.p)
+}
+
+func (f *byteFlag) Set(s string) error {
+	if f.minusOne != "" && strings.TrimSpace(s) == "-1" {
+		*f.p = -1
+		return nil
+	}
+	n, err := units.ParseBytes(s)
+	if err != nil || n < f.min || n > f.max || f.pow2 && n&(n-1) != 0 {
+		return fmt.Errorf("want %s", f.accepts())
+	}
+	*f.p = n
+	return nil
+}
+
+// accepts says what the flag takes.
+func (f *byteFlag) accepts() string {
+	what := fmt.Sprintf("a size from %s to %s, %s", units.ExactBytes(f.min), units.ExactBytes(f.max), sizes)
+	switch {
+	case f.pow2:
+		what = fmt.Sprintf("a power of two from %s to %s, %s", units.ExactBytes(f.min), units.ExactBytes(f.max), sizes)
+	case f.zero != "" && f.min == 0:
+		what = fmt.Sprintf("0 (%s) or a size up to %s, %s", f.zero, units.ExactBytes(f.max), sizes)
+	}
+	if f.minusOne != "" {
+		what = fmt.Sprintf("-1 (%s) or %s", f.minusOne, what)
+	}
+	if f.note != "" {
+		what += "; " + f.note
+	}
+	return what
+}
+
+// bytesVar declares a size flag; see byteFlag.
+func bytesVar(fs *flag.FlagSet, p *int64, name string, value int64, f byteFlag, usage string) {
+	*p = value
+	f.p = p
+	fs.Var(&f, name, usage)
+}
+
+// intFlag is a flag of an integer in [min, max].
+type intFlag struct {
+	p        *int
+	min, max int
+}
+
+func (f *intFlag) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f *intFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < f.min || n > f.max {
+		return fmt.Errorf("want a whole number from %d to %d", f.min, f.max)
+	}
+	*f.p = n
+	return nil
+}
+
+// intVar declares an integer flag in [min, max].
+func intVar(fs *flag.FlagSet, p *int, name string, value, min, max int, usage string) {
+	*p = value
+	fs.Var(&intFlag{p: p, min: min, max: max}, name, usage)
+}
+
+// secondsFlag is a flag of a time in seconds, above 0 and at most max.
+type secondsFlag struct {
+	p   *float64
+	max float64
+}
+
+func (f *secondsFlag) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f *secondsFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || v <= 0 || v > f.max {
+		return fmt.Errorf("want a number of seconds above 0 and at most %g", f.max)
+	}
+	*f.p = v
+	return nil
+}
+
+// choiceFlag is a flag of one of a few words.
+type choiceFlag struct {
+	p     *string
+	words []string
+}
+
+func (f *choiceFlag) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f *choiceFlag) Set(s string) error {
+	if !slices.Contains(f.words, s) {
+		return fmt.Errorf("want %s", orList(f.words))
+	}
+	*f.p = s
+	return nil
+}
+
+// choiceVar declares a flag of one of words.
+func choiceVar(fs *flag.FlagSet, p *string, name, value string, words []string, usage string) {
+	*p = value
+	fs.Var(&choiceFlag{p: p, words: words}, name, usage)
+}
+
+// orList writes words as "a, b or c".
+func orList(words []string) string { return list(words, "or") }
+
+// andList writes words as "a, b and c".
+func andList(words []string) string { return list(words, "and") }
+
+func list(words []string, conj string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
+}
+
+// drivers are the words --driver takes in every command: where memory
+// comes from. Each command runs on some of them and says so of the rest.
+var drivers = []string{"sim", "host", "cuda"}
+
+// driverMeans says what each driver is, for help and errors.
+var driverMeans = map[string]string{
+	"sim":  "sim (a simulated device: address ranges, no memory touched)",
+	"host": "host (host memory standing in for a GPU)",
+	"cuda": "cuda (GPU 0, in a gpumem built with -tags cuda)",
+}
+
+// driverVar declares --driver for a command that runs on runsOn.
+func driverVar(fs *flag.FlagSet, p *string, value string, runsOn ...string) {
+	means := make([]string, len(runsOn))
+	for i, d := range runsOn {
+		means[i] = driverMeans[d]
+	}
+	choiceVar(fs, p, "driver", value, drivers, "where memory comes from, the `driver`: "+orList(means))
+}
+
+// checkDriver says, for a command that runs on runsOn, whether it can run
+// on driver here: a driver it does not run on is a usage error, and cuda
+// in a build without it an error that says how to build one.
+func checkDriver(cmd, driver string, runsOn ...string) error {
+	if !slices.Contains(runsOn, driver) {
+		return usageErrorf(cmd, "--driver %s: %s runs on %s", driver, cmd, orList(runsOn))
+	}
+	if driver == "cuda" && !cudaBuilt {
+		return fmt.Errorf("--driver cuda: this gpumem was built without CUDA; build one with it: go build -tags cuda ./cmd/gpumem")
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hostile are values no numeric flag can honour.
+var hostile = []string{"", "NaN", "nan", "+Inf", "-Inf", "Inf", "1e300", "-1e300", "-5", "2^62", "4611686018427387904",
+	"9223372036854775808", "99999999999999999999999", "0x10", "abc", "1.5.5", "12 parsecs"}
+
+// Every numeric flag of every command refuses what it cannot honour, with
+// an error that says what it accepts.
+func TestEveryNumericFlagRefusesWhatItCannotHonour(t *testing.T) {
+	checked := 0
+	for _, cmd := range commands {
+		fs := flagSet(cmd.name, cmd.make())
+		fs.VisitAll(func(f *flag.Flag) {
+			switch f.Value.(type) {
+			case *byteFlag, *intFlag, *secondsFlag:
+			default:
+				return
+			}
+			checked++
+			for _, v := range hostile {
+				if v == "-5" && f.Name == "release-threshold" {
+					continue // -1 means keep everything; -5 is refused below
+				}
+				code, out, errb := gpumem(t, nil, cmd.name, "--"+f.Name, v)
+				if !assert.Equal(t, 1, code, "%s --%s %q", cmd.name, f.Name, v) {
+					continue
+				}
+				assert.Empty(t, out)
+				assert.Contains(t, errb, "for flag -"+f.Name+": want ", "%s --%s %q says what it accepts", cmd.name, f.Name, v)
+			}
+		})
+	}
+	assert.GreaterOrEqual(t, checked, 11, "the numeric flags of replay, plot and stress")
+}
+
+func TestMaxReservedSaysZeroIsAllowed(t *testing.T) {
+	_, _, errb := gpumem(t, nil, "replay", "--max-reserved=-5", traceFile("mlp_train"))
+	assert.Contains(t, errb, "want 0 (no cap) or a size up to 256TiB")
+	assert.NotContains(t, errb, "must be positive")
+	res := runReplay(t, "--max-reserved=0", traceFile("mlp_train"))
+	assert.Zero(t, res.OOMs, "0 is no cap")
+	res = runReplay(t, "--max-reserved=1GiB", traceFile("mlp_train"))
+	assert.LessOrEqual(t, res.PeakReservedBytes, int64(1<<30), "a size with a unit")
+}
+
+func TestStressRefusesTimesItCannotHonour(t *testing.T) {
+	for _, v := range []string{"NaN", "+Inf", "1e300", "-1", "0", "86401"} {
+		code, out, errb := gpumem(t, nil, "stress", "--seconds", v)
+		assert.Equal(t, 1, code, v)
+		assert.Empty(t, out, "%s: nothing was run", v)
+		assert.Contains(t, errb, "want a number of seconds above 0 and at most 86400", v)
+	}
+}
+
+// A page of 2^62 bytes once overflowed the handles' sizing; pages of
+// 8 GiB failed mid-trace. Pages are what a GPU has, or refused.
+func TestAbsurdPagesAreRefused(t *testing.T) {
+	for _, v := range []string{"4611686018427387904", "8GiB", "2GiB", "32KiB", "3MiB", "0"} {
+		code, _, errb := gpumem(t, nil, "replay", "--page-size", v, traceFile("mlp_train"))
+		assert.Equal(t, 1, code, v)
+		assert.Contains(t, errb, "want a power of two from 64KiB to 1GiB", v)
+	}
+	res := runReplay(t, "--page-size", "1GiB", traceFile("mlp_train"))
+	assert.Zero(t, res.OOMs, "the largest page works")
+	assert.True(t, res.Expandable)
+}
+
+// --capacity 0 once meant a silent 1 TiB; there is no unlimited, and the
+// default is said.
+func TestCapacityZeroIsRefusedAndTheDefaultSaid(t *testing.T) {
+	code, _, errb := gpumem(t, nil, "replay", "--capacity", "0", traceFile("mlp_train"))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errb, "the default, 1TiB")
+	_, out, _ := gpumem(t, nil, "help", "replay")
+	assert.Contains(t, out, "(default 1TiB)")
+	big := filepath.Join(t.TempDir(), "big.csv")
+	require.NoError(t, os.WriteFile(big, []byte("alloc,1,1099511627777,0\n"), 0o600))
+	res, err := runReplayOOM(t, big)
+	assert.Equal(t, int64(1), res.OOMs, "more than the default is out of memory, as the help says")
+	assert.ErrorContains(t, err, "ran out of memory")
+}
+
+// --driver takes the same words in every command, and a command says
+// which it runs on; nothing speaks of Go functions to a CLI user.
+func TestDriverTakesTheSameWordsEverywhere(t *testing.T) {
+	for _, cmd := range []string{"replay", "stress"} {
+		code, _, errb := gpumem(t, nil, cmd, "--driver", "tpu")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errb, "want sim, host or cuda", cmd)
+	}
+	_, _, errb := gpumem(t, nil, "replay", "--driver", "host", traceFile("mlp_train"))
+	assert.Contains(t, errb, "--driver host: replay runs on sim or cuda")
+	_, _, errb = gpumem(t, nil, "stress", "--driver", "sim")
+	assert.Contains(t, errb, "--driver sim: stress runs on host or cuda")
+	for _, cmd := range []string{"replay", "stress"} {
+		_, out, _ := gpumem(t, nil, "help", cmd)
+		assert.Contains(t, out, "where memory comes from", cmd)
+		_, _, errb := gpumem(t, nil, cmd, "--driver", "cuda", traceFile("mlp_train"))
+		assert.NotRegexp(t, `gpu\.\w+`, errb, "%s: a CLI user is told no Go API", cmd)
+	}
+}
+
+func TestSizesTakeUnits(t *testing.T) {
+	a := runReplay(t, "--max-reserved", "600MiB", traceFile("mlp_train"))
+	b := runReplay(t, "--max-reserved", strings.TrimSpace("629145600"), traceFile("mlp_train"))
+	assert.Equal(t, a.PeakReservedBytes, b.PeakReservedBytes)
+}

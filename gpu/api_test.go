@@ -28,6 +28,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"func OnReleaseError",
 		"func OnStream",
 		"func Open",
+		"func OpenDriver",
 		"func OpenHost",
 		"func PoolOptions",
 		"func RecordStacks",

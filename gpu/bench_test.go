@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -47,6 +47,27 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 		return nil, err
 	}
 	return newDevice(drv, "host", o)
+}
+
+// OpenDriver opens a device over drv, a driver of the caller's own (package
+// gpu/driver says what one implements): a fake that a test controls, such
+// as gputest.OpenFaulty's, or a device gpuscope has no driver for. name is
+// the device's name in errors, snapshots and gputest.Devices, such as
+// "host" or "cuda:0". The device owns drv: its Close closes drv, and so
+// does a failed OpenDriver. [HostMemory] means nothing to it and is an
+// error.
+func OpenDriver(drv driver.Driver, name string, opts ...DeviceOption) (*Device, error) {
+	if drv == nil {
+		return nil, fmt.Errorf("%w: OpenDriver(nil)", ErrNoDevice)
+	}
+	o, err := buildDeviceOptions(opts)
+	if err == nil && o.hostMemory != 0 {
+		err = errors.New("gpu: HostMemory is for OpenHost; OpenDriver's device has the memory its driver has")
+	}
+	if err != nil {
+		return nil, errors.Join(err, drv.Close())
+	}
+	return newDevice(drv, name, o)
 }
 
 func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error) {

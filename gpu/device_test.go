@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -25,7 +25,7 @@ func TestCloseRacingAllocationsLeavesNothing(t *testing.T) {
 		rounds = 10
 	}
 	for round := range rounds {
-		dev, drv, err := gpu.OpenTestHost(64 << 20)
+		dev, drv, err := gputest.OpenFaulty(64 << 20)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		started := make(chan struct{}, 16)
@@ -140,9 +140,9 @@ func TestAFreeWhoseDriverFailsSaysTheBufferIsFreed(t *testing.T) {
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		b, err := s.Alloc(4 << 20)
 		require.NoError(t, err)
-		drv.FailNth(hosttest.OpFree, 1) // the pool gives the memory back at once, and that fails
+		drv.FailNth(gputest.OpFree, 1) // the pool gives the memory back at once, and that fails
 		err = s.Free(b)
-		require.ErrorIs(t, err, hosttest.ErrInjected)
+		require.ErrorIs(t, err, gputest.ErrInjected)
 		assert.Contains(t, err.Error(), "is freed, but giving memory back failed")
 		assert.ErrorIs(t, s.Free(b), gpu.ErrFreed, "freed it was: a retry is a double free")
 		assert.ErrorIs(t, b.CopyFromHost([]byte{1}), gpu.ErrFreed)
@@ -160,18 +160,18 @@ func TestReleaseErrorsOfAPanickingScopeAreReported(t *testing.T) {
 		_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 			_, err := s.Alloc(4 << 20)
 			require.NoError(t, err)
-			drv.FailNth(hosttest.OpFree, 1) // releasing it at the scope's end fails
+			drv.FailNth(gputest.OpFree, 1) // releasing it at the scope's end fails
 			panic("boom")
 		}, gpu.Name("request"))
 	}, "the panic goes on with its own value")
 	require.Len(t, got, 1, "and the release error is not lost")
-	assert.ErrorIs(t, got[0], hosttest.ErrInjected)
+	assert.ErrorIs(t, got[0], gputest.ErrInjected)
 	assert.Contains(t, got[0].Error(), `scope "request" ended by a panic`)
 	require.NoError(t, dev.EmptyCache())
 
 	t.Run("without a handler gputest reports them", func(t *testing.T) {
 		dev, drv := openTestHost(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
-		drv.FailNth(hosttest.OpFree, 1)
+		drv.FailNth(gputest.OpFree, 1)
 		assert.Panics(t, func() {
 			_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 				_, err := s.Alloc(4 << 20)
@@ -181,7 +181,7 @@ func TestReleaseErrorsOfAPanickingScopeAreReported(t *testing.T) {
 		})
 		dropped := registry.TakeDroppedErrors()
 		require.Len(t, dropped, 1)
-		assert.ErrorIs(t, dropped[0], hosttest.ErrInjected)
+		assert.ErrorIs(t, dropped[0], gputest.ErrInjected)
 		require.NoError(t, dev.EmptyCache())
 	})
 	_, err := gpu.OpenHost(gpu.OnReleaseError(nil))

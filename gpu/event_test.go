@@ -130,9 +130,9 @@ func TestADoneEventHoldsNoDriverEvent(t *testing.T) {
 }
 
 func TestAnEventNotDoneStaysWithItsScope(t *testing.T) {
-	dev, _ := openTestHost(t)
+	dev, drv := openTestHost(t)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		st, release := heldStream(t, s)
+		st, release := heldStream(t, drv, s)
 		defer release()
 		pending := make([]*gpu.Event, 3)
 		for i := range pending {

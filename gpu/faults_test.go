@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-// faultOps are the driver calls the pool makes, by the host device's names.
-var faultOps = []hosttest.Op{hosttest.OpAlloc, hosttest.OpFree, hosttest.OpCopy, hosttest.OpReserve, hosttest.OpMap, hosttest.OpAccess, hosttest.OpUnmap, hosttest.OpEvent}
+// faultOps are the kinds of driver calls that the pool and scopes make.
+var faultOps = []gputest.Op{gputest.OpAlloc, gputest.OpFree, gputest.OpCopy, gputest.OpReserve, gputest.OpMap, gputest.OpAccess, gputest.OpUnmap, gputest.OpEvent, gputest.OpStream}
 
 // faultWorkload grows the device, frees, keeps, moves memory under the cap,
 // empties the cache and closes a long-lived scope, and returns every error
@@ -84,12 +84,12 @@ func TestDriverFaultsLoseNothing(t *testing.T) {
 		hit := 0
 		for n := 1; n <= 8; n++ {
 			t.Run(fmt.Sprintf("the %s call number %d fails", op, n), func(t *testing.T) {
-				dev, drv, err := gpu.OpenTestHost(64<<20, gpu.PoolOptions(pool.MaxReserved(40<<20), pool.GrowthStep(0)))
+				dev, drv, err := gputest.OpenFaulty(64<<20, gpu.PoolOptions(pool.MaxReserved(40<<20), pool.GrowthStep(0)))
 				require.NoError(t, err)
 				drv.FailNth(op, n)
 				errs := faultWorkload(dev)
 				for _, err := range errs {
-					assert.True(t, errors.Is(err, hosttest.ErrInjected) || errors.Is(err, gpu.ErrOutOfMemory),
+					assert.True(t, errors.Is(err, gputest.ErrInjected) || errors.Is(err, gpu.ErrOutOfMemory),
 						"an error that is neither the fault nor its consequence: %v", err)
 				}
 				hit += drv.Injected()
@@ -108,13 +108,14 @@ func TestDriverFaultsLoseNothing(t *testing.T) {
 func TestDriverFaultsAtCloseLeaveNothing(t *testing.T) {
 	for _, op := range faultOps {
 		t.Run(fmt.Sprintf("a %s call fails while the device closes", op), func(t *testing.T) {
-			dev, drv, err := gpu.OpenTestHost(64 << 20)
+			dev, drv, err := gputest.OpenFaulty(64 << 20)
 			require.NoError(t, err)
 			require.Empty(t, faultWorkload(dev))
 			drv.FailNth(op, 1)
 			_ = dev.Close() // may report the fault
 			assert.Zero(t, drv.Used(), "the closed driver holds nothing")
-			if op != hosttest.OpCopy && op != hosttest.OpMap && op != hosttest.OpAccess && op != hosttest.OpAlloc {
+			// No stream is left to end at close: the workload's ended with its scope.
+			if op != gputest.OpCopy && op != gputest.OpMap && op != gputest.OpAccess && op != gputest.OpAlloc && op != gputest.OpStream {
 				assert.Positive(t, drv.Injected(), "closing makes %s calls, and the fault fired", op)
 			}
 		})
@@ -125,14 +126,14 @@ func TestDriverFaultsAtCloseLeaveNothing(t *testing.T) {
 // leaves a handle mapped where the arena sees a hole: it must not be
 // taken as idle and mapped again, and once the driver works it goes back.
 func TestAHandleLeftMappedByAFailedGrowthIsNotReused(t *testing.T) {
-	dev, drv, err := gpu.OpenTestHost(64<<20, gpu.PoolOptions(pool.GrowthStep(0)))
+	dev, drv, err := gputest.OpenFaulty(64<<20, gpu.PoolOptions(pool.GrowthStep(0)))
 	require.NoError(t, err)
-	drv.FailWhen(func(op hosttest.Op, _ int64) bool { return op == hosttest.OpAccess || op == hosttest.OpUnmap })
+	drv.FailWhen(func(c gputest.Call) bool { return c.Op == gputest.OpAccess || c.Op == gputest.OpUnmap })
 	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		_, err := s.Alloc(4 << 20)
 		return err
 	})
-	require.ErrorIs(t, err, hosttest.ErrInjected)
+	require.ErrorIs(t, err, gputest.ErrInjected)
 	drv.FailWhen(nil)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		b, err := s.Alloc(4 << 20)

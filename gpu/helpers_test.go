@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -41,10 +41,10 @@ func testDevice(t testing.TB, capacity int64) *gpu.Device {
 }
 
 // openTestHost opens a host device, closed when the test ends, whose driver
-// the test can make fail and hold busy (internal/hosttest).
-func openTestHost(t testing.TB, opts ...gpu.DeviceOption) (*gpu.Device, *hosttest.Driver) {
+// the test can make fail and hold busy (gputest.OpenFaulty).
+func openTestHost(t testing.TB, opts ...gpu.DeviceOption) (*gpu.Device, *gputest.Faults) {
 	t.Helper()
-	dev, drv, err := gpu.OpenTestHost(0, opts...)
+	dev, drv, err := gputest.OpenFaulty(0, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, dev.Close()) })
 	return dev, drv

@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 )
 
 // launcher is the host device with a kernel launcher that records what it
 // was asked to do and runs nothing.
 type launcher struct {
-	*hosttest.Driver
+	*host.Driver
 	mu       sync.Mutex
 	loaded   map[uintptr]bool
 	launches [][]uint64
@@ -50,7 +50,7 @@ func (l *launcher) Launch(fn uintptr, grid, block [3]int, shared int, stream uin
 
 func openLauncher(t *testing.T) (*gpu.Device, *launcher) {
 	t.Helper()
-	drv, err := hosttest.New(1 << 30)
+	drv, err := host.New(1 << 30)
 	require.NoError(t, err)
 	l := &launcher{Driver: drv, loaded: map[uintptr]bool{}}
 	dev, err := gpu.OpenDriver(l, "launcher")

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -29,8 +29,9 @@ type deviceOptionFunc func(deviceOptions) deviceOptions
 func (f deviceOptionFunc) applyDevice(o deviceOptions) deviceOptions { return f(o) }
 
 // HostMemory sets the capacity of a host-memory device ([OpenHost]): at
-// least one page of 2 MiB ([host.PageSize]), the least the pool takes. It
-// means nothing to [Open], which reports it as an error.
+// least one page of 2 MiB, the host device's page and the least the pool
+// takes. It means nothing to [Open] and [OpenDriver], which report it as
+// an error.
 func HostMemory(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		switch {

@@ -57,7 +57,7 @@ func TestAsynchronousCopiesWaitForTheirStream(t *testing.T) {
 		x, err := gpu.Alloc[int32](s, 4)
 		require.NoError(t, err)
 		require.NoError(t, x.Memset(0))
-		release, err := drv.Hold(st.ID())
+		release, err := drv.Hold(st)
 		require.NoError(t, err)
 		require.NoError(t, x.CopyFromHostAsync(h, st), "queued: returns while st is held")
 		got := make([]int32, 4)

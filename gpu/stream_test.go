@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
@@ -28,13 +28,13 @@ func TestAScopesStreamEndsAfterItsWorkAndBeforeItsMemory(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, b.Memset(7))
 		ptr := b.Ptr()
-		release, err := drv.Hold(st.ID())
+		release, err := drv.Hold(st)
 		require.NoError(t, err)
 		// Work queued on the stream that reads the buffer once the stream
 		// runs again: the scope must not release the memory under it.
-		require.NoError(t, drv.Enqueue(st.ID(), func() error {
+		require.NoError(t, drv.Enqueue(st, func() error {
 			ran.Store(true)
-			return drv.CopyDtoH(seen, ptr, 0)
+			return dev.Driver().CopyDtoH(seen, ptr, 0)
 		}))
 		go release() // while, or after, the scope ends
 		return nil
@@ -89,7 +89,7 @@ func TestAScopeOnAStreamOrdersItsWorkThere(t *testing.T) {
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(parent *gpu.Scope) error {
 		st, err := parent.NewStream()
 		require.NoError(t, err)
-		release, err := drv.Hold(st.ID())
+		release, err := drv.Hold(st)
 		require.NoError(t, err)
 		var b gpu.Buffer
 		err = gpu.WithScope(parent.Context(), dev, func(s *gpu.Scope) error {
@@ -99,23 +99,23 @@ func TestAScopeOnAStreamOrdersItsWorkThere(t *testing.T) {
 			}
 			require.NoError(t, b.Memset(5), "queued on st, which is held")
 			now := make([]byte, 1)
-			require.NoError(t, drv.CopyDtoH(now, b.Ptr(), 0))
+			require.NoError(t, dev.Driver().CopyDtoH(now, b.Ptr(), 0))
 			assert.NotEqual(t, byte(5), now[0], "the memset waits behind st's held work")
 			release()
 			require.NoError(t, st.Synchronize())
-			require.NoError(t, drv.CopyDtoH(now, b.Ptr(), 0))
+			require.NoError(t, dev.Driver().CopyDtoH(now, b.Ptr(), 0))
 			assert.Equal(t, byte(5), now[0], "and ran on st")
 			return s.Keep(b)
 		}, gpu.OnStream(st), gpu.Name("on st"))
 		require.NoError(t, err)
 		// The parent works on the default stream: a kept buffer's copies
 		// go there now, and do not wait for st.
-		release, err = drv.Hold(st.ID())
+		release, err = drv.Hold(st)
 		require.NoError(t, err)
 		defer release()
 		require.NoError(t, b.Memset(6))
 		now := make([]byte, 1)
-		require.NoError(t, drv.CopyDtoH(now, b.Ptr(), 0))
+		require.NoError(t, dev.Driver().CopyDtoH(now, b.Ptr(), 0))
 		assert.Equal(t, byte(6), now[0], "the kept buffer's memset ran at once, on the parent's stream")
 		release()
 		return nil
@@ -131,7 +131,7 @@ func TestRecordUseKeepsAFreedBufferFromReuseUntilTheStreamPasses(t *testing.T) {
 		b, err := s.Alloc(4096)
 		require.NoError(t, err)
 		require.NoError(t, b.RecordUse(st))
-		release, err := drv.Hold(st.ID())
+		release, err := drv.Hold(st)
 		require.NoError(t, err)
 		require.NoError(t, s.Free(b))
 		pending := func() int {
@@ -181,10 +181,10 @@ func TestEventsMarkAStreamsWork(t *testing.T) {
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		st, err := s.NewStream()
 		require.NoError(t, err)
-		release, err := drv.Hold(st.ID())
+		release, err := drv.Hold(st)
 		require.NoError(t, err)
 		var ran atomic.Bool
-		require.NoError(t, drv.Enqueue(st.ID(), func() error { ran.Store(true); return nil }))
+		require.NoError(t, drv.Enqueue(st, func() error { ran.Store(true); return nil }))
 		ev, err = st.Record()
 		require.NoError(t, err)
 		done, err := ev.Done()
@@ -288,9 +288,9 @@ func TestReleasedEventsEndBeforeTheirStream(t *testing.T) {
 func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *testing.T) {
 	dev, drv := openTestHost(t)
 	var failEvents atomic.Bool
-	drv.FailWhen(func(op hosttest.Op, _ int64) bool { return op == hosttest.OpEvent && failEvents.Load() })
+	drv.FailWhen(func(c gputest.Call) bool { return c.Op == gputest.OpEvent && failEvents.Load() })
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		other, release := heldStream(t, s)
+		other, release := heldStream(t, drv, s)
 		defer release()
 		var ptr uintptr
 		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {
@@ -298,7 +298,7 @@ func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *test
 			require.NoError(t, err)
 			ptr = b.Ptr()
 			require.NoError(t, b.RecordUse(other))
-			require.NoError(t, drv.Memset(ptr, 0xAA, 4096, other.ID())) // still queued
+			require.NoError(t, dev.Driver().Memset(ptr, 0xAA, 4096, other.ID())) // still queued
 			failEvents.Store(true)
 			err = prev.Free(b)
 			failEvents.Store(false)
@@ -321,8 +321,8 @@ func TestABufferWhoseFreeCouldNotRecordAnEventIsHeldUntilTheStreamPasses(t *test
 func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
 	dev, drv := openTestHost(t)
 	var failOnce, armed atomic.Bool
-	drv.FailWhen(func(op hosttest.Op, _ int64) bool {
-		return op == hosttest.OpEvent && armed.Load() && failOnce.CompareAndSwap(false, true)
+	drv.FailWhen(func(c gputest.Call) bool {
+		return c.Op == gputest.OpEvent && armed.Load() && failOnce.CompareAndSwap(false, true)
 	})
 	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		st, err := s.NewStream()
@@ -334,7 +334,7 @@ func TestAStreamWhoseRetirementFailedStillLetsTheCacheEmpty(t *testing.T) {
 		armed.Store(true) // retiring the stream fails at the scope's end
 		return nil
 	})
-	assert.ErrorIs(t, err, hosttest.ErrInjected, "the failure is reported")
+	assert.ErrorIs(t, err, gputest.ErrInjected, "the failure is reported")
 	require.True(t, failOnce.Load())
 	require.NoError(t, dev.EmptyCache(), "the destroyed stream does not fail it")
 	assert.Zero(t, dev.Stats().Reserved, "and its memory went back")
@@ -365,13 +365,13 @@ func TestAStreamPerRequestLeavesNoAddressSpaceBehind(t *testing.T) {
 	}
 }
 
-// heldStream makes a stream of s on the host device, held busy until
-// release is called (hosttest.Driver.Hold).
-func heldStream(t *testing.T, s *gpu.Scope) (st *gpu.Stream, release func()) {
+// heldStream makes a stream of s on the faulty host device whose Faults
+// are faults, held busy until release is called (gputest.Faults.Hold).
+func heldStream(t *testing.T, faults *gputest.Faults, s *gpu.Scope) (st *gpu.Stream, release func()) {
 	t.Helper()
 	st, err := s.NewStream()
 	require.NoError(t, err)
-	release, err = s.Device().Driver().(*hosttest.Driver).Hold(st.ID())
+	release, err = faults.Hold(st)
 	require.NoError(t, err)
 	return st, release
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -38,7 +39,7 @@ func TestStress(t *testing.T) {
 }
 
 func stressRound(t *testing.T, round int, seed uint64, closeUnder bool) {
-	dev, drv, err := gpu.OpenTestHost(256<<20, gpu.PoolOptions(pool.MaxReserved(160<<20)))
+	dev, drv, err := gputest.OpenFaulty(256<<20, gpu.PoolOptions(pool.MaxReserved(160<<20)))
 	require.NoError(t, err)
 	weights, err := dev.NewScope(gpu.Name("weights"), gpu.Reserve(8<<20), gpu.Limit(64<<20))
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 )
 
 var secret = []byte("password=hunter2")
@@ -64,11 +65,11 @@ func TestFreshBuffersAreUninitializedUnlessZeroed(t *testing.T) {
 // a held stream, allocates the same memory again on that stream in a scope
 // opened with opts, lets the stream run and returns what the new owner
 // reads there.
-func handOverOnABusyStream(t *testing.T, dev *gpu.Device, opts ...gpu.ScopeOption) []byte {
+func handOverOnABusyStream(t *testing.T, dev *gpu.Device, faults *gputest.Faults, opts ...gpu.ScopeOption) []byte {
 	t.Helper()
 	got := make([]byte, 4096)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		st, release := heldStream(t, s)
+		st, release := heldStream(t, faults, s)
 		defer release()
 		var ptr uintptr
 		require.NoError(t, gpu.WithScope(s.Context(), dev, func(prev *gpu.Scope) error {
@@ -89,14 +90,14 @@ func handOverOnABusyStream(t *testing.T, dev *gpu.Device, opts ...gpu.ScopeOptio
 }
 
 func TestZeroedOrdersItsZerosOnTheScopesStream(t *testing.T) {
-	dev, _ := openTestHost(t)
-	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev, gpu.Zeroed()),
+	dev, faults := openTestHost(t)
+	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev, faults, gpu.Zeroed()),
 		"the previous owner's queued write lands before the zeros")
 }
 
 func TestScrubFreedOrdersItsZerosOnTheMemorysStream(t *testing.T) {
-	dev, _ := openTestHost(t, gpu.ScrubFreed())
-	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev),
+	dev, faults := openTestHost(t, gpu.ScrubFreed())
+	assert.Equal(t, make([]byte, 4096), handOverOnABusyStream(t, dev, faults),
 		"the previous owner's queued write lands before the scrub")
 }
 
@@ -121,7 +122,7 @@ func TestScrubFreedZeroesAfterTheWritesOfOtherStreamsThatUsedTheBuffer(t *testin
 	dev, drv := openTestHost(t, gpu.ScrubFreed())
 	got := make([]byte, 4096)
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		other, release := heldStream(t, s)
+		other, release := heldStream(t, drv, s)
 		defer release()
 		freed := make(chan struct{})
 		go func() {
@@ -136,7 +137,7 @@ func TestScrubFreedZeroesAfterTheWritesOfOtherStreamsThatUsedTheBuffer(t *testin
 			require.NoError(t, err)
 			ptr = b.Ptr()
 			require.NoError(t, b.RecordUse(other))
-			return drv.Memset(ptr, 0xAA, 4096, other.ID()) // queued behind the hold
+			return dev.Driver().Memset(ptr, 0xAA, 4096, other.ID()) // queued behind the hold
 		}))
 		close(freed)
 		require.NoError(t, other.Synchronize())

@@ -1,7 +1,7 @@
 // Package driver is the small interface a gpuscope device driver implements:
-// gpu/host (host memory, the default) and gpu/cuda (NVIDIA GPUs, with the
+// gpu's host-memory one (the default) and gpu/cuda (NVIDIA GPUs, with the
 // build tag cuda). Package gpu builds its pools and scopes on it; users
-// rarely see it.
+// rarely see it, unless they bring a driver of their own (gpu.OpenDriver).
 //
 // Every method is safe for concurrent use. A driver never panics on bad
 // input and never exits the process: it returns an error.

@@ -15,4 +15,9 @@
 //
 // Like goleak, VerifyNone sees the whole process: it does not work with
 // t.Parallel, since other tests' scopes are open while it looks.
+//
+// [OpenFaulty] opens a host-memory device whose driver calls a test can
+// make fail and whose streams it can hold busy, as net/http/httptest gives
+// a server to test against: a test's way to see what a program does when
+// the GPU misbehaves.
 package gputest

@@ -9,15 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
 // newDriver returns a host driver with its test controls (Hold, Enqueue,
 // Used), closed when the test ends.
-func newDriver(t *testing.T, capacity int64) *hosttest.Driver {
+func newDriver(t *testing.T, capacity int64) *host.Driver {
 	t.Helper()
-	d, err := hosttest.New(capacity)
+	d, err := host.New(capacity)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, d.Close()) })
 	return d
@@ -102,7 +102,7 @@ func TestAsynchronousErrorsAreReportedBySynchronize(t *testing.T) {
 }
 
 func TestCloseEndsEveryStream(t *testing.T) {
-	d, err := hosttest.New(1 << 20)
+	d, err := host.New(1 << 20)
 	require.NoError(t, err)
 	var ran atomic.Int32
 	for range 3 {

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/gpuscope/gpuscope/gpu/host"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 )
 
 func TestACapacityBeyondTheMachineIsRefused(t *testing.T) {

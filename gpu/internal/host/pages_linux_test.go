@@ -12,13 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuscope/gpuscope/gpu/host"
-	"github.com/gpuscope/gpuscope/internal/hosttest"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
 func TestHandlesMoveWithTheirBytes(t *testing.T) {
-	d, err := hosttest.New(8 * host.PageSize)
+	d, err := host.New(8 * host.PageSize)
 	require.NoError(t, err)
 	const P = host.PageSize
 	va, err := d.ReserveAddress(8 * P)

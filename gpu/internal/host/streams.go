@@ -164,13 +164,13 @@ func (d *Driver) lookup(id uintptr) (*stream, error) {
 	return d.streamLocked(id)
 }
 
-// enqueue queues fn on stream, after the work queued there, and returns at
-// once: a test's way to put work of its own on a stream (hostctl.Enqueue).
-// On the default stream fn runs before enqueue returns. An error fn returns
-// is reported by the stream's next Synchronize.
-func (d *Driver) enqueue(stream uintptr, fn func() error) error {
+// Enqueue queues fn on stream, after the work queued there, and returns at
+// once: a test's way to put work of its own on a stream. On the default
+// stream fn runs before Enqueue returns. An error fn returns is reported by
+// the stream's next Synchronize.
+func (d *Driver) Enqueue(stream uintptr, fn func() error) error {
 	if fn == nil {
-		return errors.New("host: enqueue: nil function")
+		return errors.New("host: Enqueue: nil function")
 	}
 	s, err := d.lookup(stream)
 	switch {
@@ -183,27 +183,27 @@ func (d *Driver) enqueue(stream uintptr, fn func() error) error {
 	return nil
 }
 
-// hold keeps stream busy: work queued on it after hold, and events recorded
+// Hold keeps stream busy: work queued on it after Hold, and events recorded
 // on it, wait until release is called. It is a test's stand-in for a long
-// kernel (hostctl.Hold). release may be called more than once. Holding the
-// default stream is refused: its work never waits.
-func (d *Driver) hold(stream uintptr) (release func(), err error) {
+// kernel. release may be called more than once. Holding the default stream
+// is refused: its work never waits.
+func (d *Driver) Hold(stream uintptr) (release func(), err error) {
 	if stream == 0 {
-		return nil, errors.New("host: hold: the default stream does not wait")
+		return nil, errors.New("host: Hold: the default stream does not wait")
 	}
 	held := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(held) }) }
-	if err := d.enqueue(stream, func() error { <-held; return nil }); err != nil {
+	if err := d.Enqueue(stream, func() error { <-held; return nil }); err != nil {
 		return nil, err
 	}
 	return release, nil
 }
 
-// handles counts what the driver holds besides device memory: streams
+// Handles counts what the driver holds besides device memory: streams
 // (the default one aside), events, and page-locked allocations. A test
-// checks with it that nothing was left behind (hostctl.Handles).
-func (d *Driver) handles() (streams, events, pinned int) {
+// checks with it that nothing was left behind.
+func (d *Driver) Handles() (streams, events, pinned int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for id := range d.streams {

@@ -3,8 +3,8 @@
 // it. It behaves like a real driver where it matters to tests: it refuses
 // memory beyond its capacity with an out-of-memory error, detects double
 // frees and unknown pointers, bounds-checks every copy, and poisons freed
-// memory. (The project's tests make its operations fail by wrapping it in a
-// driver of their own, internal/hosttest.)
+// memory. Package gputest wraps it in a driver whose operations a test can
+// make fail (gputest.OpenFaulty).
 //
 // On Linux it also emulates CUDA's virtual memory calls ([Driver.Create],
 // [Driver.Map], [Driver.SetAccess]) with mmap over a memfd, so the pool grows
@@ -14,10 +14,12 @@
 // in order by a goroutine of its own, not in step with the default stream
 // (as CUDA's non-blocking streams). Copies to and from the host return when
 // done; Memset and device-to-device copies on a stream return at once. An
-// event is done when the work queued before it has run. The project's
-// tests put work of their own on a stream and keep a stream busy (through
-// internal/hosttest), so that the pool's stream rules are tested without a
-// GPU.
+// event is done when the work queued before it has run. [Driver.Enqueue]
+// puts work of a test's own on a stream and [Driver.Hold] keeps one busy,
+// so that the pool's stream rules are tested without a GPU.
+//
+// The package is internal to gpu: users open it with gpu.OpenHost, and
+// tests reach its controls through gputest.
 package host
 
 import (
@@ -97,7 +99,6 @@ func New(capacity int64) (*Driver, error) {
 	if ram, ok := physicalMemory(); ok && capacity > ram {
 		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
-	handOverControls()
 	openDrivers.Add(1)
 	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, pinned: map[unsafe.Pointer][]byte{}, nextID: 1, vm: newVM()}, nil
 }
@@ -397,8 +398,9 @@ func (d *Driver) Close() error {
 	return err
 }
 
-// usedBytes returns the bytes allocated from the device (hostctl.Used).
-func (d *Driver) usedBytes() int64 {
+// Used returns the bytes allocated from the device: by Alloc, and by
+// Create where pages are mapped.
+func (d *Driver) Used() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.used

@@ -1,8 +1,12 @@
 package housetest_test
 
 import (
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,4 +43,32 @@ func TestLongFunctionsFindsOneOverTheLimitAndSkipsTests(t *testing.T) {
 	long, err = housetest.LongFunctions(dir, 7)
 	require.NoError(t, err)
 	assert.Empty(t, long, "7 lines is within a limit of 7")
+}
+
+// TestInternalImportsNothingAboveIt holds the module-root internal/ at the
+// bottom of the house: its packages import the standard library, other
+// modules and each other, never a package above them, so no arrow runs back
+// up (a driver handing its controls down to internal/, say).
+func TestInternalImportsNothingAboveIt(t *testing.T) {
+	const module = "github.com/gpuscope/gpuscope/"
+	fset := token.NewFileSet()
+	var up []string
+	err := filepath.WalkDir(filepath.Join(moduleRoot, "internal"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, module) && !strings.HasPrefix(p, module+"internal/") {
+				up = append(up, path+" imports "+p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Empty(t, up)
 }

@@ -100,7 +100,7 @@ func (d *Device) dropped(err error) {
 		d.releaseErrors(err)
 		return
 	}
-	registry.RecordDroppedError(err)
+	registry.RecordDroppedError(d.name, err)
 }
 
 // Name returns the device's name, such as "host" or "cuda:0"; "" for a nil

@@ -30,7 +30,7 @@ func Find(opts ...Option) error {
 
 func find(o *options) error {
 	forced := forcedCloses(o) // taken once: they do not come back on a retry
-	if dropped := registry.TakeDroppedErrors(); len(dropped) > 0 {
+	if dropped := registry.TakeDroppedErrors(o.devices...); len(dropped) > 0 {
 		// Errors no caller could receive: a failure, not a leak to wait out.
 		return fmt.Errorf("gputest: releasing memory failed where no caller could hear it:\n%w", errors.Join(dropped...))
 	}

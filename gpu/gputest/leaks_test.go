@@ -1,6 +1,7 @@
 package gputest_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/internal/registry"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 func TestAnOpenScopeAndItsBufferAreReported(t *testing.T) {
@@ -174,7 +176,7 @@ func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {
 // TestReleaseErrorsOfAPanickingScopeAreReported shows it); this checks
 // that gputest reports what is recorded.
 func TestReleaseErrorsNoCallerHeardFailTheCheck(t *testing.T) {
-	registry.RecordDroppedError(errors.New("gpu: releasing 4.00 MiB: injected failure"))
+	registry.RecordDroppedError("host", errors.New("gpu: releasing 4.00 MiB: injected failure"))
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1)
@@ -183,4 +185,26 @@ func TestReleaseErrorsNoCallerHeardFailTheCheck(t *testing.T) {
 	ft = &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	assert.Empty(t, ft.errs, "an error is reported once")
+}
+
+// A check restricted to some devices takes only their dropped release
+// errors: another device's stay for that device's own check.
+func TestACheckOfOneDeviceLeavesAnotherDevicesReleaseErrors(t *testing.T) {
+	dev, faults := openFaulty(t, gpu.PoolOptions(pool.ReleaseThreshold(0)))
+	faults.FailNth(gputest.OpFree, 1) // giving the memory back at the scope's end fails
+	require.Panics(t, func() {
+		_ = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(4 << 20)
+			require.NoError(t, err)
+			panic("boom") // so no caller hears the release error
+		})
+	})
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast(), gputest.Devices("cuda:0"))
+	assert.Empty(t, ft.errs, "the host device's error is not cuda:0's")
+	gputest.VerifyNone(ft, fast(), gputest.Devices("host"))
+	require.Len(t, ft.errs, 1, "and the host device's check sees it")
+	assert.Contains(t, ft.errs[0], "releasing memory failed where no caller could hear it")
+	assert.Contains(t, ft.errs[0], "gputest: injected fault:")
+	require.NoError(t, dev.EmptyCache())
 }

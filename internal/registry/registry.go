@@ -25,11 +25,16 @@ type forcedClose struct {
 	scope  any // a gpu.ScopeSnapshot
 }
 
+type droppedError struct {
+	device string
+	err    error
+}
+
 var state struct {
 	mu      sync.Mutex // protects the fields below but stacks
 	devices []*Device
-	forced  []forcedClose // scopes that Device.Close closed, until taken
-	dropped []error       // release errors no caller could receive, until taken
+	forced  []forcedClose  // scopes that Device.Close closed, until taken
+	dropped []droppedError // release errors no caller could receive, until taken
 	stacks  atomic.Bool
 }
 
@@ -94,32 +99,41 @@ func TakeForcedCloses[S any](devices ...string) []S {
 	state.mu.Lock()
 	defer state.mu.Unlock()
 	var out []S
-	kept := state.forced[:0]
-	for _, f := range state.forced {
-		if len(devices) == 0 || slices.Contains(devices, f.device) {
-			out = append(out, f.scope.(S))
-		} else {
-			kept = append(kept, f)
-		}
-	}
-	state.forced = kept
+	state.forced = take(state.forced, devices, func(f forcedClose) string { return f.device },
+		func(f forcedClose) { out = append(out, f.scope.(S)) })
 	return out
 }
 
-// RecordDroppedError remembers an error of releasing memory that no caller
-// could receive.
-func RecordDroppedError(err error) {
+// RecordDroppedError remembers an error of releasing memory on the device
+// named that no caller could receive.
+func RecordDroppedError(device string, err error) {
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	state.dropped = append(state.dropped, err)
+	state.dropped = append(state.dropped, droppedError{device, err})
 }
 
 // TakeDroppedErrors returns, and forgets, the errors [RecordDroppedError]
-// remembered.
-func TakeDroppedErrors() []error {
+// remembered of the devices named, or of every device where none is. The
+// other devices' stay for their own check.
+func TakeDroppedErrors(devices ...string) []error {
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	out := state.dropped
-	state.dropped = nil
+	var out []error
+	state.dropped = take(state.dropped, devices, func(d droppedError) string { return d.device },
+		func(d droppedError) { out = append(out, d.err) })
 	return out
+}
+
+// take hands each record of the devices named (every record where none
+// is) to taken, in order, and returns the others. Called with state.mu held.
+func take[R any](records []R, devices []string, device func(R) string, taken func(R)) []R {
+	kept := records[:0]
+	for _, r := range records {
+		if len(devices) == 0 || slices.Contains(devices, device(r)) {
+			taken(r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }

@@ -1,7 +1,10 @@
 package gputest
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu"
@@ -52,15 +55,23 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 	fmt.Fprintf(&b, "gputest: memory held by buffers grew in %d of %d iterations after %d warm-ups:\n  %s\n",
 		len(grew), iterations, warmup, strings.Join(grew, "\n  "))
 	after := scopeBytes()
-	for path, n := range after {
-		if n > before[path] {
-			fmt.Fprintf(&b, "scope %q grew by %s\n", path, gpu.Bytes(n-before[path]))
+	for _, at := range slices.SortedFunc(maps.Keys(after), scopeAt.compare) {
+		if n := after[at]; n > before[at] {
+			// The form of VerifyNone's reports: one name for a scope everywhere.
+			fmt.Fprintf(&b, "Scope %q on device %s grew by %s\n", at.path, at.device, gpu.Bytes(n-before[at]))
 		}
 	}
 	t.Error(b.String())
 }
 
-func total(m map[string]int64) int64 {
+// scopeAt names an open scope: its device and its path there.
+type scopeAt struct{ device, path string }
+
+func (a scopeAt) compare(b scopeAt) int {
+	return cmp.Or(strings.Compare(a.device, b.device), strings.Compare(a.path, b.path))
+}
+
+func total(m map[scopeAt]int64) int64 {
 	var n int64
 	for _, v := range m {
 		n += v
@@ -68,14 +79,14 @@ func total(m map[string]int64) int64 {
 	return n
 }
 
-// scopeBytes maps device/path to the bytes of the buffers each open scope
-// owns itself.
-func scopeBytes() map[string]int64 {
-	m := map[string]int64{}
+// scopeBytes maps each open scope to the bytes of the buffers it owns
+// itself.
+func scopeBytes() map[scopeAt]int64 {
+	m := map[scopeAt]int64{}
 	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
 		for _, s := range snap.Scopes {
 			for _, b := range s.Buffers {
-				m[s.Device+":"+s.Path] += b.Size
+				m[scopeAt{s.Device, s.Path}] += b.Size
 			}
 		}
 	}

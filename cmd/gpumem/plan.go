@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/internal/trace"
+	"github.com/gpuscope/gpuscope/internal/units"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // A replay splits each chunk of a trace in two steps: a planner, outside
@@ -40,10 +42,10 @@ type op struct {
 type planner struct {
 	streams *streamTable // the source's stream for each of the trace's; nil: the same numbers
 
-	events    int   // alloc and free events planned
-	allocs    int   // alloc events planned
-	requested int64 // bytes the trace holds live
-	peak      int64 // the most it held
+	events int   // alloc and free events planned
+	allocs int   // alloc events planned
+	peak   int64 // the most bytes the trace held live
+	bounds *traceBounds
 
 	live      map[uint64]liveSlot // address -> its allocation, while live
 	slots     int32               // slots handed out so far: the runner's table needs this many
@@ -70,7 +72,7 @@ type freedAt struct {
 const freedKept = 1 << 12
 
 func newPlanner(streams *streamTable) *planner {
-	return &planner{streams: streams, live: map[uint64]liveSlot{}, freed: map[uint64]int{}}
+	return &planner{streams: streams, bounds: newTraceBounds(), live: map[uint64]liveSlot{}, freed: map[uint64]int{}}
 }
 
 // plan appends to ops the ops of evs' alloc and free events. Where the
@@ -92,7 +94,7 @@ func (pl *planner) plan(evs []event, ops []op) ([]op, error) {
 			return ops, err
 		}
 		pl.events++
-		o.line, o.requested = ev.Line, pl.requested
+		o.line, o.requested = ev.Line, pl.bounds.bytes
 		ops = append(ops, o)
 	}
 	return ops, nil
@@ -101,6 +103,9 @@ func (pl *planner) plan(evs []event, ops []op) ([]op, error) {
 func (pl *planner) alloc(ev event) (op, error) {
 	if prev, ok := pl.live[ev.Addr]; ok {
 		return op{}, fmt.Errorf("trace line %d: alloc at %d, which line %d allocated and nothing freed", ev.Line, ev.Addr, prev.line)
+	}
+	if err := pl.bounds.alloc(ev); err != nil {
+		return op{}, err
 	}
 	delete(pl.freed, ev.Addr) // allocated again: a free of it is no double free
 	pl.allocs++
@@ -111,8 +116,7 @@ func (pl *planner) alloc(ev event) (op, error) {
 		pl.slots++
 	}
 	pl.live[ev.Addr] = liveSlot{slot, ev.Size, ev.Line}
-	pl.requested += ev.Size
-	pl.peak = max(pl.peak, pl.requested)
+	pl.peak = max(pl.peak, pl.bounds.bytes)
 	stream := uintptr(ev.Stream)
 	if pl.streams != nil {
 		stream = pl.streams.of(ev.Stream)
@@ -130,7 +134,7 @@ func (pl *planner) free(ev event) (op, error) {
 	}
 	delete(pl.live, ev.Addr)
 	pl.spare = append(pl.spare, ls.slot)
-	pl.requested -= ls.size
+	pl.bounds.free(ls.size)
 	pl.remember(ev.Addr, ev.Line)
 	return op{kind: opFree, slot: ls.slot}, nil
 }
@@ -147,4 +151,49 @@ func (pl *planner) remember(addr uint64, line int) {
 			delete(pl.freed, old.addr)
 		}
 	}
+}
+
+// The most a trace may hold at once: more than any device's program does,
+// and what keeps a replay's and a plot's memory bounded whatever the
+// trace. Each live allocation costs a replay about a hundred bytes, each
+// stream an arena of the pool's.
+const (
+	maxLiveAllocs = 1 << 22
+	maxLiveBytes  = pool.MaxSize
+	maxStreams    = 1 << 10
+)
+
+// traceBounds counts what a pass over a trace holds live and refuses a
+// trace that holds more than the bounds above.
+type traceBounds struct {
+	maxLive int // maxLiveAllocs; tests lower it
+	live    int
+	bytes   int64
+	streams map[uint64]bool // the streams seen, at most maxStreams
+}
+
+func newTraceBounds() *traceBounds {
+	return &traceBounds{maxLive: maxLiveAllocs, streams: map[uint64]bool{}}
+}
+
+// alloc counts ev, an allocation, or says which bound it passes.
+func (b *traceBounds) alloc(ev event) error {
+	switch {
+	case b.live >= b.maxLive:
+		return fmt.Errorf("trace line %d: more than %d allocations live at once, the most gpumem replays", ev.Line, b.maxLive)
+	case ev.Size > maxLiveBytes-b.bytes:
+		return fmt.Errorf("trace line %d: more than %s live at once, more than any device holds", ev.Line, units.FormatBytes(maxLiveBytes))
+	case !b.streams[ev.Stream] && len(b.streams) >= maxStreams:
+		return fmt.Errorf("trace line %d: stream %d, past %d streams, the most gpumem replays", ev.Line, ev.Stream, maxStreams)
+	}
+	b.live++
+	b.bytes += ev.Size
+	b.streams[ev.Stream] = true
+	return nil
+}
+
+// free counts the free of a live allocation of size bytes.
+func (b *traceBounds) free(size int64) {
+	b.live--
+	b.bytes -= size
 }

@@ -114,7 +114,8 @@ func sizeGroup(ev event) string {
 
 // traceTimeline replays the trace once on the simulated source (default
 // pool settings, one shard: deterministic) and samples it into width
-// columns. It reads the trace twice: to count the events, then to draw.
+// columns. It reads the trace up to plotPasses times: to count the
+// events, to find the largest scopes where it has scopes, then to draw.
 func traceTimeline(open openEvents, width int) (*timeline, error) {
 	n, allocs, byScope, err := countEvents(open)
 	if err != nil {
@@ -130,11 +131,10 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 			return nil, err
 		}
 		groupOf = func(ev event) string {
-			g := cmp.Or(ev.Scope, "(no scope)")
-			if !top[g] {
-				return otherGroup
+			if g, ok := top[cmp.Or(ev.Scope, "(no scope)")]; ok {
+				return g // the name the table holds: one copy, however many allocations
 			}
-			return g
+			return otherGroup
 		}
 	}
 	src := sim.New(0, 0)
@@ -148,7 +148,7 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		return nil, err
 	}
 	defer closeEvents()
-	r := &plotReplay{p: p, groupOf: groupOf, live: map[uint64]plotBlock{}, byGroup: map[string]int64{}, seen: map[string]bool{}}
+	r := &plotReplay{p: p, groupOf: groupOf, live: map[uint64]plotBlock{}, byGroup: map[string]int64{}, bounds: newTraceBounds(), seen: map[string]bool{}}
 	defer r.freeLive()
 	tl := &timeline{events: n}
 	per := max(1, (n+width-1)/width)
@@ -168,7 +168,7 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 		if !drawn {
 			continue
 		}
-		tl.note(&cur, i, r.requested, p.Stats().Reserved, r.byGroup)
+		tl.note(&cur, i, r.bounds.bytes, p.Stats().Reserved, r.byGroup)
 		i++
 		if i%per == 0 {
 			tl.cols = append(tl.cols, cur)
@@ -185,12 +185,12 @@ func traceTimeline(open openEvents, width int) (*timeline, error) {
 // plotReplay is a trace played on a pool for a plot: the bytes requested
 // now, in all and by group.
 type plotReplay struct {
-	p         *pool.Pool
-	groupOf   func(event) string
-	live      map[uint64]plotBlock
-	byGroup   map[string]int64
-	requested int64
-	seen      map[string]bool // the groups that allocated
+	p       *pool.Pool
+	groupOf func(event) string
+	live    map[uint64]plotBlock
+	byGroup map[string]int64
+	bounds  *traceBounds    // the bytes live, in bounds.bytes
+	seen    map[string]bool // the groups that allocated
 }
 
 type plotBlock struct {
@@ -206,6 +206,9 @@ func (r *plotReplay) apply(ev event) (bool, error) {
 		if _, ok := r.live[ev.Addr]; ok {
 			return false, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.Line, ev.Addr)
 		}
+		if err := r.bounds.alloc(ev); err != nil {
+			return false, err
+		}
 		b, err := r.p.AllocOn(ev.Size, uintptr(ev.Stream))
 		if err != nil {
 			return false, fmt.Errorf("trace line %d: %w", ev.Line, err)
@@ -213,7 +216,6 @@ func (r *plotReplay) apply(ev event) (bool, error) {
 		g := r.groupOf(ev)
 		r.live[ev.Addr] = plotBlock{b, g}
 		r.byGroup[g] += ev.Size
-		r.requested += ev.Size
 		r.seen[g] = true
 		return true, nil
 	case trace.Free:
@@ -226,7 +228,7 @@ func (r *plotReplay) apply(ev event) (bool, error) {
 		}
 		delete(r.live, ev.Addr)
 		r.byGroup[lb.group] -= lb.b.Size()
-		r.requested -= lb.b.Size()
+		r.bounds.free(lb.b.Size())
 		return true, nil
 	}
 	return false, nil
@@ -277,9 +279,8 @@ func (tl *timeline) sortGroups(seen map[string]bool) {
 
 // topScopes returns the scopes whose live bytes peak highest, at most
 // n of them, or n-1 where the trace has more (the rest are drawn as
-// otherGroup). Its memory is the trace's live allocations and one figure
-// per scope.
-func topScopes(open openEvents, n int) (map[string]bool, error) {
+// otherGroup). Its memory is bounded by the trace's live allocations.
+func topScopes(open openEvents, n int) (map[string]string, error) {
 	evs, closeEvents, err := open()
 	if err != nil {
 		return nil, err
@@ -290,7 +291,7 @@ func topScopes(open openEvents, n int) (map[string]bool, error) {
 		scope string
 	}
 	live := map[uint64]liveAlloc{}
-	now, peak := map[string]int64{}, map[string]int64{}
+	bounds, sp := newTraceBounds(), newScopePeaks(n)
 	for {
 		ev, err := evs.Next()
 		if err == io.EOF {
@@ -299,32 +300,104 @@ func topScopes(open openEvents, n int) (map[string]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		g := cmp.Or(ev.Scope, "(no scope)")
 		switch ev.Action {
 		case trace.Alloc:
+			if _, ok := live[ev.Addr]; ok {
+				return nil, fmt.Errorf("trace line %d: alloc at %d, which is live", ev.Line, ev.Addr)
+			}
+			if err := bounds.alloc(ev); err != nil {
+				return nil, err
+			}
+			g := sp.alloc(cmp.Or(ev.Scope, "(no scope)"), ev.Size)
 			live[ev.Addr] = liveAlloc{ev.Size, g}
-			now[g] += ev.Size
-			peak[g] = max(peak[g], now[g])
 		case trace.Free:
 			if a, ok := live[ev.Addr]; ok {
-				now[a.scope] -= a.size
+				bounds.free(a.size)
+				sp.free(a.scope, a.size)
 				delete(live, ev.Addr)
 			}
 		}
 	}
-	names := make([]string, 0, len(peak))
-	for g := range peak {
+	return sp.top(), nil
+}
+
+// scopePeaks follows each scope's live bytes and their peak in memory
+// bounded by the scopes live, plus n: a scope with nothing live is kept
+// only while its peak is among the n largest of such scopes. One dropped
+// can never end among the n largest (the n kept only grow, and sort
+// before it), so the top n are exact.
+type scopePeaks struct {
+	n       int
+	names   map[string]string // a live scope's name, held once however many allocations name it
+	now     map[string]int64  // the bytes live of each scope with allocations live
+	peak    map[string]int64  // the peaks of the scopes in now and in retired
+	retired map[string]bool   // scopes with nothing live, kept for their peak: at most n
+	dropped bool              // a retired scope was dropped: there are more than n
+}
+
+func newScopePeaks(n int) *scopePeaks {
+	return &scopePeaks{n: n, names: map[string]string{}, now: map[string]int64{}, peak: map[string]int64{}, retired: map[string]bool{}}
+}
+
+// alloc counts size bytes more live in scope g, and returns g's name as
+// the table holds it.
+func (s *scopePeaks) alloc(g string, size int64) string {
+	if held, ok := s.names[g]; ok {
+		g = held
+	} else {
+		s.names[g] = g
+	}
+	delete(s.retired, g)
+	s.now[g] += size
+	s.peak[g] = max(s.peak[g], s.now[g])
+	return g
+}
+
+// free counts size bytes of scope g freed; a scope left with nothing
+// live retires.
+func (s *scopePeaks) free(g string, size int64) {
+	if s.now[g] -= size; s.now[g] > 0 {
+		return
+	}
+	delete(s.now, g)
+	delete(s.names, g)
+	s.retired[g] = true
+	if len(s.retired) <= s.n {
+		return
+	}
+	last := ""
+	for r := range s.retired {
+		if last == "" || s.sortsBefore(last, r) {
+			last = r
+		}
+	}
+	delete(s.retired, last)
+	delete(s.peak, last)
+	s.dropped = true
+}
+
+// sortsBefore orders scopes as the plot stacks them: by peak, largest
+// first, then by name.
+func (s *scopePeaks) sortsBefore(a, b string) bool {
+	return cmp.Or(cmp.Compare(s.peak[b], s.peak[a]), cmp.Compare(a, b)) < 0
+}
+
+// top returns the n scopes that peaked highest, or n-1 where there are
+// more (the rest are drawn as otherGroup), each mapped to its name.
+func (s *scopePeaks) top() map[string]string {
+	names := make([]string, 0, len(s.peak))
+	for g := range s.peak {
 		names = append(names, g)
 	}
-	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
-	if len(names) > n {
-		names = names[:n-1]
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(s.peak[b], s.peak[a]), cmp.Compare(a, b)) })
+	if len(names) > s.n || s.dropped && len(names) == s.n {
+		names = names[:s.n-1]
 	}
-	top := map[string]bool{}
+	top := map[string]string{}
 	for _, g := range names {
-		top[g] = true
+		top[g] = g
 	}
-	return top, nil
+	return top
 }
 
 // countEvents counts a trace's allocs and frees, n, and its allocs, and

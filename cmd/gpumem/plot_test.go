@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,4 +56,45 @@ alloc,3,1024,0,batch
 	assert.Contains(t, string(data), ">weights<")
 	assert.Contains(t, string(data), ">batch<")
 	assert.NotContains(t, string(data), "under 1 MiB", "by scope, not by size")
+}
+
+// The largest scopes of a trace are found in memory bounded by what is
+// live: a scope that ends is kept only while its peak could still count.
+func TestTopScopesAreExactInBoundedMemory(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	sp := newScopePeaks(maxGroups)
+	peak, now := map[string]int64{}, map[string]int64{}
+	type alloc struct {
+		g    string
+		size int64
+	}
+	var live []alloc
+	most := 0
+	for i := range 20_000 {
+		if len(live) > 0 && r.IntN(2) == 0 {
+			k := r.IntN(len(live))
+			a := live[k]
+			live = append(live[:k], live[k+1:]...)
+			sp.free(a.g, a.size)
+			now[a.g] -= a.size
+			continue
+		}
+		g := fmt.Sprint("scope", i%3000)
+		size := int64(1 + r.IntN(1<<20))
+		live = append(live, alloc{sp.alloc(g, size), size})
+		now[g] += size
+		peak[g] = max(peak[g], now[g])
+		most = max(most, len(sp.peak))
+	}
+	names := make([]string, 0, len(peak))
+	for g := range peak {
+		names = append(names, g)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(peak[b], peak[a]), cmp.Compare(a, b)) })
+	want := map[string]string{}
+	for _, g := range names[:maxGroups-1] {
+		want[g] = g
+	}
+	assert.Equal(t, want, sp.top())
+	assert.Less(t, most, 3000/4, "scopes held: the live ones and a few more, not all 3000")
 }

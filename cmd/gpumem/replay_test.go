@@ -143,3 +143,42 @@ func TestInferenceWithChangingSequenceLengths(t *testing.T) {
 	assert.Greater(t, classic.ReservedRatio, 2.0, "fixed segments reserve over twice what is used, as PyTorch's native allocator does")
 	t.Logf("reserved/requested: expandable %.4f (%d growths), classic segments %.4f", res.ReservedRatio, res.Growths, classic.ReservedRatio)
 }
+
+// A trace that holds more than a device could, in allocations, bytes or
+// streams, is refused at its line rather than followed without bound.
+func TestATraceBeyondAnyDeviceIsRefused(t *testing.T) {
+	var streams strings.Builder
+	for i := range maxStreams + 1 {
+		fmt.Fprintf(&streams, "alloc,%d,64,%d\n", i+1, i)
+	}
+	for name, c := range map[string]struct {
+		trace, want string
+		plot        bool // plot's own replay runs out of memory first where it is false
+	}{
+		"too many streams": {streams.String(), fmt.Sprintf("trace line %d: stream %d, past %d streams", maxStreams+1, maxStreams, maxStreams), true},
+		"too many bytes":   {"alloc,1,281474976710656,0\nalloc,2,1,0\n", "trace line 2: more than 256.00 TiB live at once", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "trace.csv")
+			require.NoError(t, os.WriteFile(f, []byte(c.trace), 0o600))
+			runs := [][]string{{"replay", f}}
+			if c.plot {
+				runs = append(runs, []string{"plot", "-o", filepath.Join(t.TempDir(), "p.svg"), f})
+			}
+			for _, args := range runs {
+				code, _, errb := gpumem(t, nil, args...)
+				assert.Equal(t, 1, code, "%q", args)
+				assert.Contains(t, errb, c.want, "%q", args)
+			}
+		})
+	}
+	t.Run("too many allocations live", func(t *testing.T) {
+		b := newTraceBounds()
+		b.maxLive = 2
+		require.NoError(t, b.alloc(event{Line: 1, Size: 64}))
+		require.NoError(t, b.alloc(event{Line: 2, Size: 64}))
+		assert.ErrorContains(t, b.alloc(event{Line: 3, Size: 64}), "trace line 3: more than 2 allocations live at once")
+		b.free(64)
+		assert.NoError(t, b.alloc(event{Line: 4, Size: 64}), "a free makes room")
+	})
+}

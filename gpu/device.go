@@ -76,11 +76,11 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 		return nil, errors.Join(err, drv.Close())
 	}
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
-	d.tree = scope.NewTree(p, name)
+	to := scope.TreeOptions{OnRelease: d.waiters.released}
 	if o.scrub {
-		d.tree.SetScrub(func(ptr uintptr, n int64, stream uintptr) error { return drv.Memset(ptr, 0, n, stream) })
+		to.Scrub = func(ptr uintptr, n int64, stream uintptr) error { return drv.Memset(ptr, 0, n, stream) }
 	}
-	d.tree.OnRelease(d.waiters.released)
+	d.tree = scope.NewTree(p, name, to)
 	register(d)
 	return d, nil
 }

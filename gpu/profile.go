@@ -47,7 +47,8 @@ func (d *Device) WriteProfile(w io.Writer) error {
 		return l
 	}
 	for _, s := range d.tree.Scopes() {
-		for _, a := range s.Allocations() {
+		info, _ := s.Info() // nothing where it ended since
+		for _, a := range info.Allocations {
 			var stack []*profile.Location
 			if pcs := a.Stack; len(pcs) > 0 {
 				fs := runtime.CallersFrames(pcs)

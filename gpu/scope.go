@@ -221,5 +221,6 @@ func (s *Scope) Close() error {
 	if !s.valid() {
 		return errNilScope
 	}
-	return deviceError(s.s.Close())
+	_, err := s.s.End()
+	return deviceError(err)
 }

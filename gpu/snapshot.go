@@ -152,23 +152,15 @@ func (d *Device) Summary() string {
 	fmt.Fprintf(&b, "  %-10s %12d   peak %12d\n", "buffers", st.ActiveBlocks, st.PeakActiveBlocks)
 	fmt.Fprintf(&b, "  %-10s %d allocations (%s), %d frees (%s), %d served from the cache, %d out of memory\n",
 		"in all", st.Allocs, units.FormatBytes(st.AllocatedBytes), st.Frees, units.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
-	// The tree is walked, not rebuilt from paths: names may hold "/", and
-	// scopes of one path are distinct scopes.
-	var roots []scopeNode
-	n := 0
-	for _, r := range d.tree.Roots() {
-		if node, ok := summaryNode(d, r, &n); ok {
-			roots = append(roots, node)
-		}
-	}
+	roots, n := scopeTree(d)
 	if n == 0 {
 		b.WriteString("no scope open\n")
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%d scopes open (bytes taken with their children, peak, own buffers), largest first:\n", n)
-	var walk func(nodes []scopeNode, depth int)
-	walk = func(nodes []scopeNode, depth int) {
-		slices.SortStableFunc(nodes, func(x, y scopeNode) int { return cmp.Compare(y.Live, x.Live) })
+	var walk func(nodes []*scopeNode, depth int)
+	walk = func(nodes []*scopeNode, depth int) {
+		slices.SortStableFunc(nodes, func(x, y *scopeNode) int { return cmp.Compare(y.Live, x.Live) })
 		for _, s := range nodes {
 			name := s.Name
 			if name == "" {
@@ -186,24 +178,28 @@ func (d *Device) Summary() string {
 // scopeNode is a scope of Summary's tree, with its children.
 type scopeNode struct {
 	ScopeSnapshot
-	children []scopeNode
+	children []*scopeNode
 }
 
-// summaryNode describes s and the scopes under it, counting them in n;
-// false where s ended meanwhile.
-func summaryNode(d *Device, s scope.Scope, n *int) (scopeNode, bool) {
-	info, ok := s.Info()
-	if !ok {
-		return scopeNode{}, false
-	}
-	*n++
-	node := scopeNode{ScopeSnapshot: scopeSnapshot(d, info)}
-	for _, c := range s.Children() {
-		if cn, ok := summaryNode(d, c, n); ok {
-			node.children = append(node.children, cn)
+// scopeTree describes the open scopes as a tree, returning its roots and
+// how many scopes it holds. It is built by the scopes' IDs, not their
+// paths: names may hold "/", and scopes of one path are distinct scopes.
+func scopeTree(d *Device) (roots []*scopeNode, n int) {
+	nodes := map[uint64]*scopeNode{}
+	for _, s := range d.tree.Scopes() { // parents before their children
+		info, ok := s.Info()
+		if !ok {
+			continue // it ended since, and so did its children
+		}
+		node := &scopeNode{ScopeSnapshot: scopeSnapshot(d, info)}
+		nodes[info.ID] = node
+		if parent, ok := nodes[info.Parent]; ok {
+			parent.children = append(parent.children, node)
+		} else {
+			roots = append(roots, node)
 		}
 	}
-	return node, true
+	return roots, len(nodes)
 }
 
 // ownFrame reports whether function is this library's, not its user's.

@@ -83,3 +83,18 @@ func ReplaceNewRegion(fn func(ptr uintptr, size int64) (*pool.Region, error)) (r
 	newRegion = fn
 	return func() { newRegion = pool.NewRegion }
 }
+
+// Close is End without the path, for the tests' defers.
+func (s Scope) Close() error {
+	_, err := s.End()
+	return err
+}
+
+// Allocations returns the live allocations the scope owns, oldest first.
+func (s Scope) Allocations() []AllocationInfo {
+	info, _ := s.Info()
+	return info.Allocations
+}
+
+// Children returns the open child scopes, oldest first.
+func (s Scope) Children() []Scope { return s.children() }

@@ -21,5 +21,5 @@ func newTree(t testing.TB, opts ...pool.Option) *scope.Tree {
 	p, err := pool.New(sim.New(0, 0), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.Close()) })
-	return scope.NewTree(p, "sim")
+	return scope.NewTree(p, "sim", scope.TreeOptions{})
 }

@@ -356,7 +356,7 @@ func (n *node) closeChildren(errs []error) []error {
 	kids := handles(&n.children)
 	n.mu.Unlock()
 	for i := len(kids) - 1; i >= 0; i-- {
-		if err := kids[i].Close(); err != nil {
+		if _, err := kids[i].End(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -82,7 +82,11 @@ func (s Scope) Info() (Info, bool) {
 	}
 	defer s.n.mu.Unlock()
 	n := s.n
-	return Info{Scope: s, ID: n.id, Name: n.name, Path: n.pathName(), Stack: n.stack, Stats: n.statsLocked(),
+	var parent uint64
+	if n.parent != nil {
+		parent = n.parent.id
+	}
+	return Info{Scope: s, ID: n.id, Parent: parent, Name: n.name, Path: n.pathName(), Stack: n.stack, Stats: n.statsLocked(),
 		Allocations: n.allocationsLocked(), Resources: n.resourcesLocked()}, true
 }
 
@@ -124,19 +128,8 @@ func (s Scope) Stats() Stats {
 	return s.n.statsLocked()
 }
 
-// Allocations returns the live allocations the scope owns, oldest first,
-// copied while the scope's lock is held: slots are reused, so what they
-// hold can be read only then.
-func (s Scope) Allocations() []AllocationInfo {
-	if !s.lock() {
-		return nil
-	}
-	defer s.n.mu.Unlock()
-	return s.n.allocationsLocked()
-}
-
-// Children returns the open child scopes, oldest first.
-func (s Scope) Children() []Scope {
+// children returns the open child scopes, oldest first.
+func (s Scope) children() []Scope {
 	if !s.lock() {
 		return nil
 	}
@@ -326,19 +319,13 @@ func (s Scope) adopt(c *node) error {
 	return nil
 }
 
-// Close ends the scope: open children are closed first, then every
+// End ends the scope: open children are ended first, then every
 // allocation the scope still owns is released, last allocated first, and
 // then its reservation. Release errors are joined; one never stops the
-// rest. Close is idempotent, and a Close of a scope that has ended does
-// nothing.
-func (s Scope) Close() error {
-	_, err := s.End()
-	return err
-}
-
-// End is Close that also returns, where ending the scope failed, its path,
-// which a Scope that has ended no longer tells; "" where it ended cleanly
-// or had ended already (an unnamed scope's path is made only when needed).
+// rest. End is idempotent: ending a scope that has ended does nothing.
+// Where ending failed it also returns the scope's path, which a Scope that
+// has ended no longer tells; "" where it ended cleanly or had ended
+// already (an unnamed scope's path is made only when needed).
 func (s Scope) End() (path string, err error) {
 	if !s.lock() {
 		return "", nil

@@ -14,6 +14,7 @@ type Stats struct {
 type Info struct {
 	Scope       Scope
 	ID          uint64
+	Parent      uint64 // the parent's ID; 0 for a root
 	Name        string
 	Path        string
 	Stack       []uintptr // where it was opened, when stacks were recorded

@@ -15,8 +15,8 @@ type Tree struct {
 	pool         *pool.Pool
 	device       string
 	recordStacks atomic.Bool
-	scrub        func(ptr uintptr, n int64, stream uintptr) error // run on memory before it goes back; set before use
-	onRelease    func()                                           // run after memory went back; set before use
+	scrub        func(ptr uintptr, n int64, stream uintptr) error // TreeOptions.Scrub
+	onRelease    func()                                           // TreeOptions.OnRelease
 
 	slots slotTable
 
@@ -29,27 +29,25 @@ type Tree struct {
 	closed bool
 }
 
-// SetScrub makes every release run fn over the memory first, before it goes
-// back to the reservation or the pool (a device that zeroes freed memory).
-// fn gets the stream the memory's owner ordered its work on: the scrub is
-// to be queued there, after that work, since the memory is reused on that
-// stream at once. Call it before the first scope opens.
-func (t *Tree) SetScrub(fn func(ptr uintptr, n int64, stream uintptr) error) { t.scrub = fn }
-
-// OnRelease makes every release of memory call fn after the memory went
-// back (a device whose allocations wait for memory). Call it before the
-// first scope opens.
-func (t *Tree) OnRelease(fn func()) { t.onRelease = fn }
+// TreeOptions are what a device asks of every release of its tree's memory.
+type TreeOptions struct {
+	// Scrub, if not nil, runs over memory before it goes back to the
+	// reservation or the pool (a device that zeroes freed memory). It gets
+	// the stream the memory's owner ordered its work on: the scrub is to be
+	// queued there, after that work, since the memory is reused on that
+	// stream at once.
+	Scrub func(ptr uintptr, n int64, stream uintptr) error
+	// OnRelease, if not nil, runs after memory went back (a device whose
+	// allocations wait for memory).
+	OnRelease func()
+}
 
 // NewTree returns an empty tree over p, for the device named device.
-func NewTree(p *pool.Pool, device string) *Tree {
-	t := &Tree{pool: p, device: device}
+func NewTree(p *pool.Pool, device string, o TreeOptions) *Tree {
+	t := &Tree{pool: p, device: device, scrub: o.Scrub, onRelease: o.OnRelease}
 	t.useDone.L = &t.useMu
 	return t
 }
-
-// Device returns the name of the tree's device.
-func (t *Tree) Device() string { return t.device }
 
 // RecordStacks turns recording of allocation and scope-opening stacks on or
 // off for scopes and allocations made from now on.
@@ -213,14 +211,6 @@ func (t *Tree) retire(n *node) {
 	}
 }
 
-// Roots returns the open root scopes, oldest first; their children are
-// Scope.Children.
-func (t *Tree) Roots() []Scope {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return handles(&t.roots)
-}
-
 // Scopes returns every open scope, parents before children. A scope may
 // end right after: read it with Scope.Info.
 func (t *Tree) Scopes() []Scope {
@@ -231,7 +221,7 @@ func (t *Tree) Scopes() []Scope {
 	var walk func(s Scope)
 	walk = func(s Scope) {
 		out = append(out, s)
-		for _, c := range s.Children() {
+		for _, c := range s.children() {
 			walk(c)
 		}
 	}
@@ -253,7 +243,8 @@ func (t *Tree) Close() (leftOpen []string, err error) {
 		if path := roots[i].Path(); path != "" {
 			leftOpen = append(leftOpen, path)
 		}
-		errs = append(errs, roots[i].Close())
+		_, err := roots[i].End()
+		errs = append(errs, err)
 	}
 	return leftOpen, errors.Join(errs...)
 }

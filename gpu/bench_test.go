@@ -97,7 +97,7 @@ func BenchmarkScopeAllocReleasedAtExit(b *testing.B) {
 }
 
 // BenchmarkHostDeviceClose closes a host device that held 64 MiB: the
-// cost of giving the memory back (issue 9 found it at 35-75 ms).
+// cost of giving the memory back.
 func BenchmarkHostDeviceClose(b *testing.B) {
 	b.ReportAllocs()
 	data := make([]byte, 64<<20)

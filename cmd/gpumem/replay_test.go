@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSharedTracesAsFastAsPyTorchAndAsLean replays each shared trace three
+// TestSharedTracesAsFastAsPyTorchAndAsLean replays each PyTorch trace in
+// testdata (testdata/pytorch.json holds PyTorch's figures for them) three
 // times on the simulated H200: reserved memory at most PyTorch's expandable
 // segments reserve, modelled driver time at most the whole time PyTorch's
 // native allocator took, and no driver call after the first pass. Only the

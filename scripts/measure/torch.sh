@@ -15,7 +15,7 @@
 # MODES="native" or MODES="expandable" measures one mode only; PASSES sets
 # how many passes a replay makes (the first, then warm ones; default 3).
 #
-# smallest finds the smallest cap the first pass fits under, as gpumem's
+# smallest finds the smallest cap the first pass fits under, as
 # smallest_device.py does for the pool. It bisects inside one process
 # (torch_replay smallest), then replays the first pass in a new process at
 # that cap and, where it runs out of memory there, raises the cap by the

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,11 +59,17 @@ func peakRequested(ops []traceOp) int64 {
 	return peak
 }
 
+// replayed is what a replay through a pool came to.
+type replayed struct {
+	ooms   int           // allocations that ran out of memory
+	st     pool.Stats    // the pool's, at the end
+	driver time.Duration // the source's modelled driver time (sim.Source.PriceWith), before the pool closed
+}
+
 // replayOps runs ops through a pool over src as gpumem replay does (one
-// front-cache shard, frees of unknown addresses skipped) and returns the
-// allocations that ran out of memory. With check, every invariant is
-// checked after every operation.
-func replayOps(t *testing.T, src *sim.Source, ops []traceOp, check bool, opts ...pool.Option) (ooms int, st pool.Stats) {
+// front-cache shard, frees of unknown addresses skipped). With check, every
+// invariant is checked after every operation.
+func replayOps(t *testing.T, src *sim.Source, ops []traceOp, check bool, opts ...pool.Option) (r replayed) {
 	t.Helper()
 	p, err := pool.New(src, append([]pool.Option{pool.Shards(1)}, opts...)...)
 	require.NoError(t, err)
@@ -72,7 +79,7 @@ func replayOps(t *testing.T, src *sim.Source, ops []traceOp, check bool, opts ..
 			b, err := p.AllocOn(op.size, op.stream)
 			if err != nil {
 				require.ErrorIs(t, err, pool.ErrOutOfMemory, "op %d", i)
-				ooms++
+				r.ooms++
 				continue
 			}
 			live[op.addr] = b
@@ -87,9 +94,9 @@ func replayOps(t *testing.T, src *sim.Source, ops []traceOp, check bool, opts ..
 	for _, b := range live {
 		require.NoError(t, p.Free(b))
 	}
-	st = p.Stats()
+	r.st, r.driver = p.Stats(), src.Priced()
 	require.NoError(t, p.Close())
-	return ooms, st
+	return r
 }
 
 // The smallest simulated device each shared trace replays on, as a multiple
@@ -112,9 +119,9 @@ func TestSharedTracesReplayOnTheirDocumentedSmallestDevice(t *testing.T) {
 		t.Run(tc.trace, func(t *testing.T) {
 			ops := readTraceOps(t, tc.trace)
 			capacity := int64(tc.ratio * float64(peakRequested(ops)))
-			ooms, st := replayOps(t, sim.New(capacity, 0), ops, false)
-			assert.Zero(t, ooms, "no allocation may fail on a device of %.4f x the peak", tc.ratio)
-			assert.LessOrEqual(t, st.PeakReserved, capacity)
+			r := replayOps(t, sim.New(capacity, 0), ops, false)
+			assert.Zero(t, r.ooms, "no allocation may fail on a device of %.4f x the peak", tc.ratio)
+			assert.LessOrEqual(t, r.st.PeakReserved, capacity)
 			assert.Less(t, tc.ratio, tc.pytorch, "the documented device must stay below PyTorch's")
 		})
 	}
@@ -166,7 +173,7 @@ func TestModelHoldsAtTheSmallestDeviceOfAGeneratedWorkload(t *testing.T) {
 			lo, hi := peak-1, 2*peak
 			for hi-lo > sim.DefaultPageSize {
 				mid := (lo + hi) / 2
-				if ooms, _ := replayOps(t, sim.New(mid, 0), ops, false); ooms == 0 {
+				if replayOps(t, sim.New(mid, 0), ops, false).ooms == 0 {
 					hi = mid
 				} else {
 					lo = mid
@@ -174,9 +181,9 @@ func TestModelHoldsAtTheSmallestDeviceOfAGeneratedWorkload(t *testing.T) {
 			}
 			// At that device every invariant holds after every operation,
 			// and nothing fails.
-			ooms, st := replayOps(t, sim.New(hi, 0), ops, true)
-			assert.Zero(t, ooms)
-			assert.Positive(t, st.PagesMoved+st.Retries, "the smallest device must have pressed the pool to move or release memory")
+			r := replayOps(t, sim.New(hi, 0), ops, true)
+			assert.Zero(t, r.ooms)
+			assert.Positive(t, r.st.PagesMoved+r.st.Retries, "the smallest device must have pressed the pool to move or release memory")
 			t.Logf("smallest device %.4f x the peak requested", float64(hi)/float64(peak))
 		})
 	}

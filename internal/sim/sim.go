@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpuscope/gpuscope/internal/handles"
 )
@@ -48,6 +49,50 @@ type Source struct {
 	events     map[uintptr]*event
 	nextEv     uintptr
 	counts     Counts
+	bill       bill
+}
+
+// bill adds up what a Source's calls would cost on a GPU: see PriceWith.
+type bill struct {
+	table CostTable // nil: no pricing
+	total time.Duration
+	owed  time.Duration // what the next create waits for releases before it
+}
+
+// charge adds one call of kind on size bytes, and extra handles beyond the
+// first for an access call. Called with s.mu held.
+func (s *Source) charge(kind string, size int64, extra int) {
+	if s.bill.table == nil {
+		return
+	}
+	c, _ := s.bill.table.Cost(kind, size)
+	per, _ := s.bill.table.Cost(PriceSetAccessExtraHandle, 0)
+	s.bill.total += c + time.Duration(extra)*per
+	switch kind {
+	case CallCreate:
+		s.bill.total += s.bill.owed
+		s.bill.owed = 0
+	case CallRelease:
+		wait, _ := s.bill.table.Cost(PriceCreateAfterRelease, size)
+		s.bill.owed += wait
+	}
+}
+
+// PriceWith makes s add up, from now on, what each call it serves would
+// cost by table t, priced as gpumem replay prices a replay on the simulated
+// source: an access call by its first handle's size and the handles after
+// it, a create with the waits of the releases before it.
+func (s *Source) PriceWith(t CostTable) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bill = bill{table: t}
+}
+
+// Priced returns the modelled time of the calls served since PriceWith.
+func (s *Source) Priced() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bill.total
 }
 
 type simHandle struct {
@@ -122,6 +167,7 @@ func (s *Source) Alloc(size int64) (uintptr, error) {
 	s.allocs[p] = size
 	s.maxAlloc = max(s.maxAlloc, size)
 	s.counts.Allocs++
+	s.charge(CallAlloc, size, 0)
 	return p, nil
 }
 
@@ -140,6 +186,7 @@ func (s *Source) Free(ptr uintptr, size int64) error {
 	s.used -= n
 	held.bytes.Add(-n)
 	s.counts.Frees++
+	s.charge(CallFree, n, 0)
 	return nil
 }
 
@@ -164,6 +211,7 @@ func (s *Source) ReserveAddress(size int64) (uintptr, error) {
 	s.reserves[p] = size
 	held.reserves.Add(1)
 	s.counts.Reserves++
+	s.charge(CallReserveAddress, size, 0)
 	return p, nil
 }
 
@@ -184,6 +232,7 @@ func (s *Source) ReleaseAddress(ptr uintptr, size int64) error {
 	delete(s.reserves, ptr)
 	held.reserves.Add(-1)
 	s.counts.ReleasedReserves++
+	s.charge(CallReleaseAddress, size, 0)
 	return nil
 }
 
@@ -198,6 +247,7 @@ func (s *Source) Create(size int64) (uint64, error) {
 		return 0, err
 	}
 	s.counts.Creates++
+	s.charge(CallCreate, size, 0)
 	return handles.Add(s.handles, &s.nextHandle, &simHandle{size: size}), nil
 }
 
@@ -216,6 +266,7 @@ func (s *Source) Release(h uint64) error {
 	s.used -= hd.size
 	held.bytes.Add(-hd.size)
 	s.counts.Releases++
+	s.charge(CallRelease, hd.size, 0)
 	return nil
 }
 
@@ -254,6 +305,7 @@ func (s *Source) Map(ptr uintptr, size int64, h uint64) error {
 	s.mappings[ptr] = size
 	hd.mappings++
 	s.counts.Maps++
+	s.charge(CallMap, size, 0)
 	return nil
 }
 
@@ -275,7 +327,25 @@ func (s *Source) SetAccess(ptr uintptr, size int64) error {
 		s.granules[a] = g
 	}
 	s.counts.SetAccesses++
+	s.chargeAccess(ptr, size)
 	return nil
+}
+
+// chargeAccess prices an access call over [ptr, ptr+size) by its first
+// mapping's size and the mappings after it. Called with s.mu held.
+func (s *Source) chargeAccess(ptr uintptr, size int64) {
+	first, n := size, 0
+	for at := ptr; at < ptr+uintptr(size); n++ {
+		m, ok := s.mappings[at]
+		if !ok {
+			break
+		}
+		if n == 0 {
+			first = m
+		}
+		at += uintptr(m)
+	}
+	s.charge(CallSetAccess, first, max(n-1, 0))
 }
 
 // Unmap implements pool.PageMapper: ptr and size must be one mapping, as
@@ -293,6 +363,7 @@ func (s *Source) Unmap(ptr uintptr, size int64) error {
 	delete(s.mappings, ptr)
 	s.handles[h].mappings--
 	s.counts.Unmaps++
+	s.charge(CallUnmap, size, 0)
 	return nil
 }
 
@@ -332,6 +403,7 @@ func (s *Source) RecordEvent(stream uintptr) (uintptr, error) {
 		return 0, fmt.Errorf("sim: RecordEvent: stream %#x is broken", stream)
 	}
 	s.counts.EventsRecorded++
+	s.charge(CallRecordEvent, 0, 0)
 	return handles.Add(s.events, &s.nextEv, &event{stream: stream, done: !s.busy[stream]}), nil
 }
 
@@ -350,7 +422,11 @@ func (s *Source) EventDone(ev uintptr) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, err := s.event("EventDone", ev)
-	return err == nil && e.done, err
+	if err != nil {
+		return false, err
+	}
+	s.charge(CallEventQuery, 0, 0)
+	return e.done, nil
 }
 
 // WaitEvent implements pool.EventSource: the simulated work finishes.
@@ -363,6 +439,7 @@ func (s *Source) WaitEvent(ev uintptr) error {
 	}
 	e.done = true
 	s.counts.EventsWaited++
+	s.charge(CallWaitEvent, 0, 0)
 	return nil
 }
 
@@ -373,6 +450,7 @@ func (s *Source) DestroyEvent(ev uintptr) error {
 	if _, ok := handles.Take(s.events, ev); !ok {
 		return fmt.Errorf("sim: DestroyEvent(%d): no such event", ev)
 	}
+	s.charge(CallDestroyEvent, 0, 0)
 	return nil
 }
 

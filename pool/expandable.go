@@ -104,16 +104,18 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 	if !a.key.small && !squeeze {
 		at, k = e.roundToStep(h, at, k, r)
 	}
+	// Past the cap, apply fails before it creates anything, as the source
+	// fails past the device's memory, and the caller squeezes: a cap is
+	// usable to the same byte as a device of its size.
 	e.mu.Lock()
-	g := e.plan(a, h, at, k, squeeze || e.ledger.overLimit(k*e.gran))
+	g := e.plan(a, h, at, k, squeeze)
 	g.blockEnd = requestEnd(h, at, r)
 	e.mu.Unlock()
 	return e.apply(a, g)
 }
 
 // roundToStep rounds a growth of k granules at at in hole h, for a request
-// of r bytes, up to whole steps, where the hole has room and the limit
-// allows, and returns where it then starts and its granules. Where memory
+// of r bytes, up to whole steps, where the hole has room, and returns where it then starts and its granules. Where memory
 // is plentiful (two steps are within what one handle may strand, see
 // handleLimit), a request smaller than a step gets two: requests of a size
 // come in numbers (a layer's activations, an optimizer's buffers), and the
@@ -131,9 +133,8 @@ func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64
 		want = max(k, 2*step)
 	}
 	n := (want + step - 1) / step * step
-	over := e.ledger.overLimit(n * e.gran)
 	e.mu.Unlock()
-	if n*e.gran > h.size || over {
+	if n*e.gran > h.size {
 		return at, k
 	}
 	if at != h.ptr {

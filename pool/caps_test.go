@@ -1,9 +1,16 @@
 package pool_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/internal/trace"
@@ -20,53 +27,116 @@ func shapeOps(sh workload.Shape, seed uint64) []traceOp {
 	return ops
 }
 
-// smallest bisects, as gpumem's smallest-device search does, the fewest
-// bytes ops replays in without running out of memory, to 1/10,000 of its
-// peak requested: on a simulated device of that size or, with asCap, under
-// a cap of that size on a device without a limit.
-func smallest(t *testing.T, ops []traceOp, asCap bool) int64 {
+// fitsDevice and fitsCap report whether ops replays without running out of
+// memory on a simulated device of n bytes, and under a cap of n bytes on a
+// device without a limit.
+func fitsDevice(t *testing.T, ops []traceOp, n int64) bool {
+	return replayOps(t, sim.New(n, 0), ops, false).ooms == 0
+}
+
+func fitsCap(t *testing.T, ops []traceOp, n int64) bool {
+	return replayOps(t, sim.New(0, 0), ops, false, pool.MaxReserved(n)).ooms == 0
+}
+
+// smallestDevice bisects, as gpumem's smallest-device search does, the
+// smallest simulated device ops replays on, to step bytes (1/10,000 of its
+// peak requested), and returns it and the largest size found too small.
+func smallestDevice(t *testing.T, ops []traceOp) (fits, fails, step int64) {
 	t.Helper()
-	fits := func(n int64) bool {
-		if asCap {
-			return replayOps(t, sim.New(0, 0), ops, false, pool.MaxReserved(n)).ooms == 0
-		}
-		return replayOps(t, sim.New(n, 0), ops, false).ooms == 0
-	}
 	peak := peakRequested(ops)
+	step = max(peak/10000, 1)
 	lo, hi := peak-1, 2*peak
-	for hi-lo > peak/10000 {
+	for hi-lo > step {
 		mid := (lo + hi) / 2
-		if fits(mid) {
+		if fitsDevice(t, ops, mid) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	return hi
+	return hi, lo, step
 }
 
-// capTraces are the workloads the cap's tests run: the shared traces and
-// one of each generated shape.
-func capTraces(t *testing.T) map[string][]traceOp {
+func TestTheCapIsUsableToItsLastGranule(t *testing.T) {
 	traces := map[string][]traceOp{}
 	for _, tc := range smallestDevices {
-		if testing.Short() && tc.trace == "llama_prefill_dynamic" {
-			continue // the longest, by far
-		}
 		traces[tc.trace] = readTraceOps(t, tc.trace)
 	}
 	for _, sh := range workload.Shapes() {
 		traces[sh.Name] = shapeOps(sh, 1)
 	}
-	return traces
-}
-
-func TestTheCapIsUsableToItsLastGranule(t *testing.T) {
-	for name, ops := range capTraces(t) {
+	for name, ops := range traces {
 		t.Run(name, func(t *testing.T) {
-			device, capped := smallest(t, ops, false), smallest(t, ops, true)
-			assert.Equal(t, device, capped, "the smallest cap (%.4f x the peak) must be the smallest device (%.4f x)",
-				float64(capped)/float64(peakRequested(ops)), float64(device)/float64(peakRequested(ops)))
+			fits, fails, _ := smallestDevice(t, ops)
+			assert.True(t, fitsCap(t, ops, fits), "a cap of the smallest device's bytes (%.4f x the peak) fits",
+				float64(fits)/float64(peakRequested(ops)))
+			assert.False(t, fitsCap(t, ops, fails), "and a cap of a device too small does not")
 		})
 	}
+}
+
+// At the smallest cap of every generated shape, every invariant holds
+// after every operation, and nothing runs out of memory.
+func TestModelHoldsAtTheSmallestCapOfEveryGeneratedShape(t *testing.T) {
+	for _, sh := range workload.Shapes() {
+		t.Run(sh.Name, func(t *testing.T) {
+			ops := shapeOps(sh, 2)
+			fits, _, _ := smallestDevice(t, ops)
+			src := sim.New(0, 0)
+			r := replayOps(t, src, ops, true, pool.MaxReserved(fits))
+			require.Zero(t, r.ooms)
+			assert.LessOrEqual(t, r.st.PeakReserved, fits)
+			assert.Positive(t, r.st.PagesMoved+r.st.Retries, "the smallest cap must have pressed the pool to move or release memory")
+		})
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/shapes from the generators")
+
+// The generated shapes, written out as traces for replays outside Go
+// (PyTorch's, on a GPU): each file is its generator's trace for seed 1.
+// go test ./pool -run TestShapeFilesAreWhatTheGeneratorsMake -update
+// rewrites them.
+func TestShapeFilesAreWhatTheGeneratorsMake(t *testing.T) {
+	for _, sh := range workload.Shapes() {
+		t.Run(sh.Name, func(t *testing.T) {
+			path := filepath.Join("testdata", "shapes", sh.Name+".csv.gz")
+			want := sh.Generate(1)
+			if *update {
+				require.NoError(t, writeTrace(path, want))
+			}
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			got, err := trace.ReadAll(f)
+			require.NoError(t, err)
+			require.Len(t, got, len(want))
+			for i := range got {
+				got[i].Line = 0
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// writeTrace writes evs to path as a gzip trace.
+func writeTrace(path string, evs []trace.Event) error {
+	var buf bytes.Buffer
+	z, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	w := trace.NewWriter(z)
+	if err := w.WriteHeader(); err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		if err := w.Write(ev); err != nil {
+			return err
+		}
+	}
+	if err := errors.Join(w.Flush(), z.Close()); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

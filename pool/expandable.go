@@ -10,28 +10,10 @@ import (
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
-// An expandable arena is one or more reservations of address space, each a
-// segment whose blocks tile it: free, in use, or holes with nothing mapped.
-// Physical memory is a set of handles, each mapped whole somewhere in a
-// segment or held idle. Growing maps handles into a hole next to free space,
-// with one map call per handle and one access call for the whole range. The
-// handles come from, in order: idle handles; when memory is short (the limit,
-// or the source out of memory), handles lying wholly under free blocks of the
-// same stream, unmapped there to move; and new handles from the source for
-// the rest.
-//
-// A handle cannot be given back in part: while one live block lies in it,
-// the free memory beside that block is stranded there. So a new handle is at
-// most a share of the pool's budget (see handleLimit): the memory that one
-// handle can strand, and the number of handles that filling the budget
-// takes, are both bounded whatever the budget. Where a growth is cut into
-// several handles, one ends where the request's block will end, so that
-// freeing that block frees whole handles. On a large device the limit is far
-// above most growths, so a growth stays three driver calls (create, map, set
-// access), and a workload that repeats makes no driver call once its first
-// pass is done.
-
-// expander grows a pool's arenas by mapping pages, and gives pages back. Its
+// expander grows a pool's arenas by mapping pages, and gives pages back: an
+// expandable arena is reservations of address space whose blocks are free,
+// in use, or holes with nothing mapped, and its memory is handles, each
+// mapped whole or held idle (docs/pool.md, "Growth, expandable"). Its
 // fields below mu, and the arenas, are guarded by mu, the pool's lock.
 // Growing is serialized by the pool's growMu, held across the driver calls;
 // mu never is.

@@ -205,21 +205,11 @@ func (c *frontCache) unlockAll() {
 }
 
 // notePeak raises the peaks to what is live now, summed over the shards,
-// and hands out the thresholds again. The shards' thresholds (highWater,
-// liveHigh) always add up to the peak; a shard passes its own only by
-// allocating, and then calls notePeak. While the sum holds, the total
-// cannot pass the peak without some shard passing its threshold: so the
-// peaks are exact for one goroutine, whichever shards it uses. sh gets
-// what the other shards' thresholds leave of the peak; where that is less
-// than it holds, the others are cut to what they hold and sh gets the
-// rest. A shard that frees keeps its threshold, so goroutines that
-// allocate and free on their own shards settle with no calls here. Under
-// concurrent allocation the sum is taken a little after the allocation
-// that passed, so the peak can miss what frees in between gave back: a
-// lower bound there.
-//
-// It holds every shard's lock at once, in order, so that the sum is one
-// instant; callers hold none.
+// and hands out the thresholds again so that they add up to the peak: sh
+// gets what the others leave. The peaks are then exact for one goroutine
+// whichever shards it uses, and a lower bound under concurrent allocation
+// (docs/pool.md, "Peaks", gives the argument). It holds every shard's lock
+// at once, in order, so that the sum is one instant; callers hold none.
 func (c *frontCache) notePeak(sh *shard) {
 	c.lockAll()
 	defer c.unlockAll()

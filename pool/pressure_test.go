@@ -102,7 +102,7 @@ func replayOps(t *testing.T, src *sim.Source, ops []traceOp, check bool, opts ..
 // The smallest simulated device each shared trace replays on, as a multiple
 // of its peak requested bytes: docs/pool.md's table, found by bisecting
 // gpumem replay --capacity to 1/10,000 of the peak. Each is below the
-// smaller of PyTorch's two modes on the H200 (shared/traces/README.md).
+// smaller of PyTorch's two modes on the H200 (the same table).
 var smallestDevices = []struct {
 	trace   string
 	ratio   float64

@@ -80,15 +80,12 @@ const (
 )
 
 // H200 is what each driver call cost on one NVIDIA H200 (driver 580, CUDA
-// 13), one thread, through this project's driver, its cgo and context switch
-// included: gpu/cuda's BenchmarkDriverCalls, the median of five runs of 200
-// calls, docs/data/h200-2026-12-01-pressure/driver_calls.txt (the lent
-// machines differ by up to a third from one lease to the next: the run of
-// 2026-11-30, h200-2026-11-30-b, measured most calls 20-35% cheaper). Where
-// that run has no figure, the table of shared/traces/README.md ("Driver
-// costs measured on the same H200") gives it, and the comment says so.
+// 13), from one thread, through gpu/cuda with its cgo: BenchmarkDriverCalls,
+// the median of five runs of 200 calls. docs/pool.md ("The model of driver
+// time") links the run and says how well the model follows the replays.
 var H200 = CostTable{
-	// cuMemAlloc and cuMemFree: the README's table.
+	// cuMemAlloc and cuMemFree, for classic segments: not in that run;
+	// docs/pool.md says where they come from.
 	CallAlloc: {{256, 5100 * ns}, {1 * mib, 29700 * ns}, {64 * mib, 66800 * ns}, {1 * gib, 140800 * ns}},
 	CallFree:  {{256, 3800 * ns}, {1 * mib, 24800 * ns}, {64 * mib, 93100 * ns}, {1 * gib, 624600 * ns}},
 	// For 512 MiB the creates that did not wait for a release (57 and
@@ -99,19 +96,13 @@ var H200 = CostTable{
 	CallMap:       {{2 * mib, 2477 * ns}, {20 * mib, 2117 * ns}, {64 * mib, 2525 * ns}, {512 * mib, 2313 * ns}},
 	CallSetAccess: {{2 * mib, 45938 * ns}, {20 * mib, 48309 * ns}, {64 * mib, 47940 * ns}, {512 * mib, 59382 * ns}},
 	CallUnmap:     {{2 * mib, 27288 * ns}, {20 * mib, 27572 * ns}, {64 * mib, 24264 * ns}, {512 * mib, 30331 * ns}},
-	// Each handle after the first in one set-access range: in the same run,
-	// resnet50_train replayed at its smallest cap made 140 access calls
-	// over 416 mapped handles in 14.90 ms; less the first handle's 47 us
-	// each, 30 us a handle (smallest_gpuscope.jsonl there).
+	// Each handle after the first in one set-access range: fitted to a
+	// replay's access calls over many handles (docs/pool.md).
 	PriceSetAccessExtraHandle: {{0, 30000 * ns}},
 	// The wait of a create for each handle released since the create
-	// before, by the released size (docs/pool.md, "The model of driver
-	// time", gives the measurements and why the price goes by that size).
-	// 512 MiB, and beyond: the mean of create/size=512 MiB, each create
-	// right after the release of the one before (618 us), less the
-	// create's own 69 us. 64 MiB: none (create/size=64 MiB, 16 us).
-	// 256 MiB: none seen in release_resnet50_train.json of
-	// h200-2026-12-01-pressure.
+	// before, by the released size: none up to 256 MiB, and from 512 MiB
+	// the mean wait measured after such releases (docs/pool.md, "The model
+	// of driver time", gives the measurements and why it goes by size).
 	PriceCreateAfterRelease: {{64 * mib, 0}, {256 * mib, 0}, {512 * mib, 548442 * ns}},
 	CallRelease:             {{2 * mib, 13883 * ns}, {20 * mib, 19973 * ns}, {64 * mib, 47852 * ns}, {512 * mib, 245938 * ns}},
 	CallReserveAddress:      {{256 * gib, 3238 * ns}},

@@ -54,6 +54,12 @@ func TestMaxReservedSaysZeroIsAllowed(t *testing.T) {
 	assert.LessOrEqual(t, res.PeakReservedBytes, int64(1<<30), "a size with a unit")
 }
 
+func TestStressRefusesWhatItCannotHonour(t *testing.T) {
+	code, _, errb := gpumem(t, nil, "stress", "--goroutines", "65")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errb, "want a whole number from 1 to 64", "more would run its device out of memory")
+}
+
 func TestStressRefusesTimesItCannotHonour(t *testing.T) {
 	for _, v := range []string{"NaN", "+Inf", "1e300", "-1", "0", "86401"} {
 		code, out, errb := gpumem(t, nil, "stress", "--seconds", v)
@@ -115,4 +121,20 @@ func TestSizesTakeUnits(t *testing.T) {
 	a := runReplay(t, "--max-reserved", "600MiB", traceFile("mlp_train"))
 	b := runReplay(t, "--max-reserved", strings.TrimSpace("629145600"), traceFile("mlp_train"))
 	assert.Equal(t, a.PeakReservedBytes, b.PeakReservedBytes)
+}
+
+// A file a command writes is never the trace it reads.
+func TestOutputsNeverOverwriteTheTrace(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "trace.csv")
+	data := gunzipped(t, "mlp_train")
+	require.NoError(t, os.WriteFile(f, data, 0o600))
+	for _, args := range [][]string{{"replay", "--timeline", f, f}, {"plot", "-o", f + ".svg", f + ".svg"}} {
+		if args[0] == "plot" {
+			require.NoError(t, os.WriteFile(f+".svg", data, 0o600))
+		}
+		code, _, errb := gpumem(t, nil, args...)
+		assert.Equal(t, 1, code, "%q", args)
+		assert.Contains(t, errb, "is the trace it reads", "%q", args)
+	}
+	assert.Equal(t, data, mustRead(t, f), "the trace is whole")
 }

@@ -52,6 +52,17 @@ func openInput(ctx context.Context, path string, stdin io.Reader, passes int, pr
 	return stream(ctx, f, path, passes, f.Close)
 }
 
+// overwrites returns a usage error of cmd where out, a file cmd would
+// write, is the trace it reads: writing would destroy the trace first.
+func overwrites(cmd, flagName, out, trace string) error {
+	o, err1 := os.Stat(out)
+	t, err2 := os.Stat(trace)
+	if err1 == nil && err2 == nil && os.SameFile(o, t) {
+		return usageErrorf(cmd, "%s %s is the trace it reads: writing it would destroy the trace", flagName, out)
+	}
+	return nil
+}
+
 // inputName is how messages name the trace path names.
 func inputName(path string) string {
 	if path == "-" {

@@ -222,6 +222,8 @@ func TestAFailureIsOneLine(t *testing.T) {
 // run after a moment); it exits 0 saying nothing on stderr, or fails with
 // one line, and for a mistake in the arguments a hint.
 func FuzzArgs(f *testing.F) {
+	defer func(m int64) { stressMemory = m }(stressMemory)
+	stressMemory = 256 << 20 // a fuzzed stress fails for memory rather than take the machine's
 	tr := filepath.Join(f.TempDir(), "t.csv")
 	require.NoError(f, os.WriteFile(tr, []byte("alloc,1,64,0\nalloc,2,4096,1\nfree_requested,1,64,0\n"), 0o600))
 	for _, seed := range []string{

@@ -54,6 +54,9 @@ func (o *plotOptions) run(c *call) error {
 		return usageErrorf("plot", "-o %q: want a .svg or .html file", o.out)
 	}
 	file := c.args[0]
+	if err := overwrites("plot", "-o", o.out, file); err != nil {
+		return err
+	}
 	in, err := openInput(c.ctx, file, c.stdin, plotPasses, c.stderr)
 	if err != nil {
 		return err

@@ -79,6 +79,9 @@ func (o *replayOptions) check(c *call) error {
 	if len(c.args) != 1 {
 		return usageErrorf("replay", "replay needs one trace FILE (or - for standard input), got %d", len(c.args))
 	}
+	if o.timeline != "" {
+		return overwrites("replay", "--timeline", o.timeline, c.args[0])
+	}
 	return nil
 }
 

@@ -48,14 +48,19 @@ type stressOptions struct {
 // maxStressSeconds is the longest a stress run may be asked to last.
 const maxStressSeconds = 24 * 60 * 60
 
-// stressMemory is the memory of stress's host device.
-const stressMemory = 4 << 30
+// stressMemory is the memory of stress's host device: room for
+// maxStressGoroutines at once, each holding at most 16 buffers of 3 MiB
+// four scopes deep. Tests lower it.
+var stressMemory int64 = 4 << 30
+
+// maxStressGoroutines is the most goroutines a stress run takes.
+const maxStressGoroutines = 64
 
 func (o *stressOptions) declare(fs *flag.FlagSet) {
 	driverVar(fs, &o.driver, "host", "host", "cuda")
 	o.seconds = 5
 	fs.Var(&secondsFlag{p: &o.seconds, max: maxStressSeconds}, "seconds", "how long to run, in `seconds`")
-	intVar(fs, &o.goroutines, "goroutines", 16, 1, 4096, "`goroutines` opening scopes at once")
+	intVar(fs, &o.goroutines, "goroutines", 16, 1, maxStressGoroutines, "`goroutines` opening scopes at once")
 }
 
 // run opens and closes nested scopes from many goroutines until the time

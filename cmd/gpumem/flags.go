@@ -110,10 +110,10 @@ func intVar(fs *flag.FlagSet, p *int, name string, value, min, max int, usage st
 	fs.Var(&intFlag{p: p, min: min, max: max}, name, usage)
 }
 
-// secondsFlag is a flag of a time in seconds, above 0 and at most max.
+// secondsFlag is a flag of a time in seconds in [min, max].
 type secondsFlag struct {
-	p   *float64
-	max float64
+	p        *float64
+	min, max float64
 }
 
 func (f *secondsFlag) String() string {
@@ -125,8 +125,8 @@ func (f *secondsFlag) String() string {
 
 func (f *secondsFlag) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || v <= 0 || v > f.max {
-		return fmt.Errorf("want a number of seconds above 0 and at most %g", f.max)
+	if err != nil || math.IsNaN(v) || v < f.min || v > f.max {
+		return fmt.Errorf("want a number of seconds from %g to %g", f.min, f.max)
 	}
 	*f.p = v
 	return nil

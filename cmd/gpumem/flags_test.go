@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -61,12 +62,17 @@ func TestStressRefusesWhatItCannotHonour(t *testing.T) {
 }
 
 func TestStressRefusesTimesItCannotHonour(t *testing.T) {
-	for _, v := range []string{"NaN", "+Inf", "1e300", "-1", "0", "86401"} {
+	for _, v := range []string{"NaN", "+Inf", "1e300", "-1", "0", "1e-300", "86401"} {
 		code, out, errb := gpumem(t, nil, "stress", "--seconds", v)
 		assert.Equal(t, 1, code, v)
 		assert.Empty(t, out, "%s: nothing was run", v)
-		assert.Contains(t, errb, "want a number of seconds above 0 and at most 86400", v)
+		assert.Contains(t, errb, "want a number of seconds from 0.001 to 86400", v)
 	}
+	code, out, errb := gpumem(t, nil, "stress", "--seconds", "0.001")
+	require.Zero(t, code, errb)
+	var res stressResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.GreaterOrEqual(t, res.Scopes, int64(16*4), "the shortest run still nests four scopes in each goroutine")
 }
 
 // A page of 2^62 bytes once overflowed the handles' sizing; pages of

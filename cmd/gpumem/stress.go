@@ -59,13 +59,14 @@ const maxStressGoroutines = 64
 func (o *stressOptions) declare(fs *flag.FlagSet) {
 	driverVar(fs, &o.driver, "host", "host", "cuda")
 	o.seconds = 5
-	fs.Var(&secondsFlag{p: &o.seconds, max: maxStressSeconds}, "seconds", "how long to run, in `seconds`")
+	fs.Var(&secondsFlag{p: &o.seconds, min: 0.001, max: maxStressSeconds}, "seconds", "how long to run, in `seconds`")
 	intVar(fs, &o.goroutines, "goroutines", 16, 1, maxStressGoroutines, "`goroutines` opening scopes at once")
 }
 
 // run opens and closes nested scopes from many goroutines until the time
 // is up, or the run's context ends, allocating, writing, keeping and
-// freeing buffers in them; then it checks that nothing is left.
+// freeing buffers in them (each goroutine at least once, so that a run
+// always does something); then it checks that nothing is left.
 func (o *stressOptions) run(c *call) error {
 	if err := checkDriver("stress", o.driver, "host", "cuda"); err != nil {
 		return err
@@ -88,7 +89,7 @@ func (o *stressOptions) run(c *call) error {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 7))
-			for time.Now().Before(deadline) && c.ctx.Err() == nil {
+			for more := true; more; more = time.Now().Before(deadline) && c.ctx.Err() == nil {
 				if err := counts.nest(context.Background(), dev, r, 0); err != nil {
 					errs <- err
 					return

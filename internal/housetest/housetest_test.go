@@ -1,11 +1,14 @@
 package housetest_test
 
 import (
+	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,4 +74,50 @@ func TestInternalImportsNothingAboveIt(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Empty(t, up)
+}
+
+// TestNoPackageLevelFunctionVariables finds, outside tests, package-level
+// variables declared with a function type or a function literal: hooks
+// that one package fills for another, invisible where they are called.
+// Controls are passed explicitly (an argument, an option, a method).
+func TestNoPackageLevelFunctionVariables(t *testing.T) {
+	fset := token.NewFileSet()
+	var found []string
+	err := filepath.WalkDir(moduleRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != moduleRoot && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, v := range packageVars(f) {
+			_, typed := v.Type.(*ast.FuncType)
+			if typed || slices.ContainsFunc(v.Values, func(e ast.Expr) bool { _, lit := e.(*ast.FuncLit); return lit }) {
+				found = append(found, fmt.Sprintf("%s: var %s", fset.Position(v.Pos()), v.Names[0].Name))
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Empty(t, found)
+}
+
+// packageVars returns f's package-level variable declarations.
+func packageVars(f *ast.File) []*ast.ValueSpec {
+	var out []*ast.ValueSpec
+	for _, decl := range f.Decls {
+		if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.VAR {
+			for _, s := range g.Specs {
+				out = append(out, s.(*ast.ValueSpec))
+			}
+		}
+	}
+	return out
 }

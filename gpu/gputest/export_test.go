@@ -7,9 +7,8 @@ func OnRetry(fn func(attempt int)) Option {
 	return optionFunc(func(o *options) { o.onRetry = fn })
 }
 
-// SetTestMainHooks replaces os.Exit and os.Stderr, returning a restore.
-func SetTestMainHooks(exit func(int), w io.Writer) func() {
-	oldExit, oldErr := osExit, stderr
-	osExit, stderr = exit, w
-	return func() { osExit, stderr = oldExit, oldErr }
+// VerifyTestMainTo is VerifyTestMain with exit in place of os.Exit and
+// the report written to w.
+func VerifyTestMainTo(exit func(int), w io.Writer, m TestingM, opts ...Option) {
+	exit(wrapped{m, opts, w}.Run())
 }

@@ -13,17 +13,11 @@ type TestingM interface {
 	Run() int
 }
 
-// Variables for tests.
-var (
-	osExit           = os.Exit
-	stderr io.Writer = os.Stderr
-)
-
 // VerifyTestMain records allocation stacks, runs the tests, and, if they
 // passed, fails the binary when GPU memory is still live. Call it from
 // TestMain; it exits the process.
 func VerifyTestMain(m TestingM, opts ...Option) {
-	osExit(Wrap(m, opts...).Run())
+	os.Exit(Wrap(m, opts...).Run())
 }
 
 // Wrap returns a TestingM that runs m's tests with allocation stacks
@@ -31,18 +25,19 @@ func VerifyTestMain(m TestingM, opts ...Option) {
 // non-zero code where the tests or the check failed. It composes with
 // goleak: goleak.VerifyTestMain(gputest.Wrap(m)).
 func Wrap(m TestingM, opts ...Option) TestingM {
-	return wrapped{m, opts}
+	return wrapped{m, opts, os.Stderr}
 }
 
 type wrapped struct {
-	m    TestingM
-	opts []Option
+	m      TestingM
+	opts   []Option
+	stderr io.Writer // where the check's report goes
 }
 
 func (w wrapped) Run() int {
 	o := buildOptions(w.opts)
 	if err := o.validFor("VerifyTestMain", true); err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(w.stderr, err)
 		return 1
 	}
 	gpu.RecordStacks(true)
@@ -50,7 +45,7 @@ func (w wrapped) Run() int {
 	code := w.m.Run()
 	if code == 0 {
 		if err := find(o); err != nil {
-			fmt.Fprintf(stderr, "gputest: errors on successful test run: %v\n", err)
+			fmt.Fprintf(w.stderr, "gputest: errors on successful test run: %v\n", err)
 			code = 1
 		}
 	}

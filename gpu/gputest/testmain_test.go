@@ -15,14 +15,15 @@ func TestVerifyTestMain(t *testing.T) {
 	dev := openHost(t)
 	var exit int
 	var out bytes.Buffer
-	restore := gputest.SetTestMainHooks(func(c int) { exit = c }, &out)
-	defer restore()
+	verifyTestMain := func(m gputest.TestingM, opts ...gputest.Option) {
+		gputest.VerifyTestMainTo(func(c int) { exit = c }, &out, m, opts...)
+	}
 
-	gputest.VerifyTestMain(fakeM{code: 0}, fast())
+	verifyTestMain(fakeM{code: 0}, fast())
 	assert.Equal(t, 0, exit)
 
 	var leaked *gpu.Scope
-	gputest.VerifyTestMain(fakeM{code: 0, run: func() {
+	verifyTestMain(fakeM{code: 0, run: func() {
 		leaked, _ = dev.NewScope(gpu.Name("leaky"))
 		_, _ = leaked.Alloc(10)
 	}}, fast())
@@ -31,10 +32,10 @@ func TestVerifyTestMain(t *testing.T) {
 	assert.Contains(t, out.String(), "allocated at:", "VerifyTestMain records stacks")
 	require.NoError(t, leaked.Close())
 
-	gputest.VerifyTestMain(fakeM{code: 3}, fast())
+	verifyTestMain(fakeM{code: 3}, fast())
 	assert.Equal(t, 3, exit, "a failed run keeps its code")
 
 	var cleaned int = -1
-	gputest.VerifyTestMain(fakeM{code: 0}, fast(), gputest.Cleanup(func(c int) { cleaned = c }))
+	verifyTestMain(fakeM{code: 0}, fast(), gputest.Cleanup(func(c int) { cleaned = c }))
 	assert.Equal(t, 0, cleaned)
 }

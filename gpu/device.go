@@ -27,6 +27,7 @@ type Device struct {
 	releaseErrors func(error) // OnReleaseError, or nil
 	onOOM         func(error) // OnOutOfMemory, or nil
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
+	host          hostCache   // page-locked host memory for reuse (AllocHost)
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
 	registered    *registry.Device // this device in the process's registry, for gputest
@@ -76,6 +77,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 		return nil, errors.Join(err, drv.Close())
 	}
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
+	d.host.init(d)
 	to := scope.TreeOptions{OnRelease: d.waiters.released}
 	if o.scrub {
 		to.Scrub = func(ptr uintptr, n int64, stream uintptr) error { return drv.Memset(ptr, 0, n, stream) }
@@ -144,13 +146,16 @@ func (d *Device) usable() error {
 	return nil
 }
 
-// EmptyCache returns cached, unused memory to the driver. Live buffers are
-// untouched.
+// EmptyCache returns cached, unused memory to the driver: the pool's, and
+// the page-locked host memory of ended HostSlices (that which copies
+// still use goes back once they have completed, when the device next
+// looks: an AllocHost, EmptyCache, Close). Live buffers are untouched.
 func (d *Device) EmptyCache() error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	return d.pool.EmptyCache()
+	_, err := d.host.release()
+	return errors.Join(d.pool.EmptyCache(), deviceError(err))
 }
 
 // SetMaxReserved caps, while the program runs, the bytes the device's pool
@@ -194,7 +199,8 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 }
 
 // Close closes every scope still open (releasing its memory), returns the
-// pool's cache to the driver and closes the driver. Scopes left open are
+// pool's cache and the page-locked host memory to the driver (waiting for
+// copies still queued on it) and closes the driver. Scopes left open are
 // reported in the error, by path. Close is idempotent.
 func (d *Device) Close() error {
 	if !d.valid() {
@@ -212,5 +218,5 @@ func (d *Device) Close() error {
 		err = errors.Join(fmt.Errorf("gpu: device %s closed with %d scopes open: %s",
 			d.name, len(leftOpen), strings.Join(leftOpen, ", ")), err)
 	}
-	return errors.Join(err, d.pool.Close(), d.drv.Close())
+	return errors.Join(err, deviceError(d.host.close()), d.pool.Close(), d.drv.Close())
 }

@@ -6,32 +6,25 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
 // HostSlice is page-locked host memory of n elements of T, owned by a
-// scope: freed when the scope ends, after the scope's streams. Copies
-// between it and a Slice can run asynchronously on a stream
+// scope: freed when the scope ends, after the scope's streams, or by
+// [HostSlice.Free]. Freed memory goes back to the device's cache of
+// page-locked memory, where a later AllocHost reuses it once the stream
+// work queued on it has completed ([Device.HostStats]). Copies between it
+// and a Slice can run asynchronously on a stream
 // ([Slice.CopyFromHostAsync]). Its elements are reached only inside
 // [HostSlice.Use], so that no []T outlives the memory. It is a small
 // comparable value; the zero HostSlice has no memory. On the host device
 // it is ordinary memory.
 type HostSlice[T Elem] struct {
-	m *pinned
-	n int
-}
-
-// pinned is one HostAlloc, shared by the handles to it.
-type pinned struct {
-	drv  driver.HostAllocator
-	dev  *Device
-	p    unsafe.Pointer
-	size int64
-
-	life lifetime // shared by Use and the queuing of copies
+	b   *hostBlock
+	gen uint64 // the block's generation while h holds it
+	n   int
 }
 
 // AllocHost allocates n elements of T of page-locked host memory owned by
@@ -47,38 +40,54 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	if err := s.s.Err(); err != nil {
 		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
 	}
-	ha, ok := s.dev.drv.(driver.HostAllocator)
-	if !ok {
+	if s.dev.host.drv == nil {
 		return HostSlice[T]{}, fmt.Errorf("%w: device %s has no page-locked host memory", ErrNotSupported, s.dev.name)
 	}
-	p, err := ha.HostAlloc(int64(n) * size)
+	b, err := s.dev.host.get(int64(n) * size)
 	if err != nil {
 		if pool.IsSourceOutOfMemory(err) {
 			return HostSlice[T]{}, fmt.Errorf("%w: AllocHost of %s: %w", ErrOutOfMemory, units.FormatBytes(int64(n)*size), err)
 		}
 		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
 	}
-	m := &pinned{drv: ha, dev: s.dev, p: p, size: int64(n) * size}
+	gen := b.gen.Add(1)
 	// Freed once the scope's memory is released: after its streams' work,
 	// whenever they were made.
-	if _, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: m.size, Final: m.end}); err != nil {
-		return HostSlice[T]{}, deviceError(errors.Join(err, m.end()))
+	end := func() error { return b.end(gen) }
+	b.owned, err = s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size, Final: end})
+	if err != nil {
+		return HostSlice[T]{}, deviceError(errors.Join(err, end()))
 	}
-	return HostSlice[T]{m: m, n: n}, nil
-}
-
-func (m *pinned) end() error {
-	return m.life.end(func() error { return m.drv.HostFree(m.p) })
+	return HostSlice[T]{b: b, gen: gen, n: n}, nil
 }
 
 // errPinnedEnded is what a HostSlice's methods return once it was freed.
-var errPinnedEnded = fmt.Errorf("%w: the host memory was freed with its scope", ErrScopeClosed)
+var errPinnedEnded = fmt.Errorf("%w: the host memory was freed, or its scope ended", ErrScopeClosed)
+
+// Free gives the memory back before its scope ends, to the device's cache,
+// which reuses it once the copies queued on it have completed. Use and
+// copies through h or its copies fail with ErrScopeClosed after. Free is
+// idempotent.
+func (h HostSlice[T]) Free() error {
+	if h.b == nil {
+		return fmt.Errorf("%w: zero HostSlice", ErrWrongScope)
+	}
+	h.b.mu.RLock()
+	if h.b.gen.Load() != h.gen {
+		h.b.mu.RUnlock()
+		return nil
+	}
+	owned := h.b.owned
+	h.b.mu.RUnlock()
+	owned.Disown() // else the scope is ending it, and end runs once
+	return deviceError(h.b.end(h.gen))
+}
 
 // Len returns the number of elements; 0 for the zero HostSlice.
 func (h HostSlice[T]) Len() int { return h.n }
 
 // IsZero reports whether h is the zero HostSlice.
-func (h HostSlice[T]) IsZero() bool { return h.m == nil }
+func (h HostSlice[T]) IsZero() bool { return h.b == nil }
 
 // Use calls fn with the elements while the memory is live; the slice must
 // not be kept after fn returns. Do not write to it while an asynchronous
@@ -90,10 +99,15 @@ func (h HostSlice[T]) Use(fn func(v []T) error) error {
 
 // hold calls fn with the address of the memory while it is live.
 func (h HostSlice[T]) hold(fn func(p unsafe.Pointer) error) error {
-	if h.m == nil {
+	if h.b == nil {
 		return fmt.Errorf("%w: zero HostSlice", ErrWrongScope)
 	}
-	return h.m.life.share(errPinnedEnded, func() error { return fn(h.m.p) })
+	h.b.mu.RLock()
+	defer h.b.mu.RUnlock()
+	if h.b.gen.Load() != h.gen {
+		return errPinnedEnded
+	}
+	return fn(h.b.p)
 }
 
 // CopyFromHostAsync queues a copy of h, at most Len elements, to the start
@@ -114,7 +128,7 @@ func (x Slice[T]) copyAsync(h HostSlice[T], st *Stream, toDevice bool) error {
 	if x.IsZero() {
 		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
 	}
-	if h.m == nil || h.m.dev != x.dev || st == nil || st.dev != x.dev {
+	if h.b == nil || h.b.cache.dev != x.dev || st == nil || st.dev != x.dev {
 		return fmt.Errorf("%w: an asynchronous copy needs host memory and a stream of the slice's device", ErrWrongScope)
 	}
 	if h.n > x.n {
@@ -129,10 +143,12 @@ func (x Slice[T]) copyAsync(h HostSlice[T], st *Stream, toDevice bool) error {
 						return err
 					}
 				}
+				h.b.usedOn(st.id)
+				drv := h.b.cache.drv
 				if toDevice {
-					return h.m.drv.CopyHtoDAsync(ptr, p, n, st.id)
+					return drv.CopyHtoDAsync(ptr, p, n, st.id)
 				}
-				return h.m.drv.CopyDtoHAsync(p, ptr, n, st.id)
+				return drv.CopyDtoHAsync(p, ptr, n, st.id)
 			})
 		})
 	})

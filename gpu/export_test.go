@@ -1,0 +1,5 @@
+package gpu
+
+// HostClass is the size class of an AllocHost of size bytes and the
+// class's size.
+func HostClass(size int64) (int, int64) { return hostClass(size) }

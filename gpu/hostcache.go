@@ -1,0 +1,349 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+// hostCache keeps a device's page-locked host memory for reuse, as
+// PyTorch's CachingHostAllocator and CuPy's PinnedMemoryPool do: a block
+// that a HostSlice gives back goes to the free list of its size class once
+// the stream work recorded on it has completed, and the next AllocHost of
+// that class takes it without a driver call. A block given back with work
+// outstanding waits on the pending list with an event per stream; the list
+// is read lazily, when a block is wanted, oldest first, up to the first
+// whose work still runs: no synchronize on the hot path. The driver is
+// never called with mu held.
+type hostCache struct {
+	dev     *Device
+	drv     driver.HostAllocator // nil: the device has no page-locked memory
+	events  driver.Driver        // records and queries the blocks' events
+	dropped func(error)          // where errors no caller receives go
+
+	mu      sync.Mutex // protects the fields below
+	reaped  sync.Cond  // on mu: a reap finished (close waits for it)
+	free    [numHostClasses][]*hostBlock
+	pending []*hostBlock // given back with stream work outstanding, oldest first
+	reaping bool         // a goroutine reads pending[0]'s events outside mu
+	emptied uint64       // EmptyCache calls: a block pending before the last goes to the driver once done
+	closed  bool
+	stats   HostStats
+}
+
+// hostBlock is one HostAlloc of the size of its class. A HostSlice names
+// it with its generation: one that names an older generation is stale, and
+// never reaches the memory.
+type hostBlock struct {
+	cache *hostCache
+	p     unsafe.Pointer
+	size  int64
+	class int // -1: a size no class holds; given back, never kept
+
+	mu    sync.RWMutex  // held shared by a use of the memory (Use, queuing a copy), exclusively to end the HostSlice
+	gen   atomic.Uint64 // odd while a HostSlice holds the block: that HostSlice's generation
+	owned scope.Owned   // the scope's hold on the HostSlice, set by AllocHost
+
+	smu     sync.Mutex // protects streams where mu is held shared
+	streams []uintptr  // streams that copies to or from the HostSlice were queued on
+
+	events []uintptr // recorded when given back, one per stream that used it
+	epoch  uint64    // hostCache.emptied when it went pending
+}
+
+// usedOn records that a copy to or from the block is queued on stream.
+func (b *hostBlock) usedOn(stream uintptr) {
+	b.smu.Lock()
+	defer b.smu.Unlock()
+	if !slices.Contains(b.streams, stream) {
+		b.streams = append(b.streams, stream)
+	}
+}
+
+// end ends the HostSlice of generation gen, once, and gives the block back
+// to the cache with the streams that used it, once no use holds it.
+func (b *hostBlock) end(gen uint64) error {
+	b.mu.Lock()
+	if !b.gen.CompareAndSwap(gen, gen+1) {
+		b.mu.Unlock()
+		return nil
+	}
+	b.owned = scope.Owned{}
+	// No copy records a stream now: they do under mu, shared.
+	streams := b.streams
+	b.streams = b.streams[:0] // the next owner appends once put has read them
+	b.mu.Unlock()
+	return b.cache.put(b, streams)
+}
+
+// Size classes: one of 4 KiB (the smallest page a driver pins), then four
+// per doubling (5/4, 6/4, 7/4 and 8/4 of the power of two below). A request
+// pins under a fifth more than it asked for, where rounding to a power of
+// two (PyTorch, CuPy) pins up to twice: page-locked memory is RAM the
+// system cannot page out. Sizes past 2^62 are not rounded, nor kept.
+const (
+	minHostClassLog = 12
+	maxHostClassLog = 62
+	numHostClasses  = 1 + (maxHostClassLog-minHostClassLog)*4
+)
+
+// hostClass returns the size class of a request of size bytes and the
+// class's size.
+func hostClass(size int64) (int, int64) {
+	if size <= 1<<minHostClassLog {
+		return 0, 1 << minHostClassLog
+	}
+	e := bits.Len64(uint64(size - 1)) // 2^(e-1) < size <= 2^e
+	if e > maxHostClassLog {
+		return -1, size
+	}
+	shift := e - 3
+	quarters := (size + 1<<shift - 1) >> shift // 5 to 8 quarters of 2^(e-1)
+	return 1 + (e-minHostClassLog-1)*4 + int(quarters) - 5, quarters << shift
+}
+
+// init readies the cache of d.
+func (c *hostCache) init(d *Device) {
+	c.dev = d
+	c.drv, _ = d.drv.(driver.HostAllocator)
+	c.events = d.drv
+	c.dropped = d.dropped
+	c.reaped.L = &c.mu
+}
+
+// get returns a block for a request of size bytes: a cached one of its
+// class whose stream work is done, or a new one.
+func (c *hostCache) get(size int64) (*hostBlock, error) {
+	class, rounded := hostClass(size)
+	c.mu.Lock()
+	if len(c.pending) > 0 && !c.reaping {
+		c.mu.Unlock()
+		c.reap()
+		c.mu.Lock()
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return nil, driver.ErrClosed
+	}
+	if class >= 0 {
+		if l := c.free[class]; len(l) > 0 {
+			b := l[len(l)-1]
+			l[len(l)-1] = nil
+			c.free[class] = l[:len(l)-1]
+			c.stats.Hits++
+			c.stats.Cached -= b.size
+			c.stats.CachedBlocks--
+			c.stats.Allocated += b.size
+			c.stats.ActiveBlocks++
+			c.mu.Unlock()
+			return b, nil
+		}
+	}
+	c.mu.Unlock()
+	return c.alloc(class, rounded)
+}
+
+// alloc asks the driver for a block; where it has no room, the cache gives
+// back what it holds and asks once more, as the pool does.
+func (c *hostCache) alloc(class int, size int64) (*hostBlock, error) {
+	p, err := c.drv.HostAlloc(size)
+	if err != nil && pool.IsSourceOutOfMemory(err) {
+		if freed, ferr := c.release(); freed > 0 && ferr == nil {
+			p, err = c.drv.HostAlloc(size)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.stats.Misses++
+	c.stats.Allocated += size
+	c.stats.ActiveBlocks++
+	c.mu.Unlock()
+	return &hostBlock{cache: c, p: p, size: size, class: class}, nil
+}
+
+// put takes back a block whose HostSlice has ended, that copies on streams
+// used: kept at once where no stream used it, else once an event recorded
+// now on each has completed.
+func (c *hostCache) put(b *hostBlock, streams []uintptr) error {
+	b.events = b.events[:0]
+	for _, st := range streams {
+		ev, err := c.events.RecordEvent(st)
+		if pool.IsStreamGone(err) {
+			continue // destroyed, so its work is done
+		}
+		if err != nil {
+			// Its work cannot be followed: the driver's free waits for it.
+			c.leave(b, false)
+			return errors.Join(fmt.Errorf("gpu: giving back page-locked memory: %w", err), c.giveBack([]*hostBlock{b}))
+		}
+		b.events = append(b.events, ev)
+	}
+	c.mu.Lock()
+	if c.closed || b.class < 0 {
+		c.mu.Unlock()
+		c.leave(b, false)
+		return c.giveBack([]*hostBlock{b})
+	}
+	c.leaveLocked(b, len(b.events) > 0)
+	if len(b.events) == 0 {
+		c.free[b.class] = append(c.free[b.class], b)
+	} else {
+		b.epoch = c.emptied
+		c.pending = append(c.pending, b)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// leave moves b's bytes from the allocated counts to the cached ones.
+func (c *hostCache) leave(b *hostBlock, pending bool) {
+	c.mu.Lock()
+	c.leaveLocked(b, pending)
+	c.mu.Unlock()
+}
+
+func (c *hostCache) leaveLocked(b *hostBlock, pending bool) {
+	c.stats.Allocated -= b.size
+	c.stats.ActiveBlocks--
+	c.stats.Cached += b.size
+	c.stats.CachedBlocks++
+	if pending {
+		c.stats.Pending += b.size
+	}
+}
+
+// reap moves the pending blocks whose stream work has completed, oldest
+// first up to the first whose work still runs, to the free lists, or to
+// the driver where an EmptyCache came after them. One goroutine reaps at a
+// time; it queries the events outside mu, owning the block it queries.
+func (c *hostCache) reap() {
+	c.mu.Lock()
+	if c.reaping || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.reaping = true
+	var back []*hostBlock
+	var errs []error
+	for len(c.pending) > 0 && !c.closed {
+		b := c.pending[0]
+		c.mu.Unlock()
+		done, err := c.eventsDone(b)
+		c.mu.Lock()
+		if !done && err == nil {
+			break
+		}
+		c.pending[0] = nil
+		c.pending = c.pending[1:]
+		c.stats.Pending -= b.size
+		if err != nil || b.epoch < c.emptied {
+			errs = append(errs, err)
+			back = append(back, b)
+		} else {
+			c.free[b.class] = append(c.free[b.class], b)
+		}
+	}
+	c.reaping = false
+	c.reaped.Broadcast()
+	c.mu.Unlock()
+	if err := errors.Join(append(errs, c.giveBack(back))...); err != nil {
+		c.dropped(fmt.Errorf("gpu: page-locked memory's stream work: %w", err))
+	}
+}
+
+// eventsDone reports whether every event of b has completed, destroying
+// those that have.
+func (c *hostCache) eventsDone(b *hostBlock) (bool, error) {
+	for i, ev := range b.events {
+		done, err := c.events.EventDone(ev)
+		if err != nil {
+			return false, err
+		}
+		if !done {
+			b.events = b.events[i:]
+			return false, nil
+		}
+		if err := c.events.DestroyEvent(ev); err != nil {
+			b.events = b.events[i+1:]
+			return false, err
+		}
+	}
+	b.events = b.events[:0]
+	return true, nil
+}
+
+// giveBack frees blocks held in the cache through the driver, destroying
+// the events they still have: the driver's free waits for their work.
+func (c *hostCache) giveBack(blocks []*hostBlock) error {
+	var errs []error
+	for _, b := range blocks {
+		for _, ev := range b.events {
+			errs = append(errs, c.events.DestroyEvent(ev))
+		}
+		b.events = nil
+		errs = append(errs, c.drv.HostFree(b.p))
+		c.mu.Lock()
+		c.stats.Cached -= b.size
+		c.stats.CachedBlocks--
+		c.stats.DriverFrees++
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// release gives the free blocks back to the driver, and the pending ones
+// once their work is done, and returns how many bytes went back now.
+// EmptyCache calls it; so does an allocation the driver had no room for.
+func (c *hostCache) release() (int64, error) {
+	c.mu.Lock()
+	c.emptied++
+	var back []*hostBlock
+	var bytes int64
+	for i, l := range c.free {
+		for _, b := range l {
+			bytes += b.size
+		}
+		back = append(back, l...)
+		c.free[i] = nil
+	}
+	c.mu.Unlock()
+	err := c.giveBack(back)
+	c.reap() // what is done by now goes back at once
+	return bytes, err
+}
+
+// close waits for pending blocks' work and gives every block back; a
+// block still in a HostSlice goes back when the HostSlice ends. The
+// device's scopes have ended before: their blocks are in the cache.
+func (c *hostCache) close() error {
+	c.mu.Lock()
+	c.closed = true
+	for c.reaping {
+		c.reaped.Wait()
+	}
+	back := c.pending
+	c.pending = nil
+	c.stats.Pending = 0
+	for i, l := range c.free {
+		back = append(back, l...)
+		c.free[i] = nil
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, b := range back {
+		for _, ev := range b.events {
+			errs = append(errs, c.events.WaitEvent(ev))
+		}
+	}
+	return errors.Join(append(errs, c.giveBack(back))...)
+}

@@ -36,7 +36,21 @@ type hostCache struct {
 	reaping bool         // a goroutine reads pending[0]'s events outside mu
 	emptied uint64       // EmptyCache calls: a block pending before the last goes to the driver once done
 	closed  bool
-	stats   HostStats
+	stats   hostStats
+}
+
+// hostStats are the cache's counters, which Stats shows as its Pinned
+// fields: bytes as the size classes round them.
+type hostStats struct {
+	Allocated, ActiveBlocks, Cached, CachedBlocks, Pending int64 // now
+	Hits, Misses, DriverFrees                              int64 // totals
+}
+
+// snapshot returns the counters.
+func (c *hostCache) snapshot() hostStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
 }
 
 // hostBlock is one HostAlloc of the size of its class. A HostSlice names

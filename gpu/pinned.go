@@ -15,7 +15,7 @@ import (
 // scope: freed when the scope ends, after the scope's streams, or by
 // [HostSlice.Free]. Freed memory goes back to the device's cache of
 // page-locked memory, where a later AllocHost reuses it once the stream
-// work queued on it has completed ([Device.HostStats]). Copies between it
+// work queued on it has completed ([Stats] counts it). Copies between it
 // and a Slice can run asynchronously on a stream
 // ([Slice.CopyFromHostAsync]). Its elements are reached only inside
 // [HostSlice.Use], so that no []T outlives the memory. It is a small

@@ -25,6 +25,14 @@ type Stats struct {
 	Segments     int64 `json:"segments"`      // segments the pool holds (an expandable arena counts one)
 	OpenScopes   int   `json:"open_scopes"`   // scopes open on the device
 
+	// Now, page-locked host memory (AllocHost): bytes as its cache's size
+	// classes round them (at least 4 KiB, four sizes per doubling).
+	PinnedAllocated    int64 `json:"pinned_allocated"`     // bytes in live HostSlices
+	PinnedActiveBlocks int64 `json:"pinned_active_blocks"` // live HostSlices
+	PinnedCached       int64 `json:"pinned_cached"`        // bytes kept for reuse, PinnedPending among them (EmptyCache returns them)
+	PinnedCachedBlocks int64 `json:"pinned_cached_blocks"` // blocks kept for reuse
+	PinnedPending      int64 `json:"pinned_pending"`       // the part of PinnedCached that queued copies may still use: reused once they have run
+
 	// Peaks, since the device was opened or ResetPeaks was called.
 	// PeakReserved is exact; PeakAllocated and PeakActiveBlocks are exact
 	// while one goroutine allocates, and may fall short under concurrent
@@ -47,6 +55,11 @@ type Stats struct {
 	PagesMoved      int64 `json:"pages_moved"`       // pages unmapped from under free blocks to be mapped elsewhere
 	OOMs            int64 `json:"ooms"`              // allocations the device had no room for (a scope's Limit refusing one is not counted)
 	Retries         int64 `json:"retries"`           // allocations retried after the pool released its cache
+
+	// Totals, page-locked host memory.
+	PinnedHits        int64 `json:"pinned_hits"`         // AllocHost calls its cache served, with no driver call
+	PinnedMisses      int64 `json:"pinned_misses"`       // AllocHost calls that allocated from the driver
+	PinnedDriverFrees int64 `json:"pinned_driver_frees"` // blocks given back to the driver: EmptyCache, Close, an allocation it had no room for
 }
 
 // String describes the counters in a line a person reads: what is in use,
@@ -85,6 +98,7 @@ func (d *Device) ResetPeaks() {
 
 // stats puts the pool's counters in the device's terms.
 func (d *Device) stats(p pool.Stats, openScopes int) Stats {
+	h := d.host.snapshot()
 	// An allocation calls the driver when it grows an expandable arena, or
 	// allocates a segment of its own where arenas are not expandable.
 	viaDriver := p.Growths
@@ -100,6 +114,9 @@ func (d *Device) stats(p pool.Stats, openScopes int) Stats {
 		ServedFromCache: max(0, p.Allocs-viaDriver), CacheHits: p.CacheHits,
 		SourceAllocs: p.SourceAllocs, SourceFrees: p.SourceFrees, Growths: p.Growths,
 		PagesMapped: p.PagesMapped, PagesMoved: p.PagesMoved, OOMs: p.OOMs, Retries: p.Retries,
+		PinnedAllocated: h.Allocated, PinnedActiveBlocks: h.ActiveBlocks, PinnedCached: h.Cached,
+		PinnedCachedBlocks: h.CachedBlocks, PinnedPending: h.Pending,
+		PinnedHits: h.Hits, PinnedMisses: h.Misses, PinnedDriverFrees: h.DriverFrees,
 	}
 }
 

@@ -36,10 +36,9 @@ func (b Buffer) Size() int64 { return b.size }
 // buffer is live; 0 for the zero Buffer or one that ended. An address
 // outlives the check: launch kernels inside [Buffer.Use].
 func (b Buffer) Ptr() uintptr {
-	if p := b.ref.Ptr(); p != 0 {
-		return p + uintptr(b.off())
-	}
-	return 0
+	var ptr uintptr
+	_ = b.ref.WithPtr(uintptr(b.off()), func(p uintptr) error { ptr = p; return nil }) // 0 where it ended
+	return ptr
 }
 
 // Device returns the buffer's device; nil for the zero Buffer.

@@ -52,7 +52,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method LimitError.Error",
 		"method LimitError.Is",
 		"method Owned.Disown",
-		"method Ref.Ptr",
 		"method Ref.RecordUse",
 		"method Ref.WithPtr",
 		"method Ref.WithPtrAndStream",

@@ -98,3 +98,10 @@ func (s Scope) Allocations() []AllocationInfo {
 
 // Children returns the open child scopes, oldest first.
 func (s Scope) Children() []Scope { return s.children() }
+
+// Ptr returns the allocation's address while it is live; 0 once it ended.
+func (r Ref) Ptr() uintptr {
+	var ptr uintptr
+	_ = r.WithPtr(0, func(p uintptr) error { ptr = p; return nil })
+	return ptr
+}

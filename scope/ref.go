@@ -17,23 +17,11 @@ type Ref struct {
 // ErrFreed means the allocation was freed already.
 var ErrFreed = errors.New("scope: allocation already freed")
 
-// Ptr returns the device address while the allocation is live; 0 once it
-// has ended.
-func (r Ref) Ptr() uintptr {
-	var ptr uintptr
-	if r.acquire() == nil {
-		ptr = r.slot.ptr
-		r.slot.leave()
-	}
-	return ptr
-}
-
 // WithPtr calls fn with the device address off bytes into the allocation
 // (a view's address), holding the allocation live until fn returns: it
-// cannot be released meanwhile, as it can right after Ptr returns. Once the
-// allocation has ended it returns ErrFreed or ErrClosed without calling fn;
-// otherwise it returns what fn returns. The caller keeps off within the
-// allocation.
+// cannot be released meanwhile. Once the allocation has ended it returns
+// ErrFreed or ErrClosed without calling fn; otherwise it returns what fn
+// returns. The caller keeps off within the allocation.
 func (r Ref) WithPtr(off uintptr, fn func(ptr uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err

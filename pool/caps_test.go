@@ -140,3 +140,32 @@ func writeTrace(path string, evs []trace.Event) error {
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
+
+// The smallest cap of each generated shape (seed 1, as in testdata/shapes):
+// the bisection of TestTheCapIsUsableToItsLastGranule, replayed on the H200
+// at that cap without running out of memory, and the better of PyTorch's
+// two modes at its own smallest cap in the same run, in bytes
+// (docs/pool.md, "Workloads by shape"). PyTorch's replay does not run the
+// shapes with several streams, so they have no figure.
+var shapeSmallestCaps = []struct {
+	shape        string
+	cap, pytorch int64
+}{
+	{"train_long_lived", 3196070383, 3259163127},
+	{"infer_growing_sequence", 2298507342, 2311219855},
+	{"kv_cache_steps", 2069971350, 2093084373},
+}
+
+func TestEveryGeneratedShapeFitsUnderPyTorchsSmallestCap(t *testing.T) {
+	shapes := map[string]workload.Shape{}
+	for _, sh := range workload.Shapes() {
+		shapes[sh.Name] = sh
+	}
+	for _, tc := range shapeSmallestCaps {
+		t.Run(tc.shape, func(t *testing.T) {
+			ops := shapeOps(shapes[tc.shape], 1)
+			assert.True(t, fitsCap(t, ops, tc.cap), "the documented cap fits")
+			assert.LessOrEqual(t, tc.cap, tc.pytorch, "at or under the better PyTorch mode")
+		})
+	}
+}

@@ -404,3 +404,37 @@ func stage(s *gpu.Scope, st *gpu.Stream, x gpu.Slice[byte], src []byte, chunk in
 	}
 	return st.Synchronize()
 }
+
+func TestPinnedMemoryWhoseStreamWorkCannotBeFollowedGoesToTheDriver(t *testing.T) {
+	t.Run("an event that cannot be recorded", func(t *testing.T) {
+		dev, drv := openTestHost(t)
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			st, x, h := copyRig[byte](t, s, 4096)
+			require.NoError(t, x.CopyFromHostAsync(h, st))
+			drv.FailNth(gputest.OpEvent, 1)
+			assert.ErrorIs(t, h.Free(), gputest.ErrInjected)
+			assert.Zero(t, pinnedHandles(drv), "freed through the driver, which waits for the copy")
+			assert.Equal(t, pinnedStats{Misses: 1, DriverFrees: 1}, pinnedOf(dev))
+			return nil
+		}))
+	})
+	t.Run("an event that cannot be queried", func(t *testing.T) {
+		var dropped []error
+		dev, drv := openTestHost(t, gpu.OnReleaseError(func(err error) { dropped = append(dropped, err) }))
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			st, x, h := copyRig[byte](t, s, 4096)
+			require.NoError(t, x.CopyFromHostAsync(h, st))
+			require.NoError(t, h.Free())
+			drv.FailNth(gputest.OpEvent, 1)
+			next, err := gpu.AllocHost[byte](s, 4096)
+			require.NoError(t, err, "the next allocation does not fail for it")
+			require.NoError(t, next.Free())
+			return nil
+		}))
+		require.Len(t, dropped, 1)
+		assert.ErrorIs(t, dropped[0], gputest.ErrInjected)
+		st := pinnedOf(dev)
+		assert.Equal(t, int64(1), st.DriverFrees, "the block whose event failed")
+		assert.Zero(t, st.Hits, "and was not reused")
+	})
+}

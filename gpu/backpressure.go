@@ -2,9 +2,14 @@ package gpu
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // waitQueue is the device's line of allocations waiting for memory (scopes
@@ -91,7 +96,10 @@ func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
 
 // allocWaiting is Alloc for a scope whose allocations wait for memory: on
 // running out of it (the device's, or a limit's), it waits for a release on
-// the device and tries again, until the scope's context is done.
+// the device and tries again, until the scope's context is done. A request
+// that can never fit (larger than the device, the pool's cap, or a limit
+// of the scope or an enclosing one) fails at once, with its out-of-memory
+// error: no release could make room for it.
 func allocWaiting(s *Scope, size int64) (Buffer, error) {
 	q := &s.dev.waiters
 	q.active.Add(1) // before the first attempt, so that no release goes uncounted after it
@@ -104,12 +112,47 @@ func allocWaiting(s *Scope, size int64) (Buffer, error) {
 			q.passOn()
 			return b, nil
 		}
-		if !isOutOfMemory(err) {
+		if !isOutOfMemory(err) || neverFits(err, size) {
 			return Buffer{}, err
 		}
 		if werr := q.wait(s.s.Context(), seen, front); werr != nil {
-			return Buffer{}, werr
+			return Buffer{}, &waitError{scope: s.s.Path(), size: size, ctx: werr, oom: err}
 		}
 		front = true
 	}
 }
+
+// neverFits reports whether the out-of-memory error err says that size
+// bytes cannot fit however much memory is released: they exceed the
+// limit that refused them, the pool's cap, or the device.
+func neverFits(err error, size int64) bool {
+	var oom *OOMError
+	if !errors.As(err, &oom) {
+		return false
+	}
+	if l := oom.Limit; l != nil {
+		return size > l.Limit
+	}
+	d := oom.Device
+	return d != nil && (d.Limit > 0 && size > d.Limit || d.DeviceTotal >= 0 && size > d.DeviceTotal)
+}
+
+// waitError is the error of an allocation of a [WaitForMemory] scope whose
+// context ended while it waited for memory. It is ErrOutOfMemory (its last
+// attempt's *OOMError, for errors.As) and the context's error.
+type waitError struct {
+	scope string
+	size  int64
+	ctx   error // the context's cause
+	oom   error // the last attempt's out-of-memory error
+}
+
+func (e *waitError) Error() string { return "gpu: " + e.text() }
+
+// text is the message without the prefix.
+func (e *waitError) text() string {
+	return fmt.Sprintf("out of memory: scope %q gave up waiting for %s: %s",
+		e.scope, units.FormatBytes(e.size), prefixed.Text(e.ctx))
+}
+
+func (e *waitError) Unwrap() []error { return []error{e.ctx, e.oom} }

@@ -3,9 +3,11 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -18,26 +20,26 @@ import (
 // prefix, once, and match these sentinels as well as their own.
 var (
 	// ErrOutOfMemory: the device, or a scope's limit, has no room.
-	ErrOutOfMemory = errors.New("gpu: out of memory")
+	ErrOutOfMemory = prefixed.New("gpu", "out of memory")
 	// ErrInvalidSize: a size that is zero, negative or absurd.
-	ErrInvalidSize = errors.New("gpu: invalid size")
+	ErrInvalidSize = prefixed.New("gpu", "invalid size")
 	// ErrScopeClosed: the scope has ended, or the buffer's scope has.
-	ErrScopeClosed = errors.New("gpu: scope closed")
+	ErrScopeClosed = prefixed.New("gpu", "scope closed")
 	// ErrFreed: the buffer was freed already.
-	ErrFreed = errors.New("gpu: buffer already freed")
+	ErrFreed = prefixed.New("gpu", "buffer already freed")
 	// ErrWrongScope: a buffer freed or kept through a scope that does not own it.
-	ErrWrongScope = errors.New("gpu: buffer belongs to another scope")
+	ErrWrongScope = prefixed.New("gpu", "buffer belongs to another scope")
 	// ErrNotKept: Keep in a root scope, or of a buffer in the scope's own
 	// reservation, which ends with the scope.
-	ErrNotKept = errors.New("gpu: buffer cannot be kept")
+	ErrNotKept = prefixed.New("gpu", "buffer cannot be kept")
 	// ErrNoDevice: no such device, or no CUDA support in this build.
-	ErrNoDevice = errors.New("gpu: no device")
+	ErrNoDevice = prefixed.New("gpu", "no device")
 	// ErrDeviceClosed: the device was closed. Its drivers return the same
 	// error once closed.
 	ErrDeviceClosed = driver.ErrClosed
 	// ErrNotSupported: the device cannot do it (the host device runs no
 	// kernels).
-	ErrNotSupported = errors.New("gpu: not supported by this device")
+	ErrNotSupported = prefixed.New("gpu", "not supported by this device")
 )
 
 // LimitError is the detail of an allocation refused by a scope's limit,
@@ -81,9 +83,12 @@ type Site struct {
 
 // Error leads with what refused the allocation, then what holds the
 // memory, then what would help for that cause.
-func (e *OOMError) Error() string {
+func (e *OOMError) Error() string { return "gpu: " + e.text() }
+
+// text is the message without the prefix.
+func (e *OOMError) text() string {
 	var b strings.Builder
-	b.WriteString("gpu: out of memory: ")
+	b.WriteString("out of memory: ")
 	switch {
 	case e.Limit != nil:
 		l := e.Limit
@@ -92,6 +97,15 @@ func (e *OOMError) Error() string {
 			fmt.Fprintf(&b, " for scope %q", e.Scope)
 		}
 		fmt.Fprintf(&b, ": %s live in it", units.FormatBytes(l.Live))
+	case e.Device != nil && e.capRefused():
+		d := e.Device
+		fmt.Fprintf(&b, "the pool's cap (%s) refused %s in scope %q on device %s: %s reserved under it, %s allocated (largest free block %s)",
+			units.FormatBytes(d.Limit), units.FormatBytes(e.Requested), e.Scope, e.device, units.FormatBytes(d.Reserved),
+			units.FormatBytes(d.Allocated), units.FormatBytes(d.LargestFree))
+		b.WriteString("; raise it with Device.SetMaxReserved, or with the MaxReserved or MaxReservedFraction option at Open")
+		if d.DeviceTotal >= 0 {
+			fmt.Fprintf(&b, "; the device has %s free of %s", units.FormatBytes(d.DeviceFree), units.FormatBytes(d.DeviceTotal))
+		}
 	case e.Device != nil:
 		d := e.Device
 		fmt.Fprintf(&b, "device %s has no room for %s in scope %q: %s allocated, %s reserved (largest free block %s)",
@@ -109,15 +123,22 @@ func (e *OOMError) Error() string {
 	default:
 		fmt.Fprintf(&b, "%s in scope %q", units.FormatBytes(e.Requested), e.Scope)
 	}
+	e.writeHolders(&b)
+	e.writeHelp(&b)
+	return b.String()
+}
+
+// writeHolders writes the scopes and the sites that hold the most.
+func (e *OOMError) writeHolders(b *strings.Builder) {
 	if len(e.Holders) > 0 {
 		b.WriteString("; largest holders:")
 		for i, h := range e.Holders {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " scope %q %s in %d buffers", h.Scope, units.FormatBytes(h.Bytes), h.Buffers)
+			fmt.Fprintf(b, " scope %q %s in %s", h.Scope, units.FormatBytes(h.Bytes), units.Count(h.Buffers, "buffer"))
 			if h.Site != "" {
-				fmt.Fprintf(&b, " (first allocated at %s)", h.Site)
+				fmt.Fprintf(b, " (first allocated at %s)", h.Site)
 			}
 		}
 	}
@@ -127,18 +148,32 @@ func (e *OOMError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " %s %s", s.Site, units.FormatBytes(s.Bytes))
+			fmt.Fprintf(b, " %s %s", s.Site, units.FormatBytes(s.Bytes))
 		}
 	}
-	if e.Limit != nil {
-		fmt.Fprintf(&b, "; to fit, free buffers in scope %q early (Scope.Free), raise its Limit, or allocate less at once", e.Limit.Path)
-	} else {
+}
+
+// writeHelp writes what would help, for what refused the allocation.
+func (e *OOMError) writeHelp(b *strings.Builder) {
+	switch {
+	case e.Limit != nil:
+		fmt.Fprintf(b, "; to fit, free buffers in scope %q early (Scope.Free), raise its Limit, or allocate less at once", e.Limit.Path)
+	case e.capRefused():
+		b.WriteString("; to fit, raise the cap, free buffers early, or use smaller batches")
+	default:
 		b.WriteString("; to fit, free buffers early, put a Limit on the scopes that grow, or use smaller batches")
 		if e.Cached > 0 {
-			fmt.Fprintf(&b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", units.FormatBytes(e.Cached))
+			fmt.Fprintf(b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", units.FormatBytes(e.Cached))
 		}
 	}
-	return b.String()
+}
+
+// capRefused reports whether the pool's cap refused the allocation, where
+// the device itself would have had room for it: the pool then names no
+// cause of the driver's.
+func (e *OOMError) capRefused() bool {
+	d := e.Device
+	return d != nil && d.Err == nil && d.Limit > 0 && (d.DeviceTotal < 0 || e.Requested <= d.DeviceTotal)
 }
 
 // Is reports that an OOMError is ErrOutOfMemory.
@@ -155,7 +190,9 @@ func (e *OOMError) Unwrap() error {
 	return nil
 }
 
-// lowerSentinels pairs the errors of the layers below with this package's.
+// lowerSentinels pairs the sentinels of the layers below with this
+// package's: an error that is the lower one is the own one too, and says
+// it in this package's words.
 var lowerSentinels = [...]struct{ lower, own error }{
 	{pool.ErrClosed, ErrDeviceClosed},
 	{pool.ErrOutOfMemory, ErrOutOfMemory},
@@ -166,73 +203,97 @@ var lowerSentinels = [...]struct{ lower, own error }{
 	{scope.ErrNotKept, ErrNotKept},
 }
 
-// staleHints say what a stale handle means, where the layer below says
-// only that it is stale.
-var staleHints = map[error]string{
-	scope.ErrClosed: "the buffer's scope has ended (Scope.Keep hands a buffer to the parent scope, to outlive its own)",
-	scope.ErrFreed:  "the buffer was freed (Scope.Free); its handle is stale",
+// staleHint says what a stale handle means, where the layer below returns
+// only its sentinel.
+func staleHint(err error) string {
+	switch err {
+	case scope.ErrClosed:
+		return "the buffer's scope has ended (Scope.Keep hands a buffer to the parent scope, to outlive its own)"
+	case scope.ErrFreed:
+		return "the buffer was freed (Scope.Free); its handle is stale"
+	}
+	return ""
 }
 
-// crossedError is an error from a layer below, as it reaches a user of this
-// package: in this package's words, once (the lower layer's sentinel and
-// prefixes give way to this package's), matching this package's sentinel
-// and, through Unwrap, the lower error.
+// crossedError is an error of the layers below (pool, scope, the drivers)
+// or of this package, as a user of this package receives it: prefixed
+// "gpu: " once, the lower sentinels named in this package's words, and
+// matching this package's sentinels as well as, through Unwrap, the lower
+// ones. Nothing here reads a message: the layers keep their prefixes
+// apart from their texts (package prefixed).
 type crossedError struct {
-	err   error
-	own   error // this package's sentinel; nil: none, the message is prefixed "gpu"
-	lower error // the lower sentinel whose words own replaces
+	err  error
+	hint string // what a bare lower sentinel means here, or ""
 }
 
-func (e *crossedError) Error() string {
-	msg := e.err.Error()
-	if e.lower != nil {
-		msg = strings.Replace(msg, e.lower.Error(), "", 1)
+func (e *crossedError) Error() string { return "gpu: " + e.text() }
+
+// text is the message without the prefix.
+func (e *crossedError) text() string {
+	t := prefixed.TextAs(e.err, ownWords)
+	if e.hint != "" {
+		t += ": " + e.hint
 	}
-	var parts []string
-	for _, p := range strings.Split(msg, ": ") {
-		p = strings.TrimSuffix(strings.TrimSpace(p), ":")
-		if p != "" && p != "scope" && p != "pool" && p != "gpu" {
-			parts = append(parts, p)
-		}
-	}
-	if len(parts) == 0 {
-		if h, ok := staleHints[e.lower]; ok {
-			parts = append(parts, h) // a handle checked and found stale: say what that means
-		}
-	}
-	head := "gpu"
-	if e.own != nil {
-		head = e.own.Error()
-	}
-	return strings.Join(append([]string{head}, parts...), ": ")
+	return t
 }
 
-func (e *crossedError) Unwrap() error        { return e.err }
-func (e *crossedError) Is(target error) bool { return e.own != nil && target == e.own }
+func (e *crossedError) Unwrap() error { return e.err }
 
-// deviceError puts an error from the layers below in this package's terms,
-// once: the pool's and scope's sentinels match this package's, and the
-// message is this package's, with no prefix of a lower layer. Errors
-// already in these terms, and errors of other origin, pass unchanged.
-func deviceError(err error) error {
-	if err == nil {
-		return nil
+// Is reports whether the error is target, one of this package's sentinels
+// whose lower counterpart is in its chain.
+func (e *crossedError) Is(target error) bool {
+	for _, p := range lowerSentinels {
+		if target == p.own && errors.Is(e.err, p.lower) {
+			return true
+		}
 	}
-	if _, ok := err.(*crossedError); ok {
-		return err
+	return false
+}
+
+// ownWords names, in this package's words, an error in a chain that a
+// crossedError writes: a lower sentinel by this package's, and this
+// package's own errors without their prefix. "": the error's own words.
+func ownWords(err error) string {
+	switch e := err.(type) {
+	case *crossedError:
+		return e.text()
+	case *OOMError:
+		return e.text()
+	case *waitError:
+		return e.text()
 	}
 	for _, p := range lowerSentinels {
-		if errors.Is(err, p.lower) {
-			if errors.Is(err, p.own) && !strings.Contains(err.Error(), p.lower.Error()) {
-				return err
-			}
-			return &crossedError{err: err, own: p.own, lower: p.lower}
+		if err == p.lower {
+			return prefixed.Text(p.own)
 		}
 	}
-	if msg := err.Error(); strings.HasPrefix(msg, "scope") || strings.HasPrefix(msg, "pool:") {
-		return &crossedError{err: err}
+	return ""
+}
+
+// deviceError is err as a user of this package receives it: the errors of
+// the layers below and this package's own, prefixed "gpu: " once
+// ([crossedError]). Errors already crossed pass unchanged, and so do
+// errors of other origin (a user's own, returned through Buffer.Use).
+func deviceError(err error) error {
+	if err == nil || !fromBelow(err) {
+		return err
 	}
-	return err
+	return &crossedError{err: err, hint: staleHint(err)}
+}
+
+// fromBelow reports whether err is an error of gpuscope's layers still to
+// be put in this package's words: one that knows its prefix
+// (prefixed.Texter), or errors.Join of errors some of which are.
+func fromBelow(err error) bool {
+	switch e := err.(type) {
+	case *crossedError, *OOMError, *waitError:
+		return false
+	case prefixed.Texter:
+		return true
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(e.Unwrap(), fromBelow)
+	}
+	return false
 }
 
 // isOutOfMemory reports whether err means no room: the device's or a

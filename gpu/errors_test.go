@@ -149,7 +149,7 @@ func TestErrorsLeadWithTheCause(t *testing.T) {
 		shown = append(shown, err.Error())
 		msg := err.Error()
 		assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: the limit of scope "batch" (3.00 MiB) refused 2.00 MiB for scope "batch/step": 2.00 MiB live in it; `+
-			`largest holders: scope "batch" 2.00 MiB in 1 buffers`), msg)
+			`largest holders: scope "batch" 2.00 MiB in 1 buffer`), msg)
 		assert.True(t, strings.HasSuffix(msg, `; to fit, free buffers in scope "batch" early (Scope.Free), raise its Limit, or allocate less at once`), msg)
 		assert.NotContains(t, msg, "EmptyCache", "the cache is no help against a limit")
 		var oom *gpu.OOMError

@@ -4,7 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"slices"
-	"strings"
+
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // outOfMemory makes the error a user receives for an out-of-memory error
@@ -17,18 +18,15 @@ func outOfMemory(d *Device, path string, size int64, err error) error {
 	if !errors.As(err, &e.Limit) {
 		errors.As(err, &e.Device)
 	}
-	within := ""
+	scopes := d.tree.Scopes()
 	if e.Limit != nil {
-		within = e.Limit.Path
+		scopes = subtree(e.Limit.Scope) // by identity: a sibling of the same name is not within
 	}
 	sites := map[string]int64{} // allocation site -> bytes live from it
-	for _, s := range d.tree.Scopes() {
+	for _, s := range scopes {
 		info, ok := s.Info()
 		if !ok {
 			continue // it ended since
-		}
-		if within != "" && info.Path != within && !strings.HasPrefix(info.Path, within+"/") {
-			continue
 		}
 		h := Holder{Scope: info.Path}
 		for _, a := range info.Allocations {
@@ -59,4 +57,13 @@ func outOfMemory(d *Device, path string, size int64, err error) error {
 		d.onOOM(e)
 	}
 	return e
+}
+
+// subtree returns s and the open scopes within it, parents first.
+func subtree(s scope.Scope) []scope.Scope {
+	out := []scope.Scope{s}
+	for _, c := range s.Children() {
+		out = append(out, subtree(c)...)
+	}
+	return out
 }

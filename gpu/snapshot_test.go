@@ -121,7 +121,7 @@ func TestAnOutOfMemoryErrorNamesTheHolders(t *testing.T) {
 	require.ErrorAs(t, err, &oom, "the detail is still there")
 	msg := err.Error()
 	assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: device host has no room for 30.00 MiB in scope "batch"`), msg)
-	assert.Contains(t, msg, `scope "weights" 50.00 MiB in 1 buffers`)
+	assert.Contains(t, msg, `scope "weights" 50.00 MiB in 1 buffer`)
 	assert.Contains(t, msg, "TestAnOutOfMemoryErrorNamesTheHolders", "and where it was allocated")
 	assert.Contains(t, msg, "largest allocation sites:")
 	require.NotEmpty(t, oom.Holders, "the holders are fields, not only text")

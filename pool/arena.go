@@ -1,10 +1,10 @@
 package pool
 
 import (
-	"errors"
 	"slices"
 	"sync"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/spares"
 )
 
@@ -32,7 +32,7 @@ const MaxSize int64 = 1 << 48
 
 // ErrInvalidSize means a size that is zero, negative, or larger than any
 // device could hold (MaxSize).
-var ErrInvalidSize = errors.New("pool: invalid size")
+var ErrInvalidSize = prefixed.New("pool", "invalid size")
 
 // roundSize rounds a request up to a multiple of minBlock.
 func roundSize(n int64) int64 {

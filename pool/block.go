@@ -1,11 +1,12 @@
 package pool
 
 import (
-	"errors"
 	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // This file is the bottom of the pool: the memory it holds, as segments
@@ -59,7 +60,7 @@ type Block struct {
 
 // ErrInvalidBlock means a Block that this pool did not hand out, one that
 // was already freed (a double free), or the zero Block.
-var ErrInvalidBlock = errors.New("pool: invalid block")
+var ErrInvalidBlock = prefixed.New("pool", "invalid block")
 
 // Ptr returns the device address of the block.
 func (b Block) Ptr() uintptr { return b.ptr }

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // ErrOutOfMemory means the source could not provide the memory, even after
 // the pool released what it caches. The error also is an *OOMError.
-var ErrOutOfMemory = errors.New("pool: out of memory")
+var ErrOutOfMemory = prefixed.New("pool", "out of memory")
 
 // OOMError describes an allocation the pool could not satisfy.
 type OOMError struct {
@@ -24,8 +25,12 @@ type OOMError struct {
 	Err         error   // what the source said, or nil when the limit refused it
 }
 
-func (e *OOMError) Error() string {
-	msg := fmt.Sprintf("pool: out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
+func (e *OOMError) Error() string { return "pool: " + e.Text() }
+
+// Text is the message without the package's prefix, for a layer above
+// that wraps it.
+func (e *OOMError) Text() string {
+	msg := fmt.Sprintf("out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
 		units.FormatBytes(e.Requested), units.FormatBytes(e.Allocated), units.FormatBytes(e.Reserved), units.FormatBytes(e.LargestFree))
 	if e.Limit > 0 {
 		msg += fmt.Sprintf(", limit %s", units.FormatBytes(e.Limit))
@@ -34,7 +39,7 @@ func (e *OOMError) Error() string {
 		msg += fmt.Sprintf("; device %s free of %s", units.FormatBytes(e.DeviceFree), units.FormatBytes(e.DeviceTotal))
 	}
 	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+		msg += ": " + prefixed.Text(e.Err)
 	}
 	return msg
 }
@@ -58,9 +63,17 @@ type sourceOOM struct{ err error }
 
 func (e sourceOOM) Error() string {
 	if e.err == nil {
-		return "pool limit reached"
+		return "pool: limit reached"
 	}
 	return e.err.Error()
+}
+
+// Text is the message without its package's prefix.
+func (e sourceOOM) Text() string {
+	if e.err == nil {
+		return "limit reached"
+	}
+	return prefixed.Text(e.err)
 }
 func (e sourceOOM) Is(target error) bool { return target == ErrOutOfMemory }
 func (e sourceOOM) Unwrap() error        { return e.err }

@@ -3,10 +3,10 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
@@ -48,7 +48,7 @@ const (
 func newExpander(m PageMapper, total, step int64) (*expander, error) {
 	e := &expander{mapper: m, gran: m.Granularity()}
 	if e.gran <= 0 || e.gran&(e.gran-1) != 0 {
-		return nil, fmt.Errorf("pool: source granularity %d is not a power of two", e.gran)
+		return nil, prefixed.Errorf("pool", "source granularity %d is not a power of two", e.gran)
 	}
 	// Address space is cheap and pages move: reserve more than the device
 	// so that holes never leave too little contiguous room.
@@ -80,7 +80,7 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 		h, at, k = e.bestHole(a, r)
 		e.mu.Unlock()
 		if h == nil {
-			return fmt.Errorf("pool: bug: no hole for %d bytes in a new reservation", r)
+			return prefixed.Errorf("pool", "bug: no hole for %d bytes in a new reservation", r)
 		}
 	}
 	if !a.key.small && !squeeze {
@@ -336,7 +336,7 @@ func (e *expander) createHandle(size int64) (*handle, error) {
 	}
 	id, err := e.mapper.Create(size)
 	if err != nil {
-		return nil, markOutOfMemory(fmt.Errorf("pool: creating %s: %w", units.FormatBytes(size), err))
+		return nil, markOutOfMemory(prefixed.Wrap("pool", err, "creating %s", units.FormatBytes(size)))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -359,7 +359,7 @@ func (e *expander) unmapMoving(moving []*block, hs []*handle) ([]*handle, error)
 		a := e.arenas.of(mv.seg)
 		if err != nil {
 			a.release(mv)
-			errs = append(errs, fmt.Errorf("pool: unmapping %s: %w", units.FormatBytes(hd.size), err))
+			errs = append(errs, prefixed.Wrap("pool", err, "unmapping %s", units.FormatBytes(hd.size)))
 		} else {
 			mv.seg.removeMapping(hd)
 			hd.ptr = 0
@@ -447,14 +447,14 @@ func (e *expander) mapAt(start uintptr, n int64, handles []*handle) error {
 	for i, hd := range handles {
 		if err := e.mapper.Map(at, hd.size, hd.id); err != nil {
 			e.unmapAll(handles[:i])
-			return markOutOfMemory(fmt.Errorf("pool: mapping %s: %w", units.FormatBytes(hd.size), err))
+			return markOutOfMemory(prefixed.Wrap("pool", err, "mapping %s", units.FormatBytes(hd.size)))
 		}
 		hd.ptr = at
 		at += uintptr(hd.size)
 	}
 	if err := e.mapper.SetAccess(start, n); err != nil {
 		e.unmapAll(handles)
-		return markOutOfMemory(fmt.Errorf("pool: setting access to %s: %w", units.FormatBytes(n), err))
+		return markOutOfMemory(prefixed.Wrap("pool", err, "setting access to %s", units.FormatBytes(n)))
 	}
 	return nil
 }
@@ -513,7 +513,7 @@ func (e *expander) reserve(a *arena, r int64) error {
 		// Without address space the request cannot be served: to the
 		// caller that is running out of memory, and the cache is released
 		// and the reservation tried again as for any other.
-		return sourceOOM{fmt.Errorf("pool: reserving %s of address space: %w", units.FormatBytes(size), err)}
+		return sourceOOM{prefixed.Wrap("pool", err, "reserving %s of address space", units.FormatBytes(size))}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -555,7 +555,7 @@ func (e *expander) releaseHandles(hs []*handle) error {
 			e.mu.Lock()
 			e.idle = append(e.idle, hs[i:]...)
 			e.mu.Unlock()
-			return fmt.Errorf("pool: releasing %s: %w", units.FormatBytes(hd.size), err)
+			return prefixed.Wrap("pool", err, "releasing %s", units.FormatBytes(hd.size))
 		}
 		e.mu.Lock()
 		e.ledger.counts.SourceFrees++
@@ -578,7 +578,7 @@ func (e *expander) releaseAddress(segs []*segment) error {
 	var kept []*segment
 	for _, s := range segs {
 		if err := e.mapper.ReleaseAddress(s.ptr, s.size); err != nil {
-			errs = append(errs, fmt.Errorf("pool: releasing address space: %w", err))
+			errs = append(errs, prefixed.Wrap("pool", err, "releasing address space"))
 			kept = append(kept, s)
 		}
 	}

@@ -1,8 +1,9 @@
 package pool
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // An Option configures a Pool. Options are checked by [New]: a bad value is
@@ -48,7 +49,7 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, fmt.Errorf("pool: nil Option")
+			return o, prefixed.Errorf("pool", "nil Option")
 		}
 		opt.apply(&o)
 	}
@@ -56,7 +57,7 @@ func buildOptions(opts []Option) (options, error) {
 		return o, o.errs[0]
 	}
 	if o.limit > 0 && o.limitFraction > 0 {
-		return o, fmt.Errorf("pool: both MaxReserved and MaxReservedFraction set; choose one")
+		return o, prefixed.Errorf("pool", "both MaxReserved and MaxReservedFraction set; choose one")
 	}
 	return o, nil
 }
@@ -68,7 +69,7 @@ func buildOptions(opts []Option) (options, error) {
 func MaxReserved(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes <= 0 {
-			o.errs = append(o.errs, fmt.Errorf("pool: MaxReserved(%d): must be positive", bytes))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReserved(%d): must be positive", bytes))
 		}
 		o.limit = bytes
 	})
@@ -79,7 +80,7 @@ func MaxReserved(bytes int64) Option {
 func MaxReservedFraction(f float64) Option {
 	return optionFunc(func(o *options) {
 		if !(f > 0 && f <= 1) {
-			o.errs = append(o.errs, fmt.Errorf("pool: MaxReservedFraction(%v): must be in (0, 1]", f))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReservedFraction(%v): must be in (0, 1]", f))
 		}
 		o.limitFraction = f
 	})
@@ -92,7 +93,7 @@ func MaxReservedFraction(f float64) Option {
 func ReleaseThreshold(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes < 0 {
-			o.errs = append(o.errs, fmt.Errorf("pool: ReleaseThreshold(%d): must not be negative", bytes))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "ReleaseThreshold(%d): must not be negative", bytes))
 		}
 		o.releaseThreshold = bytes
 	})
@@ -106,7 +107,7 @@ func ReleaseThreshold(bytes int64) Option {
 func MaxSplitSize(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes <= midSegment {
-			o.errs = append(o.errs, fmt.Errorf("pool: MaxSplitSize(%d): must be larger than %d", bytes, midSegment))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxSplitSize(%d): must be larger than %d", bytes, midSegment))
 		}
 		o.maxSplit = bytes
 	})
@@ -116,7 +117,7 @@ func MaxSplitSize(bytes int64) Option {
 func Expand(e Expansion) Option {
 	return optionFunc(func(o *options) {
 		if e < ExpandAuto || e > ExpandAlways {
-			o.errs = append(o.errs, fmt.Errorf("pool: Expand(%d): unknown expansion", e))
+			o.errs = append(o.errs, prefixed.Errorf("pool", "Expand(%d): unknown expansion", e))
 		}
 		o.expansion = e
 	})
@@ -127,7 +128,7 @@ func Expand(e Expansion) Option {
 func Shards(n int) Option {
 	return optionFunc(func(o *options) {
 		if n < 1 || n > 1024 {
-			o.errs = append(o.errs, fmt.Errorf("pool: Shards(%d): must be in [1, 1024]", n))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "Shards(%d): must be in [1, 1024]", n))
 		}
 		o.shards = n
 	})
@@ -150,7 +151,7 @@ const DefaultGrowthStep = 10 << 20
 func GrowthStep(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes < 0 || bytes > MaxSize {
-			o.errs = append(o.errs, fmt.Errorf("pool: GrowthStep(%d): must be in [0, MaxSize]", bytes))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "GrowthStep(%d): must be in [0, MaxSize]", bytes))
 		}
 		o.growthStep = bytes
 	})

@@ -3,13 +3,13 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
@@ -44,7 +44,7 @@ type Pool struct {
 // New returns a Pool that takes memory from src.
 func New(src Source, opts ...Option) (*Pool, error) {
 	if src == nil {
-		return nil, errors.New("pool: nil Source")
+		return nil, prefixed.Errorf("pool", "nil Source")
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -62,7 +62,7 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	_, total, err := src.MemInfo()
 	if err != nil {
 		if o.limitFraction > 0 {
-			return nil, fmt.Errorf("pool: MaxReservedFraction needs the device's total memory: %w", err)
+			return nil, prefixed.Wrap("pool", err, "MaxReservedFraction needs the device's total memory")
 		}
 		total = 0
 	}
@@ -70,7 +70,7 @@ func New(src Source, opts ...Option) (*Pool, error) {
 	if o.limitFraction > 0 {
 		limit, err := p.ledger.fractionOf(o.limitFraction)
 		if err != nil {
-			return nil, fmt.Errorf("pool: MaxReservedFraction: %w", err)
+			return nil, err
 		}
 		p.ledger.limit.Store(limit)
 	}
@@ -94,7 +94,7 @@ func (p *Pool) setUpExpansion() error {
 	m, ok := p.src.(PageMapper)
 	if !ok || p.opts.expansion == ExpandNever {
 		if p.opts.expansion == ExpandAlways {
-			return errors.New("pool: Expand(ExpandAlways): the source cannot map pages")
+			return prefixed.Errorf("pool", "Expand(ExpandAlways): the source cannot map pages")
 		}
 		return nil
 	}
@@ -103,7 +103,7 @@ func (p *Pool) setUpExpansion() error {
 		return err
 	}
 	if p.opts.maxSplit != math.MaxInt64 {
-		return errors.New("pool: MaxSplitSize applies to classic segments; this source maps pages (add Expand(ExpandNever))")
+		return prefixed.Errorf("pool", "MaxSplitSize applies to classic segments; this source maps pages (add Expand(ExpandNever))")
 	}
 	e.mu, e.arenas, e.ledger, e.streams = &p.mu, &p.arenas, &p.ledger, &p.streams
 	p.pages = e
@@ -148,7 +148,7 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 // (docs/pool.md has the figures).
 func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Block, error) {
 	if size <= 0 || size > MaxSize {
-		return Block{}, fmt.Errorf("%w: %d bytes", ErrInvalidSize, size)
+		return Block{}, prefixed.Kind(ErrInvalidSize, "%d bytes", size)
 	}
 	if p.closed.Load() {
 		return Block{}, ErrClosed
@@ -219,7 +219,7 @@ func (p *Pool) Observe(fn func(alloc bool, b Block)) {
 func (p *Pool) Free(b Block) error {
 	blk := b.blk
 	if blk == nil {
-		return fmt.Errorf("%w: zero Block", ErrInvalidBlock)
+		return prefixed.Kind(ErrInvalidBlock, "zero Block")
 	}
 	sh := p.front.lockOwner(blk)
 	if sh == nil || blk.live != b.gen {
@@ -227,9 +227,9 @@ func (p *Pool) Free(b Block) error {
 			sh.mu.Unlock()
 		}
 		if blk.seg.guard != &p.mu {
-			return fmt.Errorf("%w: block at %#x belongs to another pool", ErrInvalidBlock, b.ptr)
+			return prefixed.Kind(ErrInvalidBlock, "block at %#x belongs to another pool", b.ptr)
 		}
-		return fmt.Errorf("%w: block at %#x (%d bytes) was already freed", ErrInvalidBlock, b.ptr, b.size)
+		return prefixed.Kind(ErrInvalidBlock, "block at %#x (%d bytes) was already freed", b.ptr, b.size)
 	}
 	blk.live = 0
 	if o := p.observer.Load(); o != nil {
@@ -283,7 +283,7 @@ func (p *Pool) allocSlow(ctx context.Context, r, size int64, stream uintptr) (*b
 	p.mu.Lock()
 	if p.streams.retired[stream] {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("pool: allocating on stream %#x, which was retired", stream)
+		return nil, prefixed.Errorf("pool", "allocating on stream %#x, which was retired", stream)
 	}
 	if len(p.streams.pending) > 0 {
 		p.mu.Unlock()
@@ -356,7 +356,7 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 			return b, nil
 		}
 	}
-	return nil, fmt.Errorf("pool: bug: no block after growing the arena %d times for %d bytes", maxGrowAttempts, r)
+	return nil, prefixed.Errorf("pool", "bug: no block after growing the arena %d times for %d bytes", maxGrowAttempts, r)
 }
 
 // take takes a block of r bytes from a, or nil.
@@ -409,7 +409,7 @@ func (p *Pool) growClassic(a *arena, r int64) (*block, error) {
 	if ptr%Alignment != 0 {
 		// Blocks are multiples of 512 bytes from their segment's start: an
 		// unaligned segment would misalign every one of them.
-		err := fmt.Errorf("pool: the source returned %#x for %s, not aligned to %d bytes", ptr, units.FormatBytes(size), Alignment)
+		err := prefixed.Errorf("pool", "the source returned %#x for %s, not aligned to %d bytes", ptr, units.FormatBytes(size), Alignment)
 		return nil, errors.Join(err, p.src.Free(ptr, size))
 	}
 	p.mu.Lock()
@@ -531,7 +531,7 @@ func (p *Pool) freeSegments(segs []*segment) []error {
 		p.mu.Lock()
 		if err != nil {
 			p.arenas.of(s).restoreSegment(s)
-			errs = append(errs, fmt.Errorf("pool: returning a %d-byte segment to the source: %w", s.size, err))
+			errs = append(errs, prefixed.Wrap("pool", err, "returning a %d-byte segment to the source", s.size))
 		} else {
 			p.ledger.counts.Segments--
 			p.ledger.counts.SourceFrees++
@@ -544,7 +544,7 @@ func (p *Pool) freeSegments(segs []*segment) []error {
 
 // ErrClosed means the pool was closed: [Pool.Close] makes later allocations
 // fail with it.
-var ErrClosed = errors.New("pool: closed")
+var ErrClosed = prefixed.New("pool", "closed")
 
 // Close releases everything the pool caches and makes later allocations
 // fail with ErrClosed. If blocks are still live it returns an error saying
@@ -557,7 +557,7 @@ func (p *Pool) Close() error {
 	err := p.EmptyCache() // which waits for the held blocks first
 	st := p.Stats()
 	if st.ActiveBlocks > 0 {
-		return errors.Join(err, fmt.Errorf("pool: closed with %d blocks (%s) still allocated",
+		return errors.Join(err, prefixed.Errorf("pool", "closed with %d blocks (%s) still allocated",
 			st.ActiveBlocks, units.FormatBytes(st.Allocated)))
 	}
 	return errors.Join(err, p.releaseAddressSpace())
@@ -657,7 +657,7 @@ func (p *Pool) Snapshot() Snapshot {
 // each such stream and reuses b only after they have completed.
 func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	blk := b.blk
-	notLive := fmt.Errorf("%w: RecordUse on a block that is not live", ErrInvalidBlock)
+	notLive := prefixed.Kind(ErrInvalidBlock, "RecordUse on a block that is not live")
 	if blk == nil || blk.seg.guard != &p.mu {
 		return notLive
 	}
@@ -674,10 +674,10 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 		return nil
 	}
 	if p.streams.isRetired(stream) {
-		return fmt.Errorf("pool: RecordUse on stream %#x, which was retired", stream)
+		return prefixed.Errorf("pool", "RecordUse on stream %#x, which was retired", stream)
 	}
 	if p.streams.events == nil {
-		return errors.New("pool: RecordUse: the source has no streams or events")
+		return prefixed.Errorf("pool", "RecordUse: the source has no streams or events")
 	}
 	p.streams.recordUse(blk, stream)
 	return nil
@@ -691,7 +691,7 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 func (p *Pool) WaitForUses(b Block, except uintptr) error {
 	blk := b.blk
 	if blk == nil || blk.seg.guard != &p.mu {
-		return fmt.Errorf("%w: WaitForUses on a block of another pool, or none", ErrInvalidBlock)
+		return prefixed.Kind(ErrInvalidBlock, "WaitForUses on a block of another pool, or none")
 	}
 	streams := p.streams.usersOf(blk, b.stream)
 	streams = slices.DeleteFunc(streams, func(s uintptr) bool { return s == except })
@@ -709,7 +709,7 @@ func (p *Pool) WaitForUses(b Block, except uintptr) error {
 // queued and before the stream is destroyed.
 func (p *Pool) RetireStream(stream uintptr) error {
 	if stream == 0 {
-		return errors.New("pool: RetireStream: the default stream is never retired")
+		return prefixed.Errorf("pool", "RetireStream: the default stream is never retired")
 	}
 	if p.streams.events == nil {
 		return nil
@@ -738,7 +738,7 @@ func (p *Pool) MaxReserved() int64 { return p.ledger.limit.Load() }
 // new cap holds all the same). Safe for concurrent use with allocations.
 func (p *Pool) SetMaxReserved(bytes int64) error {
 	if bytes < 0 {
-		return fmt.Errorf("%w: SetMaxReserved(%d): the cap must not be negative (0 removes it)", ErrInvalidSize, bytes)
+		return prefixed.Kind(ErrInvalidSize, "SetMaxReserved(%d): the cap must not be negative (0 removes it)", bytes)
 	}
 	if p.closed.Load() {
 		return ErrClosed
@@ -763,7 +763,7 @@ func (p *Pool) SetMaxReserved(bytes int64) error {
 func (p *Pool) SetMaxReservedFraction(f float64) error {
 	limit, err := p.ledger.fractionOf(f)
 	if err != nil {
-		return fmt.Errorf("pool: SetMaxReservedFraction(%v): %w", f, err)
+		return err
 	}
 	return p.SetMaxReserved(limit)
 }

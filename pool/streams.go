@@ -3,9 +3,10 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // streams is the pool's bookkeeping of streams: the blocks freed while
@@ -63,7 +64,7 @@ func (s *streams) freeAfterEvents(blk *block) error {
 	s.pending = append(s.pending, blk)
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("pool: the block at %#x is held until an event can be recorded: %w", blk.ptr, err)
+		return prefixed.Wrap("pool", err, "the block at %#x is held until an event can be recorded", blk.ptr)
 	}
 	return nil
 }
@@ -86,7 +87,7 @@ func (s *streams) recordOn(events, list []uintptr) (_, failed []uintptr, err err
 		default:
 			failed = append(failed, id)
 			if err == nil {
-				err = fmt.Errorf("pool: recording an event on stream %#x: %w", id, rerr)
+				err = prefixed.Wrap("pool", rerr, "recording an event on stream %#x", id)
 			}
 		}
 	}
@@ -142,7 +143,7 @@ func (s *streams) poll(b *block) (bool, error) {
 	for _, ev := range b.events {
 		fin, err := s.events.EventDone(ev)
 		if err != nil {
-			return false, fmt.Errorf("pool: querying an event: %w", err)
+			return false, prefixed.Wrap("pool", err, "querying an event")
 		}
 		if !fin {
 			return false, nil
@@ -150,7 +151,7 @@ func (s *streams) poll(b *block) (bool, error) {
 	}
 	for _, ev := range b.events {
 		if err := s.events.DestroyEvent(ev); err != nil {
-			errs = append(errs, fmt.Errorf("pool: destroying an event: %w", err))
+			errs = append(errs, prefixed.Wrap("pool", err, "destroying an event"))
 		}
 	}
 	return true, errors.Join(errs...)
@@ -212,7 +213,7 @@ func (s *streams) wait(ctx context.Context, list []uintptr) (failed map[uintptr]
 				failed = map[uintptr]bool{}
 			}
 			failed[id] = true
-			errs = append(errs, fmt.Errorf("pool: waiting for stream %#x: %w", id, err))
+			errs = append(errs, prefixed.Wrap("pool", err, "waiting for stream %#x", id))
 		}
 	}
 	return failed, errors.Join(errs...)
@@ -255,7 +256,7 @@ func (s *streams) waitPending(ctx context.Context) error {
 	for _, b := range s.pending {
 		events = append(events, b.events...)
 		for _, s := range b.unrecorded {
-			errs = append(errs, fmt.Errorf("pool: a freed block at %#x is held: no event can be recorded on stream %#x", b.ptr, s))
+			errs = append(errs, prefixed.Errorf("pool", "a freed block at %#x is held: no event can be recorded on stream %#x", b.ptr, s))
 		}
 	}
 	s.mu.Unlock()
@@ -265,7 +266,7 @@ func (s *streams) waitPending(ctx context.Context) error {
 				errs = append(errs, err)
 				break
 			}
-			errs = append(errs, fmt.Errorf("pool: waiting for an event: %w", err))
+			errs = append(errs, prefixed.Wrap("pool", err, "waiting for an event"))
 		}
 	}
 	return errors.Join(append(errs, s.collectPending())...)

@@ -10,14 +10,19 @@ import (
 // LimitError reports an allocation that would take a scope past its limit.
 // It is an out-of-memory error: errors.Is(err, pool.ErrOutOfMemory).
 type LimitError struct {
-	Path      string // the scope whose limit refused it
+	Path      string // the path of the scope whose limit refused it
+	Scope     Scope  // that scope
 	Limit     int64
 	Live      int64 // bytes live in that scope and its children
 	Requested int64
 }
 
-func (e *LimitError) Error() string {
-	return fmt.Sprintf("scope: out of memory: %q limit %s: %s live, %s requested",
+func (e *LimitError) Error() string { return "scope: " + e.Text() }
+
+// Text is the message without the package's prefix, for a layer above
+// that wraps it.
+func (e *LimitError) Text() string {
+	return fmt.Sprintf("out of memory: %q limit %s: %s live, %s requested",
 		e.Path, units.FormatBytes(e.Limit), units.FormatBytes(e.Live), units.FormatBytes(e.Requested))
 }
 

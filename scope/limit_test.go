@@ -24,7 +24,7 @@ func TestALimitCountsChildrenAndRefusesWithoutCharging(t *testing.T) {
 	_, err = child.Alloc(32 << 10)
 	var le *scope.LimitError
 	require.ErrorAs(t, err, &le)
-	assert.Equal(t, scope.LimitError{Path: "root", Limit: 64 << 10, Live: 48 << 10, Requested: 32 << 10}, *le)
+	assert.Equal(t, scope.LimitError{Path: "root", Scope: root, Limit: 64 << 10, Live: 48 << 10, Requested: 32 << 10}, *le)
 	assert.ErrorIs(t, err, pool.ErrOutOfMemory, "a limit is an out-of-memory error")
 	assert.Equal(t, int64(48<<10), root.Stats().Live, "the refused bytes are not counted")
 	assert.Equal(t, int64(48<<10), child.Stats().Live)

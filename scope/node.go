@@ -3,10 +3,10 @@ package scope
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -102,7 +102,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
 		if err != nil {
 			n.uncharge(m.charged, nil)
-			return Ref{}, fmt.Errorf("%w (allocating in scope %q)", err, n.pathName())
+			return Ref{}, prefixed.Wrap("scope", err, "allocating in scope %q", n.pathName())
 		}
 		m.ptr, m.block = b.Ptr(), b
 	}
@@ -161,7 +161,7 @@ func (n *node) releaseReservationIfEmpty() error {
 	}
 	n.uncharge(pool.Rounded(n.region.Size()), nil)
 	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
-		return fmt.Errorf("scope %q: releasing its reservation: %w", n.pathName(), err)
+		return prefixed.Wrap("scope", err, "scope %q: releasing its reservation", n.pathName())
 	}
 	if n.tree.onRelease != nil {
 		n.tree.onRelease()
@@ -215,11 +215,11 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
 	if n.closed() {
-		return fmt.Errorf("%w: scope %q has ended", ErrClosed, n.pathName())
+		return prefixed.Kind(ErrClosed, "scope %q has ended", n.pathName())
 	}
 	select {
 	case <-n.done:
-		return fmt.Errorf("scope %q cancelled: %w", n.pathName(), context.Cause(n.opened))
+		return prefixed.Wrap("scope", context.Cause(n.opened), "scope %q cancelled", n.pathName())
 	default:
 		return nil
 	}
@@ -234,7 +234,7 @@ func (n *node) charge(size int64, stop *node) error {
 			for b := n; b != up.parent; b = b.parent {
 				b.live.Add(-size)
 			}
-			return &LimitError{Path: up.pathName(), Limit: up.limit, Live: v - size, Requested: size}
+			return &LimitError{Path: up.pathName(), Scope: up.handle(), Limit: up.limit, Live: v - size, Requested: size}
 		}
 	}
 	return nil
@@ -259,7 +259,7 @@ func (n *node) uncharge(size int64, stop *node) {
 }
 
 // ErrWrongScope means the allocation belongs to another scope or device.
-var ErrWrongScope = errors.New("scope: allocation belongs to another scope")
+var ErrWrongScope = prefixed.New("scope", "allocation belongs to another scope")
 
 // detach checks that n owns the allocation r names, live, and takes it off
 // the list, marking it with state to. The state of the allocations on n's
@@ -267,7 +267,7 @@ var ErrWrongScope = errors.New("scope: allocation belongs to another scope")
 // ends each one. Called with n.mu held.
 func (n *node) detach(r Ref, to uint64) error {
 	if r.slot == nil {
-		return fmt.Errorf("%w: zero buffer", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero buffer")
 	}
 	if err := r.err(); err != nil {
 		return err
@@ -275,11 +275,11 @@ func (n *node) detach(r Ref, to uint64) error {
 	sl := r.slot
 	switch o := sl.owner.Load(); {
 	case o == nil:
-		return fmt.Errorf("%w: it is being kept by a parent scope", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "it is being kept by a parent scope")
 	case o.tree != n.tree:
-		return fmt.Errorf("%w: it was allocated on another device", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "it was allocated on another device")
 	case o != n:
-		return fmt.Errorf("%w: owned by another scope, freed through %q", ErrWrongScope, n.pathName())
+		return prefixed.Kind(ErrWrongScope, "owned by another scope, freed through %q", n.pathName())
 	}
 	if to != live && !sl.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")
@@ -388,7 +388,7 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 		r := x.elem
 		if r.End != nil {
 			if err := r.End(); err != nil {
-				errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.pathName(), err))
+				errs = append(errs, prefixed.Wrap("scope", err, "scope %q: ending a resource", n.pathName()))
 			}
 		}
 		if r.Final != nil {
@@ -421,7 +421,7 @@ func (n *node) releaseAllocations(errs []error) []error {
 		err := sl.releaseMemory(n.tree)
 		n.uncharge(sl.charged, sl.reservedIn)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: releasing %d bytes at %#x: %w", n.pathName(), sl.size, sl.ptr, err))
+			errs = append(errs, prefixed.Wrap("scope", err, "scope %q: releasing %d bytes at %#x", n.pathName(), sl.size, sl.ptr))
 		}
 		sl.clear()
 		if ended == nil {
@@ -446,7 +446,7 @@ func (n *node) releaseAllocations(errs []error) []error {
 func (n *node) finalResources(finals []*resource, errs []error) []error {
 	for _, r := range finals {
 		if err := r.Final(); err != nil {
-			errs = append(errs, fmt.Errorf("scope %q: ending a resource: %w", n.pathName(), err))
+			errs = append(errs, prefixed.Wrap("scope", err, "scope %q: ending a resource", n.pathName()))
 		}
 	}
 	return errs

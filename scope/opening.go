@@ -2,8 +2,8 @@ package scope
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -29,12 +29,12 @@ func (op *opening) reserve(size int64) error {
 	n, p := op.n, op.tree.pool
 	charged := pool.Rounded(size)
 	if err := n.charge(charged, nil); err != nil {
-		return fmt.Errorf("scope: reserving %s for scope %q: %w", units.FormatBytes(size), n.pathName(), err)
+		return prefixed.Wrap("scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
 	op.charged = charged
 	b, err := p.Alloc(charged)
 	if err != nil {
-		return fmt.Errorf("scope: reserving %s for scope %q: %w", units.FormatBytes(size), n.pathName(), err)
+		return prefixed.Wrap("scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
 	n.reservationBlock = &b // before any step that can fail: undo frees it
 	r, err := newRegion(b.Ptr(), charged)

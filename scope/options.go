@@ -1,9 +1,7 @@
 package scope
 
 import (
-	"errors"
-	"fmt"
-
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -31,16 +29,16 @@ func (o Options) check() error {
 // negative limit.
 func (o Options) checkReserve() error {
 	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return fmt.Errorf("%w: reserve %d, limit %d", pool.ErrInvalidSize, o.Reserve, o.Limit)
+		return prefixed.Kind(pool.ErrInvalidSize, "reserve %d, limit %d", o.Reserve, o.Limit)
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
-		return fmt.Errorf("scope: reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+		return prefixed.Errorf("scope", "reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
 	if o.Reserve > 0 && o.Stream != 0 {
 		// A reservation is memory of one stream that its children share;
 		// on a stream of its own, every allocation would be a use on
 		// another stream. Refused rather than made slow.
-		return errors.New("scope: a scope on a stream of its own cannot reserve memory")
+		return prefixed.Errorf("scope", "a scope on a stream of its own cannot reserve memory")
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
 package scope
 
 import (
-	"errors"
 	"runtime"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // Ref names one allocation: a slot and the generation of its use. It is a
@@ -15,7 +16,7 @@ type Ref struct {
 }
 
 // ErrFreed means the allocation was freed already.
-var ErrFreed = errors.New("scope: allocation already freed")
+var ErrFreed = prefixed.New("scope", "allocation already freed")
 
 // WithPtr calls fn with the device address off bytes into the allocation
 // (a view's address), holding the allocation live until fn returns: it
@@ -54,7 +55,7 @@ func (r Ref) RecordUse(stream uintptr) error {
 		// A reservation reuses its memory in its own stream's order and
 		// knows no other: a use elsewhere could see the memory reused
 		// under it.
-		return errors.New("scope: memory of a reservation is used on its own stream only")
+		return prefixed.Errorf("scope", "memory of a reservation is used on its own stream only")
 	}
 	return r.slot.tree.pool.RecordUse(r.slot.block, stream)
 }

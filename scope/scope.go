@@ -3,8 +3,8 @@ package scope
 import (
 	"context"
 	"errors"
-	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -25,7 +25,7 @@ type Scope struct {
 
 // ErrClosed means the scope, or the scope that owned an allocation, has
 // ended.
-var ErrClosed = errors.New("scope: closed")
+var ErrClosed = prefixed.New("scope", "closed")
 
 // lock locks the node and reports whether s still names its use; on false
 // the node is unlocked.
@@ -113,7 +113,7 @@ func (s Scope) Closed() bool {
 // once it ended, its context's cause once that is done; nil otherwise.
 func (s Scope) Err() error {
 	if !s.lock() {
-		return fmt.Errorf("%w: the scope has ended", ErrClosed)
+		return prefixed.Kind(ErrClosed, "the scope has ended")
 	}
 	defer s.n.mu.Unlock()
 	return s.n.usable()
@@ -148,10 +148,10 @@ func (s Scope) children() []Scope {
 // that recording the allocation takes anyway.
 func (s Scope) Alloc(size int64) (Ref, error) {
 	if size <= 0 || size > pool.MaxSize {
-		return Ref{}, fmt.Errorf("%w: %d bytes", pool.ErrInvalidSize, size)
+		return Ref{}, prefixed.Kind(pool.ErrInvalidSize, "%d bytes", size)
 	}
 	if !s.lock() {
-		return Ref{}, fmt.Errorf("%w: allocating through a scope that has ended", ErrClosed)
+		return Ref{}, prefixed.Kind(ErrClosed, "allocating through a scope that has ended")
 	}
 	defer s.n.mu.Unlock()
 	r, err := s.n.allocLocked(size)
@@ -171,7 +171,7 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 // (a second Free is ErrFreed, as after any other).
 func (s Scope) Free(r Ref) error {
 	if !s.lock() {
-		return fmt.Errorf("%w: Free through a scope that has ended", ErrClosed)
+		return prefixed.Kind(ErrClosed, "Free through a scope that has ended")
 	}
 	n := s.n
 	if err := n.detach(r, freed); err != nil {
@@ -201,14 +201,14 @@ func (s Scope) Free(r Ref) error {
 		n.releaseFinished()
 	}
 	if err != nil {
-		return fmt.Errorf("scope: the buffer of %d bytes is freed, but giving memory back failed: %w", size, err)
+		return prefixed.Wrap("scope", err, "the buffer of %d bytes is freed, but giving memory back failed", size)
 	}
 	return nil
 }
 
 // ErrNotKept means Keep cannot move the allocation to the parent: the scope
 // is a root, or the allocation lies in the scope's own reservation.
-var ErrNotKept = errors.New("scope: allocation cannot be kept")
+var ErrNotKept = prefixed.New("scope", "allocation cannot be kept")
 
 // Keep moves the allocation r names to the parent scope, so that it
 // outlives this one; r stays valid. It fails for a root scope, a closed
@@ -216,7 +216,7 @@ var ErrNotKept = errors.New("scope: allocation cannot be kept")
 // scope.
 func (s Scope) Keep(r Ref) error {
 	if !s.lock() {
-		return fmt.Errorf("%w: Keep through a scope that has ended", ErrClosed)
+		return prefixed.Kind(ErrClosed, "Keep through a scope that has ended")
 	}
 	n := s.n
 	defer n.mu.Unlock()
@@ -225,7 +225,7 @@ func (s Scope) Keep(r Ref) error {
 	}
 	p := n.parent
 	if p == nil {
-		return fmt.Errorf("%w: Keep in %q: a root scope has no parent", ErrNotKept, n.pathName())
+		return prefixed.Kind(ErrNotKept, "Keep in %q: a root scope has no parent", n.pathName())
 	}
 	if err := n.detach(r, live); err != nil {
 		return err
@@ -238,13 +238,13 @@ func (s Scope) Keep(r Ref) error {
 		return err
 	}
 	if sl.reservedIn == n {
-		return stay(fmt.Errorf("%w: Keep in %q: the buffer lies in this scope's reservation, which ends with it", ErrNotKept, n.pathName()))
+		return stay(prefixed.Kind(ErrNotKept, "Keep in %q: the buffer lies in this scope's reservation, which ends with it", n.pathName()))
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed() {
-		return stay(fmt.Errorf("%w: Keep in %q: its parent has ended", ErrClosed, n.pathName()))
+		return stay(prefixed.Kind(ErrClosed, "Keep in %q: its parent has ended", n.pathName()))
 	}
 	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
@@ -252,7 +252,7 @@ func (s Scope) Keep(r Ref) error {
 		// a reservation never gets here: a scope draws only on reservations
 		// of its own stream, and so do the scopes between it and them.)
 		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
-			return stay(fmt.Errorf("scope: Keep in %q: %w", n.pathName(), err))
+			return stay(prefixed.Wrap("scope", err, "Keep in %q", n.pathName()))
 		}
 	}
 	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
@@ -271,10 +271,10 @@ func (s Scope) Keep(r Ref) error {
 // the scope has ended.
 func (s Scope) OwnResource(r Resource) (Owned, error) {
 	if r.End == nil && r.Final == nil {
-		return Owned{}, errors.New("scope: OwnResource: no function")
+		return Owned{}, prefixed.Errorf("scope", "OwnResource: no function")
 	}
 	if !s.lock() {
-		return Owned{}, fmt.Errorf("%w: Own through a scope that has ended", ErrClosed)
+		return Owned{}, prefixed.Kind(ErrClosed, "Own through a scope that has ended")
 	}
 	defer s.n.mu.Unlock()
 	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
@@ -290,10 +290,10 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 // locked.
 func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 	if s.n.tree != t {
-		return nil, errors.New("scope: the parent belongs to another tree")
+		return nil, prefixed.Errorf("scope", "the parent belongs to another tree")
 	}
 	if !s.lock() {
-		return nil, fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
+		return nil, prefixed.Kind(ErrClosed, "opening a scope in one that has ended")
 	}
 	// Read the parent under its lock. A child without a reservation is
 	// listed under this same hold; one with a reservation, after taking it
@@ -304,7 +304,7 @@ func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 		// reservation's memory, on the default stream, would return
 		// there while that stream's work still used it.
 		pn.mu.Unlock()
-		return nil, errors.New("scope: a scope on a stream, its own or its parent's, cannot reserve memory")
+		return nil, prefixed.Errorf("scope", "a scope on a stream, its own or its parent's, cannot reserve memory")
 	}
 	return pn, nil
 }
@@ -312,7 +312,7 @@ func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 // adopt registers child c. It fails if s has ended.
 func (s Scope) adopt(c *node) error {
 	if !s.lock() {
-		return fmt.Errorf("%w: opening a scope in one that has ended", ErrClosed)
+		return prefixed.Kind(ErrClosed, "opening a scope in one that has ended")
 	}
 	defer s.n.mu.Unlock()
 	s.n.children.push(c, &c.siblings)

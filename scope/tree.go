@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/spares"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -59,7 +60,7 @@ func (t *Tree) RecordStacks(on bool) { t.recordStacks.Store(on) }
 // with its cause, and so does a parent that has ended.
 func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error) {
 	if ctx == nil {
-		return Scope{}, errors.New("scope: nil Context")
+		return Scope{}, prefixed.Errorf("scope", "nil Context")
 	}
 	if err := context.Cause(ctx); err != nil {
 		return Scope{}, err

@@ -2,7 +2,7 @@
 
 package cuda
 
-import "fmt"
+import "github.com/gpuscope/gpuscope/internal/prefixed"
 
 // AllocAsync allocates size bytes from CUDA's own stream-ordered pool
 // (cuMemAllocAsync), ordered on stream (0: the default stream), bypassing
@@ -10,7 +10,7 @@ import "fmt"
 // with. Free it with FreeAsync.
 func (d *Driver) AllocAsync(size int64, stream uintptr) (ptr uintptr, err error) {
 	if size <= 0 {
-		return 0, fmt.Errorf("cuda: AllocAsync(%d): size must be positive", size)
+		return 0, prefixed.Errorf("cuda", "AllocAsync(%d): size must be positive", size)
 	}
 	st, err := d.stream(stream)
 	if err != nil {

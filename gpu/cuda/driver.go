@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -14,6 +13,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/closing"
 	"github.com/gpuscope/gpuscope/internal/handles"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // Driver is one CUDA device. It is safe for concurrent use.
@@ -52,7 +52,7 @@ func Info(ordinal int) (name string, total int64, err error) {
 		return "", 0, err
 	}
 	if ordinal < 0 || ordinal >= n {
-		return "", 0, fmt.Errorf("%w: ordinal %d of %d", ErrNoDevice, ordinal, n)
+		return "", 0, prefixed.Kind(ErrNoDevice, "ordinal %d of %d", ordinal, n)
 	}
 	d, err := cu.GetDevice(ordinal)
 	if err != nil {
@@ -124,7 +124,7 @@ func create[V any](d *Driver, m map[uintptr]V, op string, call func() (V, error)
 func (d *Driver) UnloadModule(module uintptr) error {
 	mod, ok := take(d, func() map[uintptr]cu.Module { return d.modules }, module)
 	if !ok {
-		return fmt.Errorf("cuda: module %#x is not loaded", module)
+		return prefixed.Errorf("cuda", "module %#x is not loaded", module)
 	}
 	return d.do(func() error { return wrap("cuModuleUnload", mod.Unload()) })
 }
@@ -135,7 +135,7 @@ func (d *Driver) Function(module uintptr, name string) (uintptr, error) {
 	mod, ok := d.modules[module]
 	d.mu.Unlock()
 	if !ok {
-		return 0, fmt.Errorf("cuda: module %#x is not loaded", module)
+		return 0, prefixed.Errorf("cuda", "module %#x is not loaded", module)
 	}
 	return create(d, d.functions, "cuModuleGetFunction", func() (cu.Function, error) { return mod.Function(name) })
 }
@@ -150,7 +150,7 @@ func (d *Driver) Launch(fn uintptr, grid, block [3]int, shared int, stream uintp
 	f, ok := d.functions[fn]
 	d.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("cuda: function %#x does not exist", fn)
+		return prefixed.Errorf("cuda", "function %#x does not exist", fn)
 	}
 	words := append([]uint64(nil), params...) // cu copies 8 bytes from each
 	ptrs := make([]unsafe.Pointer, len(words))
@@ -221,7 +221,7 @@ func (d *Driver) HostAlloc(size int64) (p unsafe.Pointer, err error) {
 		return nil, err
 	}
 	if size <= 0 {
-		return nil, fmt.Errorf("cuda: HostAlloc(%d): size must be positive", size)
+		return nil, prefixed.Errorf("cuda", "HostAlloc(%d): size must be positive", size)
 	}
 	err = d.do(func() error {
 		var err error
@@ -310,7 +310,7 @@ func (d *Driver) Alloc(size int64) (ptr uintptr, err error) {
 		return 0, err
 	}
 	if size <= 0 {
-		return 0, fmt.Errorf("cuda: Alloc(%d): size must be positive", size)
+		return 0, prefixed.Errorf("cuda", "Alloc(%d): size must be positive", size)
 	}
 	err = d.do(func() error {
 		p, err := cu.MemAlloc(size)
@@ -421,7 +421,7 @@ func (d *Driver) NewStream() (uintptr, error) {
 func (d *Driver) DestroyStream(s uintptr) error {
 	st, ok := take(d, func() map[uintptr]cu.Stream { return d.streams }, s)
 	if !ok {
-		return fmt.Errorf("cuda: DestroyStream(%#x): no such stream", s)
+		return prefixed.Errorf("cuda", "DestroyStream(%#x): no such stream", s)
 	}
 	return d.do(func() error {
 		if err := st.Synchronize(); err != nil {
@@ -470,7 +470,7 @@ func (d *Driver) event(id uintptr) (cu.Event, error) {
 	defer d.mu.Unlock()
 	ev, ok := d.events[id]
 	if !ok {
-		return cu.Event{}, fmt.Errorf("cuda: event %#x does not exist", id)
+		return cu.Event{}, prefixed.Errorf("cuda", "event %#x does not exist", id)
 	}
 	return ev, nil
 }
@@ -509,7 +509,7 @@ func (d *Driver) WaitEvent(id uintptr) error {
 func (d *Driver) DestroyEvent(id uintptr) error {
 	ev, ok := take(d, func() map[uintptr]cu.Event { return d.events }, id)
 	if !ok {
-		return fmt.Errorf("cuda: DestroyEvent(%#x): no such event", id)
+		return prefixed.Errorf("cuda", "DestroyEvent(%#x): no such event", id)
 	}
 	return d.do(func() error { return wrap("cuEventDestroy", cu.DestroyEvent(&ev)) })
 }
@@ -592,7 +592,7 @@ func (d *Driver) Unmap(ptr uintptr, size int64) error {
 // multiples of the granularity, unaligned addresses.
 func (d *Driver) checkRange(ptr uintptr, size int64) error {
 	if size <= 0 || size%d.pageSize != 0 || int64(ptr)%d.pageSize != 0 {
-		return fmt.Errorf("cuda: %#x, %d bytes: not whole granules of %d bytes", ptr, size, d.pageSize)
+		return prefixed.Errorf("cuda", "%#x, %d bytes: not whole granules of %d bytes", ptr, size, d.pageSize)
 	}
 	return nil
 }

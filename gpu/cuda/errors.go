@@ -3,13 +3,14 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // ErrNoDevice: no CUDA device with that ordinal.
-var ErrNoDevice = errors.New("cuda: no such device")
+var ErrNoDevice = prefixed.New("cuda", "no such device")
 
 // cudaErrorOutOfMemory is CUDA_ERROR_OUT_OF_MEMORY.
 const cudaErrorOutOfMemory = 2
@@ -21,11 +22,15 @@ type Error struct {
 	Err    error  // cu's error, where cu made the call
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return "cuda: " + e.Text() }
+
+// Text is the message without the package's prefix, for a layer above
+// that wraps it.
+func (e *Error) Text() string {
 	if e.Err != nil {
-		return fmt.Sprintf("cuda: %s: %v (CUresult %d)", e.Op, e.Err, e.Result)
+		return fmt.Sprintf("%s: %v (CUresult %d)", e.Op, e.Err, e.Result)
 	}
-	return fmt.Sprintf("cuda: %s: CUresult %d", e.Op, e.Result)
+	return fmt.Sprintf("%s: CUresult %d", e.Op, e.Result)
 }
 
 // Unwrap returns cu's error.

@@ -8,17 +8,17 @@
 package driver
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/vmm"
 )
 
 // ErrClosed is what every driver returns once it is closed; package gpu's
 // ErrDeviceClosed is the same error, so that errors.Is holds whichever layer
 // noticed first.
-var ErrClosed = errors.New("gpu: device closed")
+var ErrClosed = prefixed.New("gpu", "device closed")
 
 // Driver is one device.
 type Driver interface {
@@ -78,7 +78,7 @@ type OutOfMemoryError struct {
 func (e *OutOfMemoryError) Error() string {
 	msg := "device out of memory"
 	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+		msg += ": " + prefixed.Text(e.Err)
 	}
 	return msg
 }
@@ -98,9 +98,11 @@ type NoStreamError struct {
 	Stream uintptr
 }
 
-func (e *NoStreamError) Error() string {
-	return fmt.Sprintf("%s: stream %#x does not exist", e.Driver, e.Stream)
-}
+func (e *NoStreamError) Error() string { return e.Driver + ": " + e.Text() }
+
+// Text is the message without the driver's prefix, for a layer above that
+// wraps it.
+func (e *NoStreamError) Text() string { return fmt.Sprintf("stream %#x does not exist", e.Stream) }
 
 // StreamGone reports true: the stream's work, if it ever had any, is done.
 func (e *NoStreamError) StreamGone() bool { return true }

@@ -117,3 +117,12 @@ func ExactBytes(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// Count writes n and the noun, singular for one and plural otherwise:
+// "1 buffer", "3 buffers". The plural is the noun with an s.
+func Count(n int, noun string) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -86,3 +86,9 @@ func FuzzParseBytes(f *testing.F) {
 		require.Equal(t, n, back)
 	})
 }
+
+func TestCountIsSingularForOneOnly(t *testing.T) {
+	assert.Equal(t, "1 buffer", units.Count(1, "buffer"))
+	assert.Equal(t, "0 buffers", units.Count(0, "buffer"))
+	assert.Equal(t, "2 scopes", units.Count(2, "scope"))
+}

@@ -24,7 +24,6 @@ package host
 
 import (
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -33,6 +32,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/closing"
 	"github.com/gpuscope/gpuscope/internal/handles"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
@@ -94,10 +94,10 @@ const PageSize = 2 << 20
 // out of it, so the device must run out first.
 func New(capacity int64) (*Driver, error) {
 	if capacity <= 0 {
-		return nil, fmt.Errorf("host: capacity %d must be positive", capacity)
+		return nil, prefixed.Errorf("host", "capacity %d must be positive", capacity)
 	}
 	if ram, ok := physicalMemory(); ok && capacity > ram {
-		return nil, fmt.Errorf("host: capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
+		return nil, prefixed.Errorf("host", "capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
 	openDrivers.Add(1)
 	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, pinned: map[unsafe.Pointer][]byte{}, nextID: 1, vm: newVM()}, nil
@@ -147,11 +147,11 @@ func (d *Driver) Alloc(size int64) (uintptr, error) {
 		return 0, err
 	}
 	if size <= 0 {
-		return 0, fmt.Errorf("host: Alloc(%d): size must be positive", size)
+		return 0, prefixed.Errorf("host", "Alloc(%d): size must be positive", size)
 	}
 	if d.used+size > d.capacity {
 		return 0, &driver.OutOfMemoryError{Requested: size,
-			Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
+			Err: prefixed.Errorf("host", "%d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 	}
 	// Aligned as cudaMalloc's allocations are (the pool refuses less): a
 	// large Go allocation is page aligned in practice, not by promise.
@@ -174,10 +174,10 @@ func (d *Driver) Free(ptr uintptr, size int64) error {
 	}
 	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr >= ptr })
 	if i == len(d.segs) || d.segs[i].ptr != ptr {
-		return fmt.Errorf("host: Free(%#x): not an allocation of this device (double free?)", ptr)
+		return prefixed.Errorf("host", "Free(%#x): not an allocation of this device (double free?)", ptr)
 	}
 	if int64(len(d.segs[i].mem)) != size {
-		return fmt.Errorf("host: Free(%#x, %d): allocated with %d bytes", ptr, size, len(d.segs[i].mem))
+		return prefixed.Errorf("host", "Free(%#x, %d): allocated with %d bytes", ptr, size, len(d.segs[i].mem))
 	}
 	poison(d.segs[i].mem)
 	d.segs = append(d.segs[:i], d.segs[i+1:]...)
@@ -193,12 +193,12 @@ func (d *Driver) resolve(ptr uintptr, n int64) ([]byte, error) {
 	}
 	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].ptr > ptr }) - 1
 	if i < 0 || n < 0 {
-		return nil, fmt.Errorf("host: address %#x (%d bytes) is not device memory", ptr, n)
+		return nil, prefixed.Errorf("host", "address %#x (%d bytes) is not device memory", ptr, n)
 	}
 	s := d.segs[i]
 	off := int64(ptr - s.ptr)
 	if off+n > int64(len(s.mem)) {
-		return nil, fmt.Errorf("host: range %#x+%d is not device memory", ptr, n)
+		return nil, prefixed.Errorf("host", "range %#x+%d is not device memory", ptr, n)
 	}
 	return s.mem[off : off+n], nil
 }
@@ -289,7 +289,7 @@ func (d *Driver) DestroyStream(stream uintptr) error {
 	s, ok := handles.Take(d.streams, stream)
 	d.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("host: DestroyStream(%#x): no such stream", stream)
+		return prefixed.Errorf("host", "DestroyStream(%#x): no such stream", stream)
 	}
 	return s.end()
 }
@@ -327,7 +327,7 @@ func (d *Driver) RecordEvent(stream uintptr) (uintptr, error) {
 func (d *Driver) event(ev uintptr) (event, error) {
 	e, ok := d.events[ev]
 	if !ok {
-		return event{}, fmt.Errorf("host: event %#x does not exist", ev)
+		return event{}, prefixed.Errorf("host", "event %#x does not exist", ev)
 	}
 	return e, nil
 }
@@ -390,7 +390,7 @@ func (d *Driver) Close() error {
 	openDrivers.Add(-1)
 	var err error
 	if len(d.segs) > 0 {
-		err = fmt.Errorf("host: closed with %d allocations not freed", len(d.segs))
+		err = prefixed.Errorf("host", "closed with %d allocations not freed", len(d.segs))
 	}
 	d.segs = nil
 	err = errors.Join(err, d.closeVM())

@@ -4,7 +4,6 @@ package host
 
 import (
 	"errors"
-	"fmt"
 	"iter"
 	"sort"
 	"unsafe"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/handles"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // Page mapping, emulated as CUDA's virtual memory calls behave: a handle is a
@@ -54,13 +54,13 @@ func (d *Driver) Granularity() int64 { return PageSize }
 // ReserveAddress implements driver.PageMapper.
 func (d *Driver) ReserveAddress(size int64) (uintptr, error) {
 	if size <= 0 || size%PageSize != 0 {
-		return 0, fmt.Errorf("host: ReserveAddress(%d): not a positive multiple of %d", size, PageSize)
+		return 0, prefixed.Errorf("host", "ReserveAddress(%d): not a positive multiple of %d", size, PageSize)
 	}
 	var res uintptr
 	err := d.whileOpen(func() error {
 		mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 		if err != nil {
-			return fmt.Errorf("host: reserving %d bytes of address space: %w", size, err)
+			return prefixed.Wrap("host", err, "reserving %d bytes of address space", size)
 		}
 		r := &reservation{base: addrOf(mem), mem: mem, mapped: map[int64]uint64{}, access: map[int64]bool{}, mappings: map[int64]int64{}}
 		i := sort.Search(len(d.vm.res), func(i int) bool { return d.vm.res[i].base > r.base })
@@ -93,13 +93,13 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 	return d.whileOpen(func() error {
 		r, off, ok := d.reservationAt(ptr, size)
 		if !ok || off != 0 || int64(len(r.mem)) != size {
-			return fmt.Errorf("host: ReleaseAddress(%#x, %d): no such reservation", ptr, size)
+			return prefixed.Errorf("host", "ReleaseAddress(%#x, %d): no such reservation", ptr, size)
 		}
 		if len(r.mapped) > 0 {
-			return fmt.Errorf("host: ReleaseAddress(%#x): %d granules still mapped", ptr, len(r.mapped))
+			return prefixed.Errorf("host", "ReleaseAddress(%#x): %d granules still mapped", ptr, len(r.mapped))
 		}
 		if err := unix.Munmap(r.mem); err != nil {
-			return fmt.Errorf("host: releasing address space: %w", err)
+			return prefixed.Wrap("host", err, "releasing address space")
 		}
 		for i, x := range d.vm.res {
 			if x == r {
@@ -114,18 +114,18 @@ func (d *Driver) ReleaseAddress(ptr uintptr, size int64) error {
 // Create implements driver.PageMapper.
 func (d *Driver) Create(size int64) (uint64, error) {
 	if size <= 0 || size%PageSize != 0 {
-		return 0, fmt.Errorf("host: Create(%d): not a positive multiple of %d", size, PageSize)
+		return 0, prefixed.Errorf("host", "Create(%d): not a positive multiple of %d", size, PageSize)
 	}
 	var res uint64
 	err := d.whileOpen(func() error {
 		if d.used+size > d.capacity {
 			return &driver.OutOfMemoryError{Requested: size,
-				Err: fmt.Errorf("host: %d bytes asked, %d of %d in use", size, d.used, d.capacity)}
+				Err: prefixed.Errorf("host", "%d bytes asked, %d of %d in use", size, d.used, d.capacity)}
 		}
 		if d.vm.fd < 0 {
 			fd, err := unix.MemfdCreate("gpuscope-host-pages", unix.MFD_CLOEXEC)
 			if err != nil {
-				return fmt.Errorf("host: memfd_create: %w", err)
+				return prefixed.Wrap("host", err, "memfd_create")
 			}
 			d.vm.fd = fd
 		}
@@ -134,7 +134,7 @@ func (d *Driver) Create(size int64) (uint64, error) {
 		// space.
 		off := d.vm.fileSize
 		if err := unix.Ftruncate(d.vm.fd, off+size); err != nil {
-			return fmt.Errorf("host: growing the page file: %w", err)
+			return prefixed.Wrap("host", err, "growing the page file")
 		}
 		d.vm.fileSize += size
 		d.used += size
@@ -149,13 +149,13 @@ func (d *Driver) Release(h uint64) error {
 	return d.whileOpen(func() error {
 		hd, ok := d.vm.handles[h]
 		if !ok {
-			return fmt.Errorf("host: Release(%d): no such handle (double free?)", h)
+			return prefixed.Errorf("host", "Release(%d): no such handle (double free?)", h)
 		}
 		if hd.mappings > 0 {
-			return fmt.Errorf("host: Release(%d): still mapped", h)
+			return prefixed.Errorf("host", "Release(%d): still mapped", h)
 		}
 		if err := unix.Fallocate(d.vm.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, hd.off, hd.size); err != nil {
-			return fmt.Errorf("host: dropping a handle: %w", err)
+			return prefixed.Wrap("host", err, "dropping a handle")
 		}
 		delete(d.vm.handles, h)
 		d.used -= hd.size
@@ -169,24 +169,24 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 	return d.whileOpen(func() error {
 		hd, ok := d.vm.handles[h]
 		if !ok {
-			return fmt.Errorf("host: Map: handle %d does not exist", h)
+			return prefixed.Errorf("host", "Map: handle %d does not exist", h)
 		}
 		if hd.size != size {
-			return fmt.Errorf("host: Map: handle %d has %d bytes, not %d", h, hd.size, size)
+			return prefixed.Errorf("host", "Map: handle %d has %d bytes, not %d", h, hd.size, size)
 		}
 		r, off, ok := d.reservationAt(ptr, size)
 		if !ok || off%PageSize != 0 {
-			return fmt.Errorf("host: Map(%#x, %d): outside any reservation or unaligned", ptr, size)
+			return prefixed.Errorf("host", "Map(%#x, %d): outside any reservation or unaligned", ptr, size)
 		}
 		for g := range granules(off, size) {
 			if _, ok := r.mapped[g]; ok {
-				return fmt.Errorf("host: Map: %#x is already mapped", r.base+uintptr(g*PageSize))
+				return prefixed.Errorf("host", "Map: %#x is already mapped", r.base+uintptr(g*PageSize))
 			}
 		}
 		_, err := unix.MmapPtr(d.vm.fd, hd.off, unsafe.Pointer(&r.mem[off]), uintptr(size),
 			unix.PROT_NONE, unix.MAP_SHARED|unix.MAP_FIXED)
 		if err != nil {
-			return fmt.Errorf("host: mapping a handle: %w", err)
+			return prefixed.Wrap("host", err, "mapping a handle")
 		}
 		for g := range granules(off, size) {
 			r.mapped[g] = h
@@ -202,15 +202,15 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 	return d.whileOpen(func() error {
 		r, off, ok := d.reservationAt(ptr, size)
 		if !ok || off%PageSize != 0 || size <= 0 || size%PageSize != 0 {
-			return fmt.Errorf("host: SetAccess(%#x, %d): not whole granules of a reservation", ptr, size)
+			return prefixed.Errorf("host", "SetAccess(%#x, %d): not whole granules of a reservation", ptr, size)
 		}
 		for g := range granules(off, size) {
 			if _, ok := r.mapped[g]; !ok {
-				return fmt.Errorf("host: SetAccess: %#x is not mapped", r.base+uintptr(g*PageSize))
+				return prefixed.Errorf("host", "SetAccess: %#x is not mapped", r.base+uintptr(g*PageSize))
 			}
 		}
 		if err := unix.Mprotect(r.mem[off:off+size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
-			return fmt.Errorf("host: setting access: %w", err)
+			return prefixed.Wrap("host", err, "setting access")
 		}
 		for g := range granules(off, size) {
 			r.access[g] = true
@@ -235,7 +235,7 @@ func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	return d.whileOpen(func() error {
 		r, off, ok := d.reservationAt(ptr, size)
 		if !ok || off%PageSize != 0 || r.mappings[off/PageSize] != size {
-			return fmt.Errorf("host: Unmap(%#x, %d): not one whole mapping", ptr, size)
+			return prefixed.Errorf("host", "Unmap(%#x, %d): not one whole mapping", ptr, size)
 		}
 		hd := d.vm.handles[r.mapped[off/PageSize]]
 		if err := d.unmapLocked(r, off, size); err != nil {
@@ -253,7 +253,7 @@ func (d *Driver) unmapLocked(r *reservation, off, size int64) error {
 	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&r.mem[off]), uintptr(size), unix.PROT_NONE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
 	if err != nil {
-		return fmt.Errorf("host: unmapping: %w", err)
+		return prefixed.Wrap("host", err, "unmapping")
 	}
 	for g := range granules(off, size) {
 		delete(r.mapped, g)
@@ -272,7 +272,7 @@ func (d *Driver) resolveMapped(ptr uintptr, n int64) (mem []byte, ok bool, err e
 	}
 	for g := off / PageSize; g*PageSize < off+n; g++ {
 		if !r.access[g] {
-			return nil, true, fmt.Errorf("host: address %#x is reserved but not mapped with access", r.base+uintptr(g*PageSize))
+			return nil, true, prefixed.Errorf("host", "address %#x is reserved but not mapped with access", r.base+uintptr(g*PageSize))
 		}
 	}
 	return r.mem[off : off+n], true, nil
@@ -285,13 +285,13 @@ func newVM() vmState { return vmState{fd: -1, handles: map[uint64]*vmHandle{}} }
 func (d *Driver) closeVM() error {
 	var err error
 	if len(d.vm.handles) > 0 || len(d.vm.res) > 0 {
-		err = fmt.Errorf("host: closed with %d handles and %d address reservations not released", len(d.vm.handles), len(d.vm.res))
+		err = prefixed.Errorf("host", "closed with %d handles and %d address reservations not released", len(d.vm.handles), len(d.vm.res))
 	}
 	// What was left is unmapped all the same: a closed device keeps no
 	// memory of the process.
 	for _, r := range d.vm.res {
 		if uerr := unix.Munmap(r.mem); uerr != nil {
-			err = errors.Join(err, fmt.Errorf("host: releasing address space at close: %w", uerr))
+			err = errors.Join(err, prefixed.Wrap("host", uerr, "releasing address space at close"))
 		}
 	}
 	d.vm.res, d.vm.handles = nil, map[uint64]*vmHandle{}

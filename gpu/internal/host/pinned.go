@@ -1,11 +1,11 @@
 package host
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/handles"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 var _ driver.HostAllocator = (*Driver)(nil)
@@ -17,7 +17,7 @@ var _ driver.HostAllocator = (*Driver)(nil)
 // process instead.
 func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	if size <= 0 {
-		return nil, fmt.Errorf("host: HostAlloc(%d): size must be positive", size)
+		return nil, prefixed.Errorf("host", "HostAlloc(%d): size must be positive", size)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -27,7 +27,7 @@ func (d *Driver) HostAlloc(size int64) (unsafe.Pointer, error) {
 	held := d.pinnedHeld
 	if size > d.capacity-held {
 		return nil, &driver.OutOfMemoryError{Requested: size,
-			Err: fmt.Errorf("host: HostAlloc of %d bytes, %d of %d held", size, held, d.capacity)}
+			Err: prefixed.Errorf("host", "HostAlloc of %d bytes, %d of %d held", size, held, d.capacity)}
 	}
 	mem := alignedBytes(size, hostAlignment)
 	p := unsafe.Pointer(unsafe.SliceData(mem))
@@ -43,7 +43,7 @@ func (d *Driver) HostFree(p unsafe.Pointer) error {
 	defer d.mu.Unlock()
 	mem, ok := handles.Take(d.pinned, p)
 	if !ok {
-		return fmt.Errorf("host: HostFree(%p): not memory from HostAlloc", p)
+		return prefixed.Errorf("host", "HostFree(%p): not memory from HostAlloc", p)
 	}
 	d.pinnedHeld -= int64(len(mem))
 	return nil
@@ -58,7 +58,7 @@ func (d *Driver) pinnedBytes(p unsafe.Pointer, n int64) ([]byte, error) {
 			return mem[off : off+uintptr(n)], nil
 		}
 	}
-	return nil, fmt.Errorf("host: %p+%d is not memory from HostAlloc", p, n)
+	return nil, prefixed.Errorf("host", "%p+%d is not memory from HostAlloc", p, n)
 }
 
 // pinnedAt returns the pinned bytes at p, resolved now: a copy queued with

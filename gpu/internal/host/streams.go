@@ -1,10 +1,10 @@
 package host
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // stream is a non-default stream: a FIFO of work run by a goroutine of its
@@ -170,7 +170,7 @@ func (d *Driver) lookup(id uintptr) (*stream, error) {
 // the stream's next Synchronize.
 func (d *Driver) Enqueue(stream uintptr, fn func() error) error {
 	if fn == nil {
-		return errors.New("host: Enqueue: nil function")
+		return prefixed.Errorf("host", "Enqueue: nil function")
 	}
 	s, err := d.lookup(stream)
 	switch {
@@ -189,7 +189,7 @@ func (d *Driver) Enqueue(stream uintptr, fn func() error) error {
 // is refused: its work never waits.
 func (d *Driver) Hold(stream uintptr) (release func(), err error) {
 	if stream == 0 {
-		return nil, errors.New("host: Hold: the default stream does not wait")
+		return nil, prefixed.Errorf("host", "Hold: the default stream does not wait")
 	}
 	held := make(chan struct{})
 	var once sync.Once

@@ -23,6 +23,8 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"func Devices",
 		"func HostMemory",
 		"func Limit",
+		"func MaxReserved",
+		"func MaxReservedFraction",
 		"func Name",
 		"func OnOutOfMemory",
 		"func OnReleaseError",

@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -82,4 +83,68 @@ func TestWaitForMemoryAppliesToChildrenAndLimits(t *testing.T) {
 		return <-done
 	}, gpu.Limit(4<<10), gpu.WaitForMemory())
 	require.NoError(t, err, "the child waited for its parent's limit to make room")
+}
+
+// A request that can never fit, larger than the device, the pool's cap or
+// an enclosing Limit, fails at once with the out-of-memory error: no
+// release could make room for it, so waiting would only hide the cause.
+func TestWaitForMemoryRefusesAtOnceWhatCanNeverFit(t *testing.T) {
+	cases := []struct {
+		name  string
+		opts  []gpu.DeviceOption
+		limit int64
+		size  int64
+		cause string
+	}{
+		{"larger than the device", nil, 0, 100 << 20, "the request is larger than the device"},
+		{"larger than the cap", []gpu.DeviceOption{gpu.MaxReserved(16 << 20)}, 0, 32 << 20, "the pool's cap (16.00 MiB) refused"},
+		{"larger than an enclosing Limit", nil, 8 << 20, 32 << 20, `the limit of scope "outer" (8.00 MiB) refused`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			attempts := 0
+			dev := openHost(t, append(c.opts, gpu.HostMemory(64<<20), gpu.OnOutOfMemory(func(error) { attempts++ }))...)
+			// Before the fix the wait never ended: the deadline bounds the
+			// test, and the error then would be the context's alone.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var opts []gpu.ScopeOption
+			if c.limit > 0 {
+				opts = append(opts, gpu.Limit(c.limit))
+			}
+			err := gpu.WithScope(ctx, dev, func(outer *gpu.Scope) error {
+				return gpu.WithScope(outer.Context(), dev, func(s *gpu.Scope) error {
+					_, err := s.Alloc(c.size)
+					return err
+				}, gpu.WaitForMemory())
+			}, append(opts, gpu.Name("outer"))...)
+			require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+			assert.NotErrorIs(t, err, context.DeadlineExceeded, "it did not wait")
+			assert.Contains(t, err.Error(), c.cause)
+			assert.Equal(t, 1, attempts, "one attempt, no wait")
+		})
+	}
+}
+
+// A wait that ends with its context says so in gpu's words: the scope, the
+// size, and both causes, the context's and the want of memory.
+func TestAWaitThatEndsWithItsContextNamesTheScopeAndTheSize(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	giveUp := errors.New("the client went away")
+	dev := openHost(t, gpu.HostMemory(16<<20), gpu.OnOutOfMemory(func(error) { cancel(giveUp) }))
+	err := gpu.WithScope(context.Background(), dev, func(hog *gpu.Scope) error {
+		_, err := hog.Alloc(12 << 20)
+		require.NoError(t, err)
+		return gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(12 << 20)
+			return err
+		}, gpu.WaitForMemory(), gpu.Name("request"))
+	})
+	require.ErrorIs(t, err, giveUp, "the context's cause")
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory, "and the want of memory")
+	var oom *gpu.OOMError
+	require.ErrorAs(t, err, &oom, "the last attempt's figures")
+	assert.Equal(t, "request", oom.Scope)
+	assert.Equal(t, `gpu: out of memory: scope "request" gave up waiting for 12.00 MiB: the client went away`, err.Error())
 }

@@ -1,10 +1,8 @@
 package gpu
 
 import (
-	"fmt"
-
 	"github.com/gpuscope/gpuscope/gpu/driver"
-
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -56,7 +54,7 @@ func (b Buffer) View(off, size int64) (Buffer, error) {
 		return Buffer{}, errZeroBuffer
 	}
 	if off < 0 || size <= 0 || off > b.size || size > b.size-off {
-		return Buffer{}, fmt.Errorf("%w: view of %d bytes at %d in a %d-byte buffer", ErrInvalidSize, size, off, b.size)
+		return Buffer{}, prefixed.Kind(ErrInvalidSize, "view of %d bytes at %d in a %d-byte buffer", size, off, b.size)
 	}
 	if err := b.Use(func(uintptr) error { return nil }); err != nil {
 		return Buffer{}, err
@@ -70,7 +68,7 @@ func (b Buffer) View(off, size int64) (Buffer, error) {
 }
 
 // errZeroBuffer is what the methods of the zero Buffer return.
-var errZeroBuffer = fmt.Errorf("%w: zero Buffer", ErrWrongScope)
+var errZeroBuffer = prefixed.Kind(ErrWrongScope, "zero Buffer")
 
 // Use calls fn with the device address while the buffer is live; the
 // buffer cannot be released until fn returns. Use it to launch kernels.
@@ -100,7 +98,7 @@ func (b Buffer) useOn(fn func(ptr, stream uintptr) error) error {
 func (b Buffer) CopyFromHost(src []byte) error {
 	return b.useOn(func(ptr, stream uintptr) error {
 		if int64(len(src)) > b.Size() {
-			return fmt.Errorf("gpu: CopyFromHost: %d bytes into a %d-byte buffer", len(src), b.Size())
+			return prefixed.Errorf("gpu", "CopyFromHost: %d bytes into a %d-byte buffer", len(src), b.Size())
 		}
 		return b.dev.drv.CopyHtoD(ptr, src, stream)
 	})
@@ -111,7 +109,7 @@ func (b Buffer) CopyFromHost(src []byte) error {
 func (b Buffer) CopyToHost(dst []byte) error {
 	return b.useOn(func(ptr, stream uintptr) error {
 		if int64(len(dst)) > b.Size() {
-			return fmt.Errorf("gpu: CopyToHost: %d bytes from a %d-byte buffer", len(dst), b.Size())
+			return prefixed.Errorf("gpu", "CopyToHost: %d bytes from a %d-byte buffer", len(dst), b.Size())
 		}
 		return b.dev.drv.CopyDtoH(dst, ptr, stream)
 	})
@@ -123,12 +121,12 @@ func (b Buffer) CopyToHost(dst []byte) error {
 // return before the copy has run; Synchronize that stream to wait.
 func (b Buffer) CopyFrom(src Buffer) error {
 	if src.IsZero() {
-		return fmt.Errorf("%w: zero source Buffer", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero source Buffer")
 	}
 	return b.useOn(func(dst, stream uintptr) error {
 		n := src.Size()
 		if n > b.Size() {
-			return fmt.Errorf("gpu: CopyFrom: %d bytes into a %d-byte buffer", n, b.Size())
+			return prefixed.Errorf("gpu", "CopyFrom: %d bytes into a %d-byte buffer", n, b.Size())
 		}
 		return src.useOn(func(from, srcStream uintptr) error {
 			if src.dev == b.dev {
@@ -173,7 +171,7 @@ func (b Buffer) RecordUse(st *Stream) error {
 		return errZeroBuffer
 	}
 	if st == nil || st.dev != b.dev {
-		return fmt.Errorf("%w: RecordUse needs a stream of the buffer's device", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "RecordUse needs a stream of the buffer's device")
 	}
 	return st.life.use(errStreamEnded, func() error { return deviceError(b.ref.RecordUse(st.id)) })
 }

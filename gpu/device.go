@@ -2,13 +2,14 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/gpu/internal/host"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/registry"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -45,7 +46,7 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 	}
 	drv, err := host.New(o.hostMemory)
 	if err != nil {
-		return nil, err
+		return nil, deviceError(err)
 	}
 	return newDevice(drv, "host", o)
 }
@@ -59,14 +60,14 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 // error.
 func OpenDriver(drv driver.Driver, name string, opts ...DeviceOption) (*Device, error) {
 	if drv == nil {
-		return nil, fmt.Errorf("%w: OpenDriver(nil)", ErrNoDevice)
+		return nil, prefixed.Kind(ErrNoDevice, "OpenDriver(nil)")
 	}
 	o, err := buildDeviceOptions(opts)
 	if err == nil && o.hostMemory != 0 {
-		err = errors.New("gpu: HostMemory is for OpenHost; OpenDriver's device has the memory its driver has")
+		err = prefixed.Errorf("gpu", "HostMemory is for OpenHost; OpenDriver's device has the memory its driver has")
 	}
 	if err != nil {
-		return nil, errors.Join(err, drv.Close())
+		return nil, deviceError(errors.Join(err, drv.Close()))
 	}
 	return newDevice(drv, name, o)
 }
@@ -74,7 +75,7 @@ func OpenDriver(drv driver.Driver, name string, opts ...DeviceOption) (*Device, 
 func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error) {
 	p, err := pool.New(drv, o.pool...)
 	if err != nil {
-		return nil, errors.Join(err, drv.Close())
+		return nil, deviceError(errors.Join(err, drv.Close()))
 	}
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
 	d.host.init(d)
@@ -93,7 +94,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 func (d *Device) valid() bool { return d != nil && d.pool != nil }
 
 // errNilDevice is what the methods of a nil or zero *Device return.
-var errNilDevice = fmt.Errorf("%w: nil or zero Device (use Open or OpenHost)", ErrNoDevice)
+var errNilDevice = prefixed.Kind(ErrNoDevice, "nil or zero Device (use Open or OpenHost)")
 
 // dropped hands an error no caller can receive to the device's
 // OnReleaseError, or keeps it for gputest.
@@ -155,7 +156,7 @@ func (d *Device) EmptyCache() error {
 		return err
 	}
 	_, err := d.host.release()
-	return errors.Join(d.pool.EmptyCache(), deviceError(err))
+	return deviceError(errors.Join(d.pool.EmptyCache(), err))
 }
 
 // SetMaxReserved caps, while the program runs, the bytes the device's pool
@@ -195,7 +196,8 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 	if !d.valid() {
 		return 0, 0, errNilDevice
 	}
-	return d.drv.MemInfo()
+	free, total, err = d.drv.MemInfo()
+	return free, total, deviceError(err)
 }
 
 // Close closes every scope still open (releasing its memory), returns the
@@ -215,8 +217,8 @@ func (d *Device) Close() error {
 	}
 	leftOpen, err := d.tree.Close()
 	if len(leftOpen) > 0 {
-		err = errors.Join(fmt.Errorf("gpu: device %s closed with %d scopes open: %s",
-			d.name, len(leftOpen), strings.Join(leftOpen, ", ")), err)
+		err = errors.Join(prefixed.Errorf("gpu", "device %s closed with %s open: %s",
+			d.name, units.Count(len(leftOpen), "scope"), strings.Join(leftOpen, ", ")), err)
 	}
-	return errors.Join(err, deviceError(d.host.close()), d.pool.Close(), d.drv.Close())
+	return deviceError(errors.Join(err, d.host.close(), d.pool.Close(), d.drv.Close()))
 }

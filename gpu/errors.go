@@ -296,6 +296,10 @@ func fromBelow(err error) bool {
 	return false
 }
 
+// ownText is err's message in this package's words, without the prefix:
+// for a clause of a longer message.
+func ownText(err error) string { return prefixed.TextAs(err, ownWords) }
+
 // isOutOfMemory reports whether err means no room: the device's or a
 // scope limit's, before or after deviceError.
 func isOutOfMemory(err error) bool { return errors.Is(err, pool.ErrOutOfMemory) }

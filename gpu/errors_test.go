@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -232,4 +234,222 @@ func TestUnnamedScopesHaveNamesAPersonCanFind(t *testing.T) {
 		}))
 	}
 	gpu.RecordStacks(false)
+}
+
+// errorCase is a failure path of the public API and the sentinels its error
+// must match.
+type errorCase struct {
+	name string
+	err  error
+	is   []error
+}
+
+// assertGPUWords holds an error a user of gpu receives to gpu's voice: it
+// starts "gpu: ", says it once, carries no prefix of a layer below, and
+// matches the sentinels given.
+func assertGPUWords(t *testing.T, c errorCase) {
+	t.Helper()
+	require.Error(t, c.err, c.name)
+	msg := c.err.Error()
+	assert.True(t, strings.HasPrefix(msg, "gpu: "), "%s: %q starts with gpu's prefix", c.name, msg)
+	assert.Equal(t, 1, strings.Count(msg, "gpu:"), "%s: one prefix in %q", c.name, msg)
+	assert.NotRegexp(t, `(^|: |\n)(pool|scope|host|cuda|driver|sim|gputest): `, msg, "%s: no lower layer's prefix in %q", c.name, msg)
+	for _, target := range c.is {
+		assert.ErrorIs(t, c.err, target, "%s: %q", c.name, msg)
+	}
+}
+
+// Every failure path of the public API that a program can reach without
+// a broken driver gives an error in gpu's words, once, that matches gpu's
+// sentinels: bad sizes, options that are wrong or mean nothing, a closed
+// device, an ended scope or stream, freed buffers, refused reservations,
+// cancelled contexts, limits, the device's and the cap's out of memory.
+func TestEveryErrorOfThePublicAPISaysGPUOnce(t *testing.T) {
+	var cases []errorCase
+	add := func(name string, err error, is ...error) { cases = append(cases, errorCase{name, err, is}) }
+	walkOptionErrors(add)
+	walkSizesAndMemory(t, add)
+	walkStaleHandles(t, add)
+	walkEndedDevice(t, add)
+	walkCancellation(t, add)
+	require.NotEmpty(t, cases)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { assertGPUWords(t, c) })
+	}
+}
+
+func walkOptionErrors(add func(string, error, ...error)) {
+	open := func(opts ...gpu.DeviceOption) error {
+		dev, err := gpu.OpenHost(opts...)
+		if err == nil {
+			return dev.Close()
+		}
+		return err
+	}
+	add("HostMemory(-1)", open(gpu.HostMemory(-1)), gpu.ErrInvalidSize)
+	add("HostMemory below a page", open(gpu.HostMemory(1<<20)), gpu.ErrInvalidSize)
+	add("a nil DeviceOption", open(nil))
+	add("OnOutOfMemory(nil)", open(gpu.OnOutOfMemory(nil)))
+	add("MaxReserved(-1)", open(gpu.MaxReserved(-1)), gpu.ErrInvalidSize)
+	for _, f := range []float64{-0.5, 0, math.NaN(), 1.5, math.Inf(1)} {
+		add(fmt.Sprintf("MaxReservedFraction(%v)", f), open(gpu.MaxReservedFraction(f)), gpu.ErrInvalidSize)
+		add(fmt.Sprintf("pool.MaxReservedFraction(%v) at Open", f), open(gpu.PoolOptions(pool.MaxReservedFraction(f))), gpu.ErrInvalidSize)
+	}
+	add("pool.MaxReserved(-1) at Open", open(gpu.PoolOptions(pool.MaxReserved(-1))), gpu.ErrInvalidSize)
+	add("pool.ReleaseThreshold(-1) at Open", open(gpu.PoolOptions(pool.ReleaseThreshold(-1))), gpu.ErrInvalidSize)
+	add("pool.GrowthStep(-1) at Open", open(gpu.PoolOptions(pool.GrowthStep(-1))), gpu.ErrInvalidSize)
+	add("pool.Shards(0) at Open", open(gpu.PoolOptions(pool.Shards(0))), gpu.ErrInvalidSize)
+	add("a nil pool option at Open", open(gpu.PoolOptions(nil)))
+	add("two caps at Open", open(gpu.PoolOptions(pool.MaxReserved(4<<20), pool.MaxReservedFraction(0.5))))
+	add("MaxSplitSize where pages are mapped", open(gpu.PoolOptions(pool.MaxSplitSize(64<<20))))
+	_, err := gpu.Open(0)
+	if !gpu.CUDA {
+		add("Open without CUDA", err, gpu.ErrNoDevice)
+		_, err = gpu.Devices()
+		add("Devices without CUDA", err, gpu.ErrNoDevice)
+	}
+	add("WithScope on a nil device", gpu.WithScope(context.Background(), nil, func(*gpu.Scope) error { return nil }), gpu.ErrNoDevice)
+}
+
+func walkSizesAndMemory(t *testing.T, add func(string, error, ...error)) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	bg := context.Background()
+	withScope := func(fn func(s *gpu.Scope) error, opts ...gpu.ScopeOption) error {
+		return gpu.WithScope(bg, dev, fn, opts...)
+	}
+	alloc := func(n int64) func(s *gpu.Scope) error {
+		return func(s *gpu.Scope) error { _, err := s.Alloc(n); return err }
+	}
+	for _, n := range []int64{0, -1, 1 << 50} {
+		add(fmt.Sprintf("Alloc(%d)", n), withScope(alloc(n)), gpu.ErrInvalidSize)
+	}
+	add("Alloc[float32](-3)", withScope(func(s *gpu.Scope) error { _, err := gpu.Alloc[float32](s, -3); return err }), gpu.ErrInvalidSize)
+	add("AllocHost of 0", withScope(func(s *gpu.Scope) error { _, err := gpu.AllocHost[float32](s, 0); return err }), gpu.ErrInvalidSize)
+	add("a view past the end", withScope(func(s *gpu.Scope) error {
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		_, err = b.View(32, 64)
+		return err
+	}), gpu.ErrInvalidSize)
+	add("a copy past the end", withScope(func(s *gpu.Scope) error {
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		return b.CopyFromHost(make([]byte, 65))
+	}))
+	add("Reserve(-5)", withScope(func(*gpu.Scope) error { return nil }, gpu.Reserve(-5)), gpu.ErrInvalidSize)
+	add("Limit(-1)", withScope(func(*gpu.Scope) error { return nil }, gpu.Limit(-1)), gpu.ErrInvalidSize)
+	add("a reservation past the limit", withScope(func(*gpu.Scope) error { return nil }, gpu.Reserve(8<<20), gpu.Limit(4<<20)), gpu.ErrInvalidSize)
+	add("a reservation the device refuses", withScope(func(*gpu.Scope) error { return nil }, gpu.Reserve(100<<20), gpu.Name("big")), gpu.ErrOutOfMemory)
+	add("a reservation an enclosing limit refuses", withScope(func(s *gpu.Scope) error {
+		return gpu.WithScope(s.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.Reserve(8<<20))
+	}, gpu.Limit(4<<20)), gpu.ErrOutOfMemory)
+	add("past a scope's Limit", withScope(alloc(8<<20), gpu.Limit(4<<20)), gpu.ErrOutOfMemory)
+	add("the device's out of memory", withScope(alloc(100<<20)), gpu.ErrOutOfMemory)
+	add("SetMaxReserved(-1)", dev.SetMaxReserved(-1), gpu.ErrInvalidSize)
+	for _, f := range []float64{-0.5, math.NaN(), 2} {
+		add(fmt.Sprintf("SetMaxReservedFraction(%v)", f), dev.SetMaxReservedFraction(f), gpu.ErrInvalidSize)
+	}
+	add("WaitForMemory of more than the device", withScope(alloc(100<<20), gpu.WaitForMemory()), gpu.ErrOutOfMemory)
+	add("a Reserve on a stream", withScope(func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		return gpu.WithScope(s.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.OnStream(st), gpu.Reserve(1<<20))
+	}))
+	add("OnStream(nil)", withScope(func(*gpu.Scope) error { return nil }, gpu.OnStream(nil)), gpu.ErrScopeClosed)
+	add("a nil ScopeOption", withScope(func(*gpu.Scope) error { return nil }, nil))
+	add("LoadModule on the host device", withScope(func(s *gpu.Scope) error { _, err := s.LoadModule([]byte("x")); return err }), gpu.ErrNotSupported)
+	add("StartRecording(nil)", func() error { _, err := dev.StartRecording(nil); return err }())
+	require.NoError(t, dev.SetMaxReserved(16<<20))
+	add("the pool's cap", withScope(alloc(20<<20)), gpu.ErrOutOfMemory)
+	require.NoError(t, dev.SetMaxReserved(0))
+}
+
+func walkStaleHandles(t *testing.T, add func(string, error, ...error)) {
+	dev := openHost(t)
+	bg := context.Background()
+	var kept gpu.Buffer
+	var ended *gpu.Scope
+	var st *gpu.Stream
+	var ev *gpu.Event
+	require.NoError(t, gpu.WithScope(bg, dev, func(s *gpu.Scope) (err error) {
+		ended = s
+		kept, err = s.Alloc(64)
+		require.NoError(t, err)
+		st, err = s.NewStream()
+		require.NoError(t, err)
+		ev, err = st.Record()
+		return err
+	}))
+	add("a buffer after its scope", kept.Memset(0), gpu.ErrScopeClosed)
+	add("Use after its scope", kept.Use(func(uintptr) error { return nil }), gpu.ErrScopeClosed)
+	add("CopyToHost after its scope", kept.CopyToHost(make([]byte, 64)), gpu.ErrScopeClosed)
+	add("Alloc in an ended scope", func() error { _, err := ended.Alloc(64); return err }(), gpu.ErrScopeClosed)
+	add("NewStream in an ended scope", func() error { _, err := ended.NewStream(); return err }(), gpu.ErrScopeClosed)
+	add("Synchronize of an ended stream", st.Synchronize(), gpu.ErrScopeClosed)
+	add("Record on an ended stream", func() error { _, err := st.Record(); return err }(), gpu.ErrScopeClosed)
+	add("Wait on an ended event", ev.Wait(), gpu.ErrScopeClosed)
+	add("OnStream of an ended stream", gpu.WithScope(bg, dev, func(*gpu.Scope) error { return nil }, gpu.OnStream(st)), gpu.ErrScopeClosed)
+	require.NoError(t, gpu.WithScope(bg, dev, func(s *gpu.Scope) error {
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		require.NoError(t, s.Free(b))
+		add("a freed buffer", b.Memset(0), gpu.ErrFreed)
+		add("a double free", s.Free(b), gpu.ErrFreed)
+		add("Keep in a root", func() error { c, _ := s.Alloc(64); return s.Keep(c) }(), gpu.ErrNotKept)
+		add("a zero buffer", s.Free(gpu.Buffer{}), gpu.ErrWrongScope)
+		return gpu.WithScope(bg, dev, func(other *gpu.Scope) error {
+			c, err := s.Alloc(64)
+			require.NoError(t, err)
+			add("a free through another scope", other.Free(c), gpu.ErrWrongScope)
+			return nil
+		})
+	}))
+}
+
+func walkEndedDevice(t *testing.T, add func(string, error, ...error)) {
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("left"))
+	require.NoError(t, err)
+	b, err := s.Alloc(64)
+	require.NoError(t, err)
+	add("Close with a scope open", dev.Close())
+	require.Len(t, registry.TakeForcedCloses[gpu.ScopeSnapshot](), 1, "the scope the device closed, taken from gputest's check")
+	add("NewScope on a closed device", func() error { _, err := dev.NewScope(); return err }(), gpu.ErrDeviceClosed)
+	add("WithScope on a closed device", gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }), gpu.ErrDeviceClosed)
+	add("EmptyCache on a closed device", dev.EmptyCache(), gpu.ErrDeviceClosed)
+	add("SetMaxReserved on a closed device", dev.SetMaxReserved(1<<20), gpu.ErrDeviceClosed)
+	add("Snapshot of a closed device", func() error { _, err := dev.Snapshot(); return err }(), gpu.ErrDeviceClosed)
+	add("MemInfo of a closed device", func() error { _, _, err := dev.MemInfo(); return err }(), gpu.ErrDeviceClosed)
+	add("StartRecording on a closed device", func() error { _, err := dev.StartRecording(io.Discard); return err }(), gpu.ErrDeviceClosed)
+	add("WriteProfile of a closed device", dev.WriteProfile(io.Discard), gpu.ErrDeviceClosed)
+	add("a buffer of a closed device", b.Memset(0))
+	add("Alloc in a scope of a closed device", func() error { _, err := s.Alloc(64); return err }())
+	assert.Equal(t, "gpu: no summary: device closed", dev.Summary(), "the summary of a closed device says why, once")
+}
+
+func walkCancellation(t *testing.T, add func(string, error, ...error)) {
+	dev := openHost(t, gpu.HostMemory(64<<20))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	add("WithScope of a done context", gpu.WithScope(ctx, dev, func(*gpu.Scope) error { return nil }), context.Canceled)
+	ctx, cancel = context.WithCancel(context.Background())
+	add("Alloc once the context is cancelled", gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+		cancel()
+		_, err := s.Alloc(64)
+		return err
+	}), context.Canceled)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	// The wait ends with its context: cancelled at the attempt that finds
+	// no room, so that the allocation is waiting when it ends.
+	waiting := openHost(t, gpu.HostMemory(64<<20), gpu.OnOutOfMemory(func(error) { cancel() }))
+	add("WaitForMemory until the context ends", gpu.WithScope(context.Background(), waiting, func(s *gpu.Scope) error {
+		_, err := s.Alloc(40 << 20)
+		require.NoError(t, err)
+		return gpu.WithScope(ctx, waiting, func(in *gpu.Scope) error {
+			_, err := in.Alloc(40 << 20)
+			return err
+		}, gpu.WaitForMemory(), gpu.Name("waiter"))
+	}), context.Canceled, gpu.ErrOutOfMemory)
 }

@@ -2,8 +2,8 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -39,7 +39,7 @@ func (st *Stream) Record() (*Event, error) {
 	err := st.life.use(errStreamEnded, func() error {
 		id, err := st.dev.drv.RecordEvent(st.id)
 		if err != nil {
-			return deviceError(fmt.Errorf("gpu: recording an event: %w", err))
+			return deviceError(prefixed.Wrap("gpu", err, "recording an event"))
 		}
 		ev = &Event{st: st, id: id}
 		if ev.owned, err = st.owner.OwnResource(scope.Resource{Kind: "event", End: ev.end}); err != nil {
@@ -140,11 +140,11 @@ func (ev *Event) doneLocked() (bool, error) {
 func (ev *Event) valid() bool { return ev != nil && ev.st != nil }
 
 // errNilEvent is what the methods of a nil or zero *Event return.
-var errNilEvent = fmt.Errorf("%w: nil or zero Event", ErrScopeClosed)
+var errNilEvent = prefixed.Kind(ErrScopeClosed, "nil or zero Event")
 
 // errEventEnded is what an Event's methods return once it was released or
 // its stream ended.
-var errEventEnded = fmt.Errorf("%w: the event was released or ended with its stream", ErrScopeClosed)
+var errEventEnded = prefixed.Kind(ErrScopeClosed, "the event was released or ended with its stream")
 
 // Done reports whether the work before the event has completed.
 func (ev *Event) Done() (bool, error) {

@@ -39,13 +39,13 @@ func ExampleDevice_Summary() {
 	// device host (host memory, 1.00 GiB)
 	//   allocated     19.00 MiB   peak    19.00 MiB
 	//   reserved      20.00 MiB   peak    20.00 MiB
-	//   cached         1.00 MiB   (reserved, not in use, 1 free blocks; EmptyCache returns it)
+	//   cached         1.00 MiB   (reserved, not in use, 1 free block; EmptyCache returns it)
 	//   buffers               2   peak            2
 	//   in all     2 allocations (19.00 MiB), 0 frees (0 B), 1 served from the cache, 0 out of memory
 	// 2 scopes open (bytes taken with their children, peak, own buffers), largest first:
-	//   weights                         19.00 MiB   peak    19.00 MiB   1 buffers (16.00 MiB)
-	//     batch                          3.00 MiB   peak     3.00 MiB   1 buffers (3.00 MiB)
-	// allocated 16.00 MiB (peak 19.00 MiB), reserved 20.00 MiB (peak 20.00 MiB), cached 4.00 MiB; 1 buffers live, 1 scopes open
+	//   weights                         19.00 MiB   peak    19.00 MiB   1 buffer (16.00 MiB)
+	//     batch                          3.00 MiB   peak     3.00 MiB   1 buffer (3.00 MiB)
+	// allocated 16.00 MiB (peak 19.00 MiB), reserved 20.00 MiB (peak 20.00 MiB), cached 4.00 MiB; 1 buffer live, 1 scope open
 }
 
 // A program that runs with or without a GPU picks its device by what the

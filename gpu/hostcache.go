@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 	"math/bits"
 	"slices"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -198,7 +198,7 @@ func (c *hostCache) put(b *hostBlock, streams []uintptr) error {
 		if err != nil {
 			// Its work cannot be followed: the driver's free waits for it.
 			c.leave(b, false)
-			return errors.Join(fmt.Errorf("gpu: giving back page-locked memory: %w", err), c.giveBack([]*hostBlock{b}))
+			return errors.Join(prefixed.Wrap("gpu", err, "giving back page-locked memory"), c.giveBack([]*hostBlock{b}))
 		}
 		b.events = append(b.events, ev)
 	}
@@ -271,7 +271,7 @@ func (c *hostCache) reap() {
 	c.reaped.Broadcast()
 	c.mu.Unlock()
 	if err := errors.Join(append(errs, c.giveBack(back))...); err != nil {
-		c.dropped(fmt.Errorf("gpu: page-locked memory's stream work: %w", err))
+		c.dropped(prefixed.Wrap("gpu", err, "page-locked memory's stream work"))
 	}
 }
 

@@ -2,10 +2,10 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 	"math"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -42,14 +42,14 @@ func (s *Scope) LoadModule(image []byte) (*Module, error) {
 	}
 	kl, ok := s.dev.drv.(driver.KernelLauncher)
 	if !ok {
-		return nil, fmt.Errorf("%w: device %s loads no kernels", ErrNotSupported, s.dev.name)
+		return nil, prefixed.Kind(ErrNotSupported, "device %s loads no kernels", s.dev.name)
 	}
 	if len(image) == 0 {
-		return nil, errors.New("gpu: LoadModule: empty image")
+		return nil, prefixed.Errorf("gpu", "LoadModule: empty image")
 	}
 	id, err := kl.LoadModule(image)
 	if err != nil {
-		return nil, deviceError(fmt.Errorf("gpu: LoadModule: %w", err))
+		return nil, deviceError(prefixed.Wrap("gpu", err, "LoadModule"))
 	}
 	m := &Module{dev: s.dev, kl: kl, id: id}
 	// Unloaded once the scope's memory is released: after its streams'
@@ -65,18 +65,18 @@ func (m *Module) end() error {
 }
 
 // errModuleEnded is what a Module's methods return once it was unloaded.
-var errModuleEnded = fmt.Errorf("%w: the module was unloaded with its scope", ErrScopeClosed)
+var errModuleEnded = prefixed.Kind(ErrScopeClosed, "the module was unloaded with its scope")
 
 // Function returns the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	if m == nil || m.kl == nil {
-		return nil, fmt.Errorf("%w: nil or zero Module", ErrScopeClosed)
+		return nil, prefixed.Kind(ErrScopeClosed, "nil or zero Module")
 	}
 	var id uintptr
 	err := m.life.use(errModuleEnded, func() error {
 		var err error
 		if id, err = m.kl.Function(m.id, name); err != nil {
-			return deviceError(fmt.Errorf("gpu: kernel %q: %w", name, err))
+			return deviceError(prefixed.Wrap("gpu", err, "kernel %q", name))
 		}
 		return nil
 	})
@@ -102,7 +102,7 @@ func (b Buffer) buffer() Buffer { return b }
 // st has passed the kernel).
 func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...any) error {
 	if f == nil || f.mod == nil || f.mod.kl == nil {
-		return fmt.Errorf("%w: nil or zero Function", ErrScopeClosed)
+		return prefixed.Kind(ErrScopeClosed, "nil or zero Function")
 	}
 	if st == nil {
 		return f.launch(grid, block, sharedBytes, 0, args)
@@ -111,7 +111,7 @@ func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...
 		return errNilStream
 	}
 	if st.dev != f.mod.dev {
-		return fmt.Errorf("%w: a stream of device %s for a kernel of %s", ErrWrongScope, st.dev.name, f.mod.dev.name)
+		return prefixed.Kind(ErrWrongScope, "a stream of device %s for a kernel of %s", st.dev.name, f.mod.dev.name)
 	}
 	return st.life.use(errStreamEnded, func() error { return f.launch(grid, block, sharedBytes, st.id, args) })
 }
@@ -126,7 +126,7 @@ func (f *Function) launch(grid, block Dim, sharedBytes int, stream uintptr, args
 		case kernelArg:
 			b := v.buffer()
 			if b.IsZero() || b.dev != m.dev {
-				return fmt.Errorf("%w: kernel %q argument %d: a buffer of another device, or none", ErrWrongScope, f.name, i)
+				return prefixed.Kind(ErrWrongScope, "kernel %q argument %d: a buffer of another device, or none", f.name, i)
 			}
 			bufs = append(bufs, i)
 		case int:
@@ -146,7 +146,7 @@ func (f *Function) launch(grid, block Dim, sharedBytes int, stream uintptr, args
 		case float64:
 			params[i] = math.Float64bits(v)
 		default:
-			return fmt.Errorf("gpu: kernel %q argument %d: %T is not a Buffer, a Slice, an integer or a float", f.name, i, a)
+			return prefixed.Errorf("gpu", "kernel %q argument %d: %T is not a Buffer, a Slice, an integer or a float", f.name, i, a)
 		}
 	}
 	// Hold every buffer live while the launch is queued, one inside the
@@ -170,7 +170,7 @@ func (f *Function) launch(grid, block Dim, sharedBytes int, stream uintptr, args
 	}
 	return m.life.use(errModuleEnded, func() error {
 		if err := hold(0); err != nil {
-			return deviceError(fmt.Errorf("gpu: launching %q: %w", f.name, err))
+			return deviceError(prefixed.Wrap("gpu", err, "launching %q", f.name))
 		}
 		return nil
 	})

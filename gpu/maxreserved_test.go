@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,42 @@ func TestDeviceCapRefusesBadValuesAndAClosedDevice(t *testing.T) {
 	var zero gpu.Device
 	require.Error(t, zero.SetMaxReserved(1<<20))
 	assert.Zero(t, zero.MaxReserved())
+}
+
+// A cap that refuses says so first, and how to raise it; the device's
+// free memory comes after, whether the cap was set at Open, as bytes or
+// as a fraction, or while the program runs.
+func TestACapThatRefusesSaysSoFirst(t *testing.T) {
+	cases := []struct {
+		name string
+		open []gpu.DeviceOption
+		set  func(*gpu.Device) error
+	}{
+		{"a fraction at Open", []gpu.DeviceOption{gpu.MaxReservedFraction(0.25)}, nil},
+		{"bytes at Open", []gpu.DeviceOption{gpu.MaxReserved(16 << 20)}, nil},
+		{"SetMaxReserved", nil, func(d *gpu.Device) error { return d.SetMaxReserved(16 << 20) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dev := openHost(t, append(c.open, gpu.HostMemory(64<<20))...)
+			if c.set != nil {
+				require.NoError(t, c.set(dev))
+			}
+			assert.Equal(t, int64(16<<20), dev.MaxReserved())
+			err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+				_, err := s.Alloc(20 << 20)
+				return err
+			}, gpu.Name("batch"))
+			require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+			msg := err.Error()
+			assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: the pool's cap (16.00 MiB) refused 20.00 MiB in scope "batch"`), msg)
+			raise := strings.Index(msg, "raise it with Device.SetMaxReserved, or with the MaxReserved or MaxReservedFraction option at Open")
+			free := strings.Index(msg, "the device has 64.00 MiB free of 64.00 MiB")
+			assert.True(t, raise > 0 && free > raise, "how to raise the cap, then the device's free memory: %q", msg)
+			assert.NotContains(t, msg, "has no room", "the device is not blamed")
+			var oom *gpu.OOMError
+			require.ErrorAs(t, err, &oom)
+			assert.Equal(t, int64(16<<20), oom.Device.Limit)
+		})
+	}
 }

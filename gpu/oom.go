@@ -18,15 +18,12 @@ func outOfMemory(d *Device, path string, size int64, err error) error {
 	if !errors.As(err, &e.Limit) {
 		errors.As(err, &e.Device)
 	}
-	scopes := d.tree.Scopes()
-	if e.Limit != nil {
-		scopes = subtree(e.Limit.Scope) // by identity: a sibling of the same name is not within
-	}
-	sites := map[string]int64{} // allocation site -> bytes live from it
-	for _, s := range scopes {
+	within := withinLimit(e.Limit)
+	sites := map[string]int64{}         // allocation site -> bytes live from it
+	for _, s := range d.tree.Scopes() { // parents before their children
 		info, ok := s.Info()
-		if !ok {
-			continue // it ended since
+		if !ok || !within(info) {
+			continue // it ended since, or it is outside the limited scope
 		}
 		h := Holder{Scope: info.Path}
 		for _, a := range info.Allocations {
@@ -59,11 +56,24 @@ func outOfMemory(d *Device, path string, size int64, err error) error {
 	return e
 }
 
-// subtree returns s and the open scopes within it, parents first.
-func subtree(s scope.Scope) []scope.Scope {
-	out := []scope.Scope{s}
-	for _, c := range s.Children() {
-		out = append(out, subtree(c)...)
+// withinLimit returns whether a scope, met parents first, is within the
+// scope whose limit l refused an allocation: that scope or a descendant,
+// by identity, so that a sibling of the same name is not. Every scope is,
+// where l is nil.
+func withinLimit(l *LimitError) func(scope.Info) bool {
+	if l == nil {
+		return func(scope.Info) bool { return true }
 	}
-	return out
+	limited, ok := l.Scope.Info()
+	if !ok {
+		return func(scope.Info) bool { return false } // it ended since
+	}
+	in := map[uint64]bool{limited.ID: true}
+	return func(info scope.Info) bool {
+		if in[info.ID] || in[info.Parent] {
+			in[info.ID] = true
+			return true
+		}
+		return false
+	}
 }

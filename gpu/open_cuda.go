@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/gpu/cuda"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // Open opens CUDA device i: a device with its own caching pool, whose
@@ -18,14 +19,14 @@ func Open(i int, opts ...DeviceOption) (*Device, error) {
 		return nil, err
 	}
 	if o.hostMemory != 0 {
-		return nil, errors.New("gpu: HostMemory is for OpenHost; a GPU's memory is what it has (use PoolOptions(pool.MaxReserved(n)) to cap it)")
+		return nil, prefixed.Errorf("gpu", "HostMemory is for OpenHost; a GPU's memory is what it has (MaxReserved or MaxReservedFraction caps what its pool takes)")
 	}
 	drv, err := cuda.Open(i)
 	if errors.Is(err, cuda.ErrNoDevice) {
-		return nil, fmt.Errorf("%w: %w", ErrNoDevice, err)
+		return nil, prefixed.KindWrap(ErrNoDevice, err, "")
 	}
 	if err != nil {
-		return nil, err
+		return nil, deviceError(err)
 	}
 	return newDevice(drv, fmt.Sprintf("cuda:%d", i), o)
 }
@@ -41,16 +42,16 @@ type DeviceInfo struct {
 func Devices() ([]DeviceInfo, error) {
 	n, err := cuda.Count()
 	if err != nil {
-		return nil, err
+		return nil, deviceError(err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: the CUDA driver reports no device", ErrNoDevice)
+		return nil, prefixed.Kind(ErrNoDevice, "the CUDA driver reports no device")
 	}
 	out := make([]DeviceInfo, n)
 	for i := range out {
 		name, total, err := cuda.Info(i)
 		if err != nil {
-			return nil, err
+			return nil, deviceError(err)
 		}
 		out[i] = DeviceInfo{Ordinal: i, Name: name, TotalMemory: total}
 	}

@@ -2,13 +2,13 @@
 
 package gpu
 
-import "fmt"
+import "github.com/gpuscope/gpuscope/internal/prefixed"
 
 // Open opens CUDA device i. This build has no CUDA support: it always fails
 // with ErrNoDevice. Build with -tags cuda (docs/gpu-validation.md says how).
 func Open(i int, opts ...DeviceOption) (*Device, error) {
-	return nil, fmt.Errorf("%w: gpuscope was built without CUDA support; build with -tags cuda "+
-		"(scripts/cuda-sdk.sh fetches what the build needs), or use gpu.OpenHost", ErrNoDevice)
+	return nil, prefixed.Kind(ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda "+
+		"(scripts/cuda-sdk.sh fetches what the build needs), or use gpu.OpenHost")
 }
 
 // DeviceInfo describes a CUDA device.
@@ -21,7 +21,7 @@ type DeviceInfo struct {
 // Devices lists the CUDA devices. This build has none: it returns
 // ErrNoDevice.
 func Devices() ([]DeviceInfo, error) {
-	return nil, fmt.Errorf("%w: gpuscope was built without CUDA support; build with -tags cuda", ErrNoDevice)
+	return nil, prefixed.Kind(ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda")
 }
 
 // CUDA reports whether this build has CUDA support (-tags cuda). A

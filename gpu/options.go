@@ -1,10 +1,8 @@
 package gpu
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/gpuscope/gpuscope/gpu/internal/host"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -36,13 +34,43 @@ func HostMemory(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		switch {
 		case bytes <= 0:
-			o.errs = append(o.errs, fmt.Errorf("gpu: HostMemory(%d): must be positive", bytes))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "HostMemory(%d): must be positive", bytes))
 		case bytes < host.PageSize:
 			// The pool takes memory a page at a time: on a smaller device
 			// no allocation could ever succeed.
-			o.errs = append(o.errs, fmt.Errorf("gpu: HostMemory(%d): at least %s, the host device's page", bytes, Bytes(host.PageSize)))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "HostMemory(%d): at least %s, the host device's page", bytes, Bytes(host.PageSize)))
 		}
 		o.hostMemory = bytes
+		return o
+	})
+}
+
+// MaxReserved caps the bytes the device's pool reserves from the driver,
+// from the start; [Device.SetMaxReserved] changes the cap while the
+// program runs. 0 means no cap; a negative cap is ErrInvalidSize. An
+// allocation the cap refuses fails with an [*OOMError] that says so first.
+func MaxReserved(bytes int64) DeviceOption {
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
+		switch {
+		case bytes < 0:
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReserved(%d): the cap must not be negative (0: none)", bytes))
+		case bytes > 0:
+			o.pool = append(o.pool, pool.MaxReserved(bytes))
+		}
+		return o
+	})
+}
+
+// MaxReservedFraction is [MaxReserved] as a fraction in (0, 1] of the
+// device's memory; anything else (0, a negative number, NaN, more than 1)
+// is ErrInvalidSize.
+func MaxReservedFraction(f float64) DeviceOption {
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
+		if !(f > 0 && f <= 1) {
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f))
+			return o
+		}
+		o.pool = append(o.pool, pool.MaxReservedFraction(f))
 		return o
 	})
 }
@@ -86,7 +114,7 @@ func OnReleaseError(fn func(error)) DeviceOption {
 func errorCallback(name string, fn func(error), field func(*deviceOptions) *func(error)) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if fn == nil {
-			o.errs = append(o.errs, fmt.Errorf("gpu: %s(nil)", name))
+			o.errs = append(o.errs, prefixed.Errorf("gpu", "%s(nil)", name))
 		}
 		*field(&o) = fn
 		return o
@@ -94,7 +122,7 @@ func errorCallback(name string, fn func(error), field func(*deviceOptions) *func
 }
 
 func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {
-	return buildOptions(opts, DeviceOption.applyDevice, "gpu: nil DeviceOption")
+	return buildOptions(opts, DeviceOption.applyDevice, "nil DeviceOption")
 }
 
 // optionErrors are the errors the options given recorded, in order.
@@ -115,7 +143,7 @@ func buildOptions[Opt any, O interface{ first() error }](opts []Opt, apply func(
 	var o O
 	for _, opt := range opts {
 		if any(opt) == nil {
-			return o, errors.New(nilOption)
+			return o, prefixed.Errorf("gpu", "%s", nilOption)
 		}
 		o = apply(opt, o)
 	}
@@ -155,7 +183,7 @@ func Name(name string) ScopeOption {
 func Reserve(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 || bytes > pool.MaxSize {
-			o.errs = append(o.errs, fmt.Errorf("%w: Reserve(%d)", ErrInvalidSize, bytes))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "Reserve(%d)", bytes))
 		}
 		o.reserve = bytes
 		return o
@@ -172,7 +200,7 @@ func Reserve(bytes int64) ScopeOption {
 func Limit(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 {
-			o.errs = append(o.errs, fmt.Errorf("%w: Limit(%d)", ErrInvalidSize, bytes))
+			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "Limit(%d)", bytes))
 		}
 		o.limit = bytes
 		return o
@@ -209,7 +237,7 @@ func WaitForMemory() ScopeOption {
 func OnStream(st *Stream) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if !st.valid() {
-			o.errs = append(o.errs, fmt.Errorf("gpu: OnStream: %w", errNilStream))
+			o.errs = append(o.errs, prefixed.Wrap("gpu", errNilStream, "OnStream"))
 		}
 		o.stream = st
 		return o
@@ -217,5 +245,5 @@ func OnStream(st *Stream) ScopeOption {
 }
 
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {
-	return buildOptions(opts, ScopeOption.applyScope, "gpu: nil ScopeOption")
+	return buildOptions(opts, ScopeOption.applyScope, "nil ScopeOption")
 }

@@ -2,11 +2,10 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"unsafe"
 
-	"github.com/gpuscope/gpuscope/internal/units"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -35,20 +34,20 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	}
 	size := int64(unsafe.Sizeof(*new(T)))
 	if n <= 0 || int64(n) > math.MaxInt64/size {
-		return HostSlice[T]{}, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
+		return HostSlice[T]{}, prefixed.Kind(ErrInvalidSize, "%d elements of %d bytes", n, size)
 	}
 	if err := s.s.Err(); err != nil {
-		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
+		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))
 	}
 	if s.dev.host.drv == nil {
-		return HostSlice[T]{}, fmt.Errorf("%w: device %s has no page-locked host memory", ErrNotSupported, s.dev.name)
+		return HostSlice[T]{}, prefixed.Kind(ErrNotSupported, "device %s has no page-locked host memory", s.dev.name)
 	}
 	b, err := s.dev.host.get(int64(n) * size)
 	if err != nil {
 		if pool.IsSourceOutOfMemory(err) {
-			return HostSlice[T]{}, fmt.Errorf("%w: AllocHost of %s: %w", ErrOutOfMemory, units.FormatBytes(int64(n)*size), err)
+			return HostSlice[T]{}, prefixed.KindWrap(ErrOutOfMemory, err, "AllocHost of %s", Bytes(int64(n)*size))
 		}
-		return HostSlice[T]{}, deviceError(fmt.Errorf("gpu: AllocHost: %w", err))
+		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))
 	}
 	gen := b.gen.Add(1)
 	// Freed once the scope's memory is released: after its streams' work,
@@ -62,7 +61,7 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 }
 
 // errPinnedEnded is what a HostSlice's methods return once it was freed.
-var errPinnedEnded = fmt.Errorf("%w: the host memory was freed, or its scope ended", ErrScopeClosed)
+var errPinnedEnded = prefixed.Kind(ErrScopeClosed, "the host memory was freed, or its scope ended")
 
 // Free gives the memory back before its scope ends, to the device's cache,
 // which reuses it once the copies queued on it have completed. Use and
@@ -70,7 +69,7 @@ var errPinnedEnded = fmt.Errorf("%w: the host memory was freed, or its scope end
 // idempotent.
 func (h HostSlice[T]) Free() error {
 	if h.b == nil {
-		return fmt.Errorf("%w: zero HostSlice", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
 	}
 	h.b.mu.RLock()
 	if h.b.gen.Load() != h.gen {
@@ -100,7 +99,7 @@ func (h HostSlice[T]) Use(fn func(v []T) error) error {
 // hold calls fn with the address of the memory while it is live.
 func (h HostSlice[T]) hold(fn func(p unsafe.Pointer) error) error {
 	if h.b == nil {
-		return fmt.Errorf("%w: zero HostSlice", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
 	}
 	h.b.mu.RLock()
 	defer h.b.mu.RUnlock()
@@ -126,13 +125,13 @@ func (x Slice[T]) CopyToHostAsync(h HostSlice[T], st *Stream) error {
 
 func (x Slice[T]) copyAsync(h HostSlice[T], st *Stream, toDevice bool) error {
 	if x.IsZero() {
-		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero Slice")
 	}
 	if h.b == nil || h.b.cache.dev != x.dev || st == nil || st.dev != x.dev {
-		return fmt.Errorf("%w: an asynchronous copy needs host memory and a stream of the slice's device", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "an asynchronous copy needs host memory and a stream of the slice's device")
 	}
 	if h.n > x.n {
-		return fmt.Errorf("gpu: asynchronous copy of %d elements with a slice of %d", h.n, x.n)
+		return prefixed.Errorf("gpu", "asynchronous copy of %d elements with a slice of %d", h.n, x.n)
 	}
 	n := int64(h.n) * int64(unsafe.Sizeof(*new(T)))
 	return st.life.use(errStreamEnded, func() error {

@@ -1,10 +1,10 @@
 package gpu
 
 import (
-	"errors"
 	"io"
 	"sync"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/trace"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -21,7 +21,7 @@ type Recording struct {
 	stopped bool
 }
 
-var errRecording = errors.New("gpu: the device is recording already")
+var errRecording = prefixed.Errorf("gpu", "the device is recording already")
 
 // StartRecording starts writing the device's allocations and frees to w, in
 // the shape of pprof.StartCPUProfile: one recording per device at a time,
@@ -32,7 +32,7 @@ func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
 		return nil, err
 	}
 	if w == nil {
-		return nil, errors.New("gpu: StartRecording(nil)")
+		return nil, prefixed.Errorf("gpu", "StartRecording(nil)")
 	}
 	r := &Recording{dev: d, w: trace.NewWriter(w)}
 	if !d.recording.CompareAndSwap(nil, r) {

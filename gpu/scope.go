@@ -1,11 +1,10 @@
 package gpu
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -38,10 +37,10 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		return errNilDevice
 	}
 	if fn == nil {
-		return errors.New("gpu: WithScope: nil function")
+		return prefixed.Errorf("gpu", "WithScope: nil function")
 	}
 	if ctx == nil {
-		return errors.New("gpu: WithScope: nil Context")
+		return prefixed.Errorf("gpu", "WithScope: nil Context")
 	}
 	s, err := openScope(ctx, dev, opts)
 	if err != nil {
@@ -54,15 +53,15 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		path, cerr := s.s.End()
 		if r := recover(); r != nil {
 			if cerr != nil {
-				dev.dropped(fmt.Errorf("gpu: scope %q ended by a panic: %w", path, cerr))
+				dev.dropped(prefixed.Wrap("gpu", cerr, "scope %q ended by a panic", path))
 			}
 			panic(r) // released above; the panic goes on with its own value
 		}
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-			err = errors.Join(err, cause)
+			err = errors.Join(err, prefixed.Wrap("gpu", cause, "scope %q cancelled", path))
 		}
 		if torn && !errors.Is(err, ErrDeviceClosed) {
-			err = errors.Join(err, fmt.Errorf("gpu: WithScope: %w while the scope was open", ErrDeviceClosed))
+			err = errors.Join(err, prefixed.Kind(ErrDeviceClosed, "while the scope was open (WithScope)"))
 		}
 		err = errors.Join(err, deviceError(cerr))
 	}()
@@ -87,18 +86,19 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	var stream uintptr
 	if o.stream != nil {
 		if o.stream.dev != d {
-			return nil, fmt.Errorf("%w: OnStream: a stream of device %s for a scope of %s", ErrWrongScope, o.stream.dev.name, d.name)
+			return nil, prefixed.Kind(ErrWrongScope, "OnStream: a stream of device %s for a scope of %s", o.stream.dev.name, d.name)
 		}
 		if o.stream.life.ended() {
-			return nil, fmt.Errorf("gpu: OnStream: %w", errStreamEnded)
+			return nil, prefixed.Wrap("gpu", errStreamEnded, "OnStream")
 		}
 		stream = o.stream.id
 	}
 	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream})
 	if err != nil {
-		if isOutOfMemory(err) { // its reservation found no room
-			return nil, outOfMemory(d, cmp.Or(o.name, "(a new scope's reservation)"), o.reserve, err)
+		var re *scope.ReserveError
+		if isOutOfMemory(err) && errors.As(err, &re) { // its reservation found no room
+			return nil, outOfMemory(d, re.Path, o.reserve, err)
 		}
 		return nil, deviceError(err)
 	}
@@ -145,10 +145,10 @@ func (s *Scope) Context() context.Context {
 }
 
 // errNilScope is what the methods of a nil or zero *Scope return.
-var errNilScope = fmt.Errorf("%w: nil or zero Scope", ErrScopeClosed)
+var errNilScope = prefixed.Kind(ErrScopeClosed, "nil or zero Scope")
 
 // errEnded is the cause of the Context of a Scope that has ended.
-var errEnded = fmt.Errorf("%w: the scope has ended", ErrScopeClosed)
+var errEnded = prefixed.Kind(ErrScopeClosed, "the scope has ended")
 
 // Alloc allocates size bytes owned by the scope. In a scope opened with
 // [WaitForMemory] (or inside one) it waits for memory rather than fail.
@@ -175,7 +175,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		// still write to it, and must land before the zeros.
 		zero := func(ptr, stream uintptr) error { return s.dev.drv.Memset(ptr, 0, size, stream) }
 		if err := ref.WithPtrAndStream(0, zero); err != nil {
-			return Buffer{}, deviceError(errors.Join(fmt.Errorf("gpu: zeroing %d bytes: %w", size, err), s.s.Free(ref)))
+			return Buffer{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "zeroing %d bytes", size), s.s.Free(ref)))
 		}
 	}
 	return Buffer{dev: s.dev, ref: ref, size: size}, nil
@@ -207,10 +207,10 @@ func (s *Scope) owns(dev *Device, view int64, verb string) error {
 		return errZeroBuffer
 	}
 	if dev != s.dev {
-		return fmt.Errorf("%w: buffer of device %s %s through a scope of %s", ErrWrongScope, dev.name, verb, s.dev.name)
+		return prefixed.Kind(ErrWrongScope, "buffer of device %s %s through a scope of %s", dev.name, verb, s.dev.name)
 	}
 	if view != 0 {
-		return fmt.Errorf("%w: a view cannot be %s; its buffer can", ErrWrongScope, verb)
+		return prefixed.Kind(ErrWrongScope, "a view cannot be %s; its buffer can", verb)
 	}
 	return nil
 }

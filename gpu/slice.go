@@ -1,11 +1,11 @@
 package gpu
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // Elem are the element types of a [Slice]: fixed-size numbers, which can be
@@ -26,7 +26,7 @@ type Slice[T Elem] struct {
 func Alloc[T Elem](s *Scope, n int) (Slice[T], error) {
 	size := int64(unsafe.Sizeof(*new(T)))
 	if n <= 0 || int64(n) > math.MaxInt64/size {
-		return Slice[T]{}, fmt.Errorf("%w: %d elements of %d bytes", ErrInvalidSize, n, size)
+		return Slice[T]{}, prefixed.Kind(ErrInvalidSize, "%d elements of %d bytes", n, size)
 	}
 	b, err := s.Alloc(int64(n) * size)
 	if err != nil {
@@ -42,10 +42,10 @@ func (x Slice[T]) Len() int { return x.n }
 // that shares x's lifetime (see [Buffer.View]).
 func (x Slice[T]) View(i, j int) (Slice[T], error) {
 	if x.IsZero() {
-		return Slice[T]{}, fmt.Errorf("%w: zero Slice", ErrWrongScope)
+		return Slice[T]{}, prefixed.Kind(ErrWrongScope, "zero Slice")
 	}
 	if i < 0 || j <= i || j > x.n {
-		return Slice[T]{}, fmt.Errorf("%w: view [%d:%d] of a slice of %d", ErrInvalidSize, i, j, x.n)
+		return Slice[T]{}, prefixed.Kind(ErrInvalidSize, "view [%d:%d] of a slice of %d", i, j, x.n)
 	}
 	size := int64(unsafe.Sizeof(*new(T)))
 	b, err := x.Buffer.View(int64(i)*size, int64(j-i)*size)
@@ -75,10 +75,10 @@ func (x Slice[T]) CopyToHost(dst []T) error {
 // memory fit in, for op; dir says which way in its error: "into", "from".
 func (x Slice[T]) fits(op string, n int, dir string) error {
 	if x.IsZero() {
-		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero Slice")
 	}
 	if n > x.n {
-		return fmt.Errorf("gpu: %s: %d elements %s a slice of %d", op, n, dir, x.n)
+		return prefixed.Errorf("gpu", "%s: %d elements %s a slice of %d", op, n, dir, x.n)
 	}
 	return nil
 }
@@ -99,11 +99,11 @@ func bytesOf[T Elem](s []T) []byte {
 // runs on scope-owned memory without a copy.
 func (x Slice[T]) UseHost(fn func(v []T) error) error {
 	if x.IsZero() {
-		return fmt.Errorf("%w: zero Slice", ErrWrongScope)
+		return prefixed.Kind(ErrWrongScope, "zero Slice")
 	}
 	ha, ok := x.dev.drv.(driver.HostAddressable)
 	if !ok {
-		return fmt.Errorf("%w: device %s's memory is not the program's to address", ErrNotSupported, x.dev.name)
+		return prefixed.Kind(ErrNotSupported, "device %s's memory is not the program's to address", x.dev.name)
 	}
 	return x.Use(func(ptr uintptr) error {
 		mem, err := ha.HostBytes(ptr, x.Size())

@@ -137,7 +137,7 @@ func frames(pcs []uintptr) []string {
 // buffers, largest first.
 func (d *Device) Summary() string {
 	if err := d.usable(); err != nil {
-		return fmt.Sprintf("gpu: no summary: %v", err)
+		return "gpu: no summary: " + ownText(err)
 	}
 	st := d.Stats()
 	var b strings.Builder
@@ -147,17 +147,18 @@ func (d *Device) Summary() string {
 	}
 	row("allocated", st.Allocated, st.PeakAllocated)
 	row("reserved", st.Reserved, st.PeakReserved)
-	fmt.Fprintf(&b, "  %-10s %12s   (reserved, not in use, %d free blocks; EmptyCache returns it)\n", "cached",
-		units.FormatBytes(st.Cached), st.CachedBlocks)
+	fmt.Fprintf(&b, "  %-10s %12s   (reserved, not in use, %s; EmptyCache returns it)\n", "cached",
+		units.FormatBytes(st.Cached), units.Count(st.CachedBlocks, "free block"))
 	fmt.Fprintf(&b, "  %-10s %12d   peak %12d\n", "buffers", st.ActiveBlocks, st.PeakActiveBlocks)
-	fmt.Fprintf(&b, "  %-10s %d allocations (%s), %d frees (%s), %d served from the cache, %d out of memory\n",
-		"in all", st.Allocs, units.FormatBytes(st.AllocatedBytes), st.Frees, units.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
+	fmt.Fprintf(&b, "  %-10s %s (%s), %s (%s), %d served from the cache, %d out of memory\n",
+		"in all", units.Count(st.Allocs, "allocation"), units.FormatBytes(st.AllocatedBytes), units.Count(st.Frees, "free"),
+		units.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
 	roots, n := scopeTree(d)
 	if n == 0 {
 		b.WriteString("no scope open\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%d scopes open (bytes taken with their children, peak, own buffers), largest first:\n", n)
+	fmt.Fprintf(&b, "%s open (bytes taken with their children, peak, own buffers), largest first:\n", units.Count(n, "scope"))
 	var walk func(nodes []*scopeNode, depth int)
 	walk = func(nodes []*scopeNode, depth int) {
 		slices.SortStableFunc(nodes, func(x, y *scopeNode) int { return cmp.Compare(y.Live, x.Live) })
@@ -166,8 +167,8 @@ func (d *Device) Summary() string {
 			if name == "" {
 				name = "scope"
 			}
-			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %d buffers (%s)\n", strings.Repeat("  ", depth)+name,
-				units.FormatBytes(s.Live), units.FormatBytes(s.Peak), len(s.Buffers), units.FormatBytes(s.Own))
+			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %s (%s)\n", strings.Repeat("  ", depth)+name,
+				units.FormatBytes(s.Live), units.FormatBytes(s.Peak), units.Count(len(s.Buffers), "buffer"), units.FormatBytes(s.Own))
 			walk(s.children, depth+1)
 		}
 	}

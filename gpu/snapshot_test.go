@@ -34,7 +34,7 @@ func TestSummaryListsScopesWithTheirBytes(t *testing.T) {
 			if strings.Contains(l, "weights") {
 				weightsLine = i
 				assert.Contains(t, l, "4.00 MiB", "its bytes with its child's")
-				assert.Contains(t, l, "1 buffers (3.00 MiB)")
+				assert.Contains(t, l, "1 buffer (3.00 MiB)")
 			}
 			if strings.Contains(l, "    batch") {
 				childLine = i
@@ -92,7 +92,7 @@ func TestStatsReadAsText(t *testing.T) {
 		require.NoError(t, err)
 		text := dev.Stats().String()
 		assert.Contains(t, text, "allocated 3.00 MiB (peak 3.00 MiB)")
-		assert.Contains(t, text, "1 buffers live, 1 scopes open")
+		assert.Contains(t, text, "1 buffer live, 1 scope open")
 		var b strings.Builder
 		slog.New(slog.NewTextHandler(&b, nil)).Info("gpu", "stats", dev.Stats())
 		assert.Contains(t, b.String(), "stats.allocated=3145728")

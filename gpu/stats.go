@@ -22,7 +22,7 @@ type Stats struct {
 	Cached       int64 `json:"cached"`        // Reserved - Allocated: free bytes kept for reuse (EmptyCache returns them)
 	ActiveBlocks int64 `json:"active_blocks"` // live buffers
 	CachedBlocks int64 `json:"cached_blocks"` // free blocks the pool keeps
-	Segments     int64 `json:"segments"`      // segments the pool holds (an expandable arena counts one)
+	Segments     int64 `json:"segments"`      // segments of memory the pool holds (address space with nothing mapped is none)
 	OpenScopes   int   `json:"open_scopes"`   // scopes open on the device
 
 	// Now, page-locked host memory (AllocHost): bytes as its cache's size
@@ -65,9 +65,9 @@ type Stats struct {
 // String describes the counters in a line a person reads: what is in use,
 // what the device holds for it, and the peaks.
 func (s Stats) String() string {
-	return fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s), cached %s; %d buffers live, %d scopes open",
+	return fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s), cached %s; %s live, %s open",
 		units.FormatBytes(s.Allocated), units.FormatBytes(s.PeakAllocated), units.FormatBytes(s.Reserved),
-		units.FormatBytes(s.PeakReserved), units.FormatBytes(s.Cached), s.ActiveBlocks, s.OpenScopes)
+		units.FormatBytes(s.PeakReserved), units.FormatBytes(s.Cached), units.Count(s.ActiveBlocks, "buffer"), units.Count(s.OpenScopes, "scope"))
 }
 
 // LogValue makes a slog record show the counters as a group.
@@ -144,8 +144,8 @@ func (s *Scope) Stats() ScopeStats {
 
 // String describes the counters in a line a person reads.
 func (s ScopeStats) String() string {
-	str := fmt.Sprintf("live %s (peak %s), %d buffers, %d children", units.FormatBytes(s.Live),
-		units.FormatBytes(s.Peak), s.Allocations, s.Children)
+	str := fmt.Sprintf("live %s (peak %s), %s, %s", units.FormatBytes(s.Live),
+		units.FormatBytes(s.Peak), units.Count(s.Allocations, "buffer"), units.Count(s.Children, "child", "children"))
 	if s.Reserved > 0 {
 		str += ", reserved " + units.FormatBytes(s.Reserved)
 	}

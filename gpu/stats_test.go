@@ -48,7 +48,7 @@ func TestScopeStatsReadAsText(t *testing.T) {
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 		_, err := s.Alloc(64 << 20)
 		require.NoError(t, err)
-		assert.Equal(t, "live 64.00 MiB (peak 64.00 MiB), 1 buffers, 0 children, limit 1.00 GiB", s.Stats().String())
+		assert.Equal(t, "live 64.00 MiB (peak 64.00 MiB), 1 buffer, 0 children, limit 1.00 GiB", s.Stats().String())
 		return nil
 	}, gpu.Limit(1<<30)))
 }
@@ -105,4 +105,20 @@ func TestSummaryCountsEveryAllocationServedFromTheCache(t *testing.T) {
 	assert.Equal(t, int64(1), st.Growths, "the first allocation grew the pool")
 	assert.Equal(t, int64(9), st.ServedFromCache)
 	assert.Contains(t, dev.Summary(), "10 allocations (40.00 MiB), 10 frees (40.00 MiB), 9 served from the cache")
+}
+
+// Reserved address space is no memory: a fresh device's statistics are
+// zero, as RMM's and PyTorch's are, and a segment counts once memory is
+// mapped in it.
+func TestAFreshDeviceCountsNoSegments(t *testing.T) {
+	dev := openHost(t)
+	st := dev.Stats()
+	assert.Zero(t, st.Segments, "address space reserved at Open is not a segment")
+	assert.Zero(t, st.Reserved)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), dev.Stats().Segments, "one arena with memory mapped in it")
+		return nil
+	}))
 }

@@ -2,9 +2,9 @@ package gpu
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -31,7 +31,7 @@ func (s *Scope) NewStream() (*Stream, error) {
 	}
 	id, err := s.dev.drv.NewStream()
 	if err != nil {
-		return nil, deviceError(fmt.Errorf("gpu: NewStream: %w", err))
+		return nil, deviceError(prefixed.Wrap("gpu", err, "NewStream"))
 	}
 	st := &Stream{dev: s.dev, id: id, owner: s.s}
 	// Its work completes before the scope's memory is released; it is
@@ -57,10 +57,10 @@ func (st *Stream) ID() uintptr {
 func (st *Stream) valid() bool { return st != nil && st.dev != nil }
 
 // errNilStream is what the methods of a nil or zero *Stream return.
-var errNilStream = fmt.Errorf("%w: nil or zero Stream", ErrScopeClosed)
+var errNilStream = prefixed.Kind(ErrScopeClosed, "nil or zero Stream")
 
 // errStreamEnded is what the methods of a Stream return once it has ended.
-var errStreamEnded = fmt.Errorf("%w: the stream ended with its scope", ErrScopeClosed)
+var errStreamEnded = prefixed.Kind(ErrScopeClosed, "the stream ended with its scope")
 
 // Synchronize waits until the work queued on the stream has completed, and
 // reports the first error of work that ran asynchronously.

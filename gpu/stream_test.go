@@ -79,7 +79,7 @@ func TestStreamsOfChildrenAndClosedDevicesEnd(t *testing.T) {
 	require.NoError(t, err)
 	st, err := s.NewStream()
 	require.NoError(t, err)
-	assert.ErrorContains(t, other.Close(), "1 scopes open", "closing the device ends the scope, and says so")
+	assert.ErrorContains(t, other.Close(), "1 scope open", "closing the device ends the scope, and says so")
 	assert.Len(t, registry.TakeForcedCloses[gpu.ScopeSnapshot](), 1)
 	assert.ErrorIs(t, st.Synchronize(), gpu.ErrScopeClosed, "and its stream")
 }

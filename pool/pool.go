@@ -557,8 +557,8 @@ func (p *Pool) Close() error {
 	err := p.EmptyCache() // which waits for the held blocks first
 	st := p.Stats()
 	if st.ActiveBlocks > 0 {
-		return errors.Join(err, prefixed.Errorf("pool", "closed with %d blocks (%s) still allocated",
-			st.ActiveBlocks, units.FormatBytes(st.Allocated)))
+		return errors.Join(err, prefixed.Errorf("pool", "closed with %s (%s) still allocated",
+			units.Count(st.ActiveBlocks, "block"), units.FormatBytes(st.Allocated)))
 	}
 	return errors.Join(err, p.releaseAddressSpace())
 }
@@ -611,8 +611,13 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) statsLocked(shardsLocked bool) Stats {
 	st := p.ledger.counts
 	for _, a := range p.arenas.byKey {
-		if a.expandable {
-			st.Segments += int64(len(a.segments))
+		if !a.expandable {
+			continue
+		}
+		for _, s := range a.segments {
+			if len(s.mapped) > 0 { // address space alone is no memory
+				st.Segments++
+			}
 		}
 	}
 	p.front.addStats(&st, shardsLocked)

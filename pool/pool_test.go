@@ -163,7 +163,7 @@ func TestClosedPool(t *testing.T) {
 	require.NoError(t, err)
 	err = p.Close()
 	require.Error(t, err, "closing with a live block is reported")
-	assert.Contains(t, err.Error(), "1 blocks")
+	assert.Contains(t, err.Error(), "1 block")
 	_, err = p.Alloc(64)
 	assert.ErrorIs(t, err, pool.ErrClosed)
 	require.NoError(t, p.Free(b), "a block freed after Close is released")

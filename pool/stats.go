@@ -10,7 +10,7 @@ type Stats struct {
 	Cached       int64 `json:"cached"`        // Reserved - Allocated: free bytes kept for reuse
 	ActiveBlocks int64 `json:"active_blocks"` // live blocks
 	CachedBlocks int64 `json:"cached_blocks"` // freed blocks the pool keeps: in the front cache and free in arenas
-	Segments     int64 `json:"segments"`      // segments (expandable arenas count one each)
+	Segments     int64 `json:"segments"`      // segments holding memory (an expandable arena's reserved address space counts once memory is mapped in it)
 
 	// Peaks, since the pool was made or ResetPeaks was called. PeakReserved
 	// is exact. PeakAllocated is exact while allocations come from one

@@ -3,8 +3,6 @@ package scope
 import (
 	"errors"
 
-	"github.com/gpuscope/gpuscope/internal/prefixed"
-	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -29,12 +27,12 @@ func (op *opening) reserve(size int64) error {
 	n, p := op.n, op.tree.pool
 	charged := pool.Rounded(size)
 	if err := n.charge(charged, nil); err != nil {
-		return prefixed.Wrap("scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
+		return &ReserveError{Path: n.pathName(), Size: size, Err: err}
 	}
 	op.charged = charged
 	b, err := p.Alloc(charged)
 	if err != nil {
-		return prefixed.Wrap("scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
+		return &ReserveError{Path: n.pathName(), Size: size, Err: err}
 	}
 	n.reservationBlock = &b // before any step that can fail: undo frees it
 	r, err := newRegion(b.Ptr(), charged)

@@ -32,7 +32,7 @@ func (o Options) checkReserve() error {
 		return prefixed.Kind(pool.ErrInvalidSize, "reserve %d, limit %d", o.Reserve, o.Limit)
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
-		return prefixed.Errorf("scope", "reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+		return prefixed.Kind(pool.ErrInvalidSize, "reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
 	if o.Reserve > 0 && o.Stream != 0 {
 		// A reservation is memory of one stream that its children share;

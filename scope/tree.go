@@ -63,7 +63,7 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 		return Scope{}, prefixed.Errorf("scope", "nil Context")
 	}
 	if err := context.Cause(ctx); err != nil {
-		return Scope{}, err
+		return Scope{}, prefixed.Wrap("scope", err, "context done before the scope opened")
 	}
 	if err := o.check(); err != nil {
 		return Scope{}, err

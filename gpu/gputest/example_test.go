@@ -45,7 +45,7 @@ func ExampleVerifyNone() {
 	gputest.VerifyNone(r)
 	fmt.Println("after Close, leak found:", r.failed)
 	// Output:
-	// reported: found unexpected GPU memory: 1 scopes open, 1 buffers (4.00 KiB) live
+	// reported: found unexpected GPU memory: 1 scope open, 1 buffer (4.00 KiB) live
 	// leak found: true
 	// after Close, leak found: false
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/registry"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // TestingT is the part of *testing.T that VerifyNone and Steady use.
@@ -155,9 +156,11 @@ func report(leaks []gpu.ScopeSnapshot) string {
 	for _, s := range leaks {
 		others += len(s.Resources)
 	}
-	fmt.Fprintf(&b, "found unexpected GPU memory: %d scopes open, %d buffers (%s) live", len(leaks), n, gpu.Bytes(total))
+	fmt.Fprintf(&b, "found unexpected GPU memory: %s open, %s (%s) live",
+		units.Count(len(leaks), "scope"), units.Count(n, "buffer"), gpu.Bytes(total))
 	if others > 0 {
-		fmt.Fprintf(&b, ", and %d streams, events, modules or page-locked allocations", others)
+		fmt.Fprintf(&b, ", and %s", units.Count(others, "stream, event, module or page-locked allocation",
+			"streams, events, modules or page-locked allocations"))
 	}
 	b.WriteString("\n")
 	for _, s := range leaks {

@@ -28,7 +28,7 @@ func TestAnOpenScopeAndItsBufferAreReported(t *testing.T) {
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1)
 	msg := ft.errs[0]
-	assert.Contains(t, msg, "1 scopes open, 1 buffers (4.00 KiB) live")
+	assert.Contains(t, msg, "1 scope open, 1 buffer (4.00 KiB) live")
 	assert.Contains(t, msg, `[Scope "request" open on device host`)
 	assert.Contains(t, msg, `[Buffer of 4.00 KiB at 0x`)
 	assert.Contains(t, msg, "gputest_test.TestAnOpenScopeAndItsBufferAreReported", "the allocation site")
@@ -168,7 +168,7 @@ func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast(), ignore)
 	require.Len(t, ft.errs, 1, "the new buffer is a leak, whatever its address")
-	assert.Contains(t, ft.errs[0], "1 buffers (4.00 KiB) live")
+	assert.Contains(t, ft.errs[0], "1 buffer (4.00 KiB) live")
 	require.NoError(t, s.Free(fresh))
 }
 

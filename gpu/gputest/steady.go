@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/registry"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // Steady calls fn warmup times, then iterations times, and fails t if the
@@ -52,8 +53,8 @@ func Steady(t TestingT, warmup, iterations int, fn func() error) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "gputest: memory held by buffers grew in %d of %d iterations after %d warm-ups:\n  %s\n",
-		len(grew), iterations, warmup, strings.Join(grew, "\n  "))
+	fmt.Fprintf(&b, "gputest: memory held by buffers grew in %d of %d iterations after %s:\n  %s\n",
+		len(grew), iterations, units.Count(warmup, "warm-up"), strings.Join(grew, "\n  "))
 	after := scopeBytes()
 	for _, at := range slices.SortedFunc(maps.Keys(after), scopeAt.compare) {
 		if n := after[at]; n > before[at] {

@@ -119,10 +119,14 @@ func ExactBytes(n int64) string {
 }
 
 // Count writes n and the noun, singular for one and plural otherwise:
-// "1 buffer", "3 buffers". The plural is the noun with an s.
-func Count(n int, noun string) string {
+// "1 buffer", "3 buffers". The plural is the noun with an s, or plural
+// where it is given ("children").
+func Count[N ~int | ~int64](n N, noun string, plural ...string) string {
 	if n == 1 || n == -1 {
 		return fmt.Sprintf("%d %s", n, noun)
+	}
+	if len(plural) > 0 {
+		return fmt.Sprintf("%d %s", n, plural[0])
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -90,5 +90,7 @@ func FuzzParseBytes(f *testing.F) {
 func TestCountIsSingularForOneOnly(t *testing.T) {
 	assert.Equal(t, "1 buffer", units.Count(1, "buffer"))
 	assert.Equal(t, "0 buffers", units.Count(0, "buffer"))
-	assert.Equal(t, "2 scopes", units.Count(2, "scope"))
+	assert.Equal(t, "2 scopes", units.Count(int64(2), "scope"))
+	assert.Equal(t, "1 child", units.Count(1, "child", "children"))
+	assert.Equal(t, "3 children", units.Count(3, "child", "children"))
 }

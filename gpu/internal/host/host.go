@@ -390,7 +390,7 @@ func (d *Driver) Close() error {
 	openDrivers.Add(-1)
 	var err error
 	if len(d.segs) > 0 {
-		err = prefixed.Errorf("host", "closed with %d allocations not freed", len(d.segs))
+		err = prefixed.Errorf("host", "closed with %s not freed", units.Count(len(d.segs), "allocation"))
 	}
 	d.segs = nil
 	err = errors.Join(err, d.closeVM())

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/handles"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // Page mapping, emulated as CUDA's virtual memory calls behave: a handle is a
@@ -285,7 +286,8 @@ func newVM() vmState { return vmState{fd: -1, handles: map[uint64]*vmHandle{}} }
 func (d *Driver) closeVM() error {
 	var err error
 	if len(d.vm.handles) > 0 || len(d.vm.res) > 0 {
-		err = prefixed.Errorf("host", "closed with %d handles and %d address reservations not released", len(d.vm.handles), len(d.vm.res))
+		err = prefixed.Errorf("host", "closed with %s and %s not released",
+			units.Count(len(d.vm.handles), "handle"), units.Count(len(d.vm.res), "address reservation"))
 	}
 	// What was left is unmapped all the same: a closed device keeps no
 	// memory of the process.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -272,6 +273,7 @@ func TestEveryErrorOfThePublicAPISaysGPUOnce(t *testing.T) {
 	walkStaleHandles(t, add)
 	walkEndedDevice(t, add)
 	walkCancellation(t, add)
+	walkInjectedFaults(t, add)
 	require.NotEmpty(t, cases)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { assertGPUWords(t, c) })
@@ -452,4 +454,40 @@ func walkCancellation(t *testing.T, add func(string, error, ...error)) {
 			return err
 		}, gpu.WaitForMemory(), gpu.Name("waiter"))
 	}), context.Canceled, gpu.ErrOutOfMemory)
+}
+
+func walkInjectedFaults(t *testing.T, add func(string, error, ...error)) {
+	dev, faults, err := gputest.OpenFaulty(64 << 20)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, dev.Close()) })
+	in := func(fn func(s *gpu.Scope) error) error { return gpu.WithScope(context.Background(), dev, fn) }
+	faults.FailWhen(func(c gputest.Call) bool { return c.Op == gputest.OpAlloc })
+	add("a growth the driver refuses", in(func(s *gpu.Scope) error {
+		_, err := s.Alloc(32 << 20)
+		return err
+	}), gputest.ErrInjected)
+	faults.FailWhen(nil)
+	add("a copy the driver refuses", in(func(s *gpu.Scope) error {
+		b, err := s.Alloc(64)
+		require.NoError(t, err)
+		faults.FailNth(gputest.OpCopy, 1)
+		return b.CopyFromHost(make([]byte, 64))
+	}), gputest.ErrInjected)
+	add("a stream the driver refuses", in(func(s *gpu.Scope) error {
+		faults.FailNth(gputest.OpStream, 1)
+		_, err := s.NewStream()
+		return err
+	}), gputest.ErrInjected)
+	add("an event the driver refuses", in(func(s *gpu.Scope) error {
+		st, err := s.NewStream()
+		require.NoError(t, err)
+		faults.FailNth(gputest.OpEvent, 1)
+		_, err = st.Record()
+		return err
+	}), gputest.ErrInjected)
+	add("a free the driver refuses", func() error {
+		require.NoError(t, in(func(s *gpu.Scope) error { _, err := s.Alloc(8 << 20); return err }))
+		faults.FailNth(gputest.OpUnmap, 1)
+		return dev.EmptyCache()
+	}(), gputest.ErrInjected)
 }

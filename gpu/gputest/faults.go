@@ -7,13 +7,14 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/internal/host"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // ErrInjected is the error of every fault [Faults] injects:
 // errors.Is(err, ErrInjected) tells an injected failure from a real one.
 // The message of the error says which driver call failed and which rule
 // made it fail.
-var ErrInjected = errors.New("gputest: injected fault")
+var ErrInjected = prefixed.New("gputest", "injected fault")
 
 // Op is a kind of driver call that [Faults] can make fail. Each names the
 // methods of package gpu/driver's interfaces it covers.
@@ -198,7 +199,7 @@ func (d *faultDriver) inject(op Op, method string, size int64) error {
 	if size > 0 {
 		what += " of " + gpu.Bytes(size).String()
 	}
-	return fmt.Errorf("%w: %s, %v call %d, by %s", ErrInjected, what, op, c.N, rule)
+	return prefixed.Kind(ErrInjected, "%s, %v call %d, by %s", what, op, c.N, rule)
 }
 
 // failOr returns the injected failure of a call, if one is due, and else

@@ -155,4 +155,7 @@ func (e *waitError) text() string {
 		e.scope, units.FormatBytes(e.size), prefixed.Text(e.ctx))
 }
 
+// Text is the message without the prefix, for a layer above that wraps it.
+func (e *waitError) Text() string { return e.text() }
+
 func (e *waitError) Unwrap() []error { return []error{e.ctx, e.oom} }

@@ -237,6 +237,10 @@ func (e *crossedError) text() string {
 	return t
 }
 
+// Text is the message without the prefix, for a layer above that wraps
+// it (gputest).
+func (e *crossedError) Text() string { return e.text() }
+
 func (e *crossedError) Unwrap() error { return e.err }
 
 // Is reports whether the error is target, one of this package's sentinels

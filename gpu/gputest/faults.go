@@ -81,7 +81,7 @@ func OpenFaulty(capacity int64, opts ...gpu.DeviceOption) (*gpu.Device, *Faults,
 	}
 	h, err := host.New(capacity)
 	if err != nil {
-		return nil, nil, fmt.Errorf("gputest: OpenFaulty: %w", err)
+		return nil, nil, prefixed.Wrap("gputest", err, "OpenFaulty")
 	}
 	drv := &faultDriver{Driver: h, failNth: map[Op]int{}}
 	dev, err := gpu.OpenDriver(drv, "host", opts...)
@@ -138,7 +138,7 @@ func (f *Faults) Hold(st *gpu.Stream) (release func(), err error) {
 	}
 	release, err = f.drv.Driver.Hold(st.ID())
 	if err != nil {
-		return nil, fmt.Errorf("gputest: Hold: %w", err)
+		return nil, prefixed.Wrap("gputest", err, "Hold")
 	}
 	return release, nil
 }
@@ -152,7 +152,7 @@ func (f *Faults) Enqueue(st *gpu.Stream, fn func() error) error {
 		return errors.New("gputest: Enqueue: nil function")
 	}
 	if err := f.drv.Driver.Enqueue(st.ID(), fn); err != nil {
-		return fmt.Errorf("gputest: Enqueue: %w", err)
+		return prefixed.Wrap("gputest", err, "Enqueue")
 	}
 	return nil
 }

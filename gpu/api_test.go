@@ -78,7 +78,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method HostSlice.Use",
 		"method Module.Function",
 		"method OOMError.Error",
-		"method OOMError.Is",
 		"method OOMError.Unwrap",
 		"method Recording.Stop",
 		"method Scope.Alloc",

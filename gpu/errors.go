@@ -176,18 +176,16 @@ func (e *OOMError) capRefused() bool {
 	return d != nil && d.Err == nil && d.Limit > 0 && (d.DeviceTotal < 0 || e.Requested <= d.DeviceTotal)
 }
 
-// Is reports that an OOMError is ErrOutOfMemory.
-func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
-
-// Unwrap returns the cause: the *LimitError or the *pool.OOMError.
-func (e *OOMError) Unwrap() error {
-	if e.Limit != nil {
-		return e.Limit
+// Unwrap returns ErrOutOfMemory, which an OOMError is, and its cause: the
+// *LimitError or the *pool.OOMError.
+func (e *OOMError) Unwrap() []error {
+	switch {
+	case e.Limit != nil:
+		return []error{ErrOutOfMemory, e.Limit}
+	case e.Device != nil:
+		return []error{ErrOutOfMemory, e.Device}
 	}
-	if e.Device != nil {
-		return e.Device
-	}
-	return nil
+	return []error{ErrOutOfMemory}
 }
 
 // lowerSentinels pairs the sentinels of the layers below with this
@@ -265,6 +263,14 @@ func ownWords(err error) string {
 		return e.text()
 	case *waitError:
 		return e.text()
+	case *scope.LimitError:
+		return fmt.Sprintf("out of memory: the limit of scope %q (%s) refused %s: %s live in it",
+			e.Path, units.FormatBytes(e.Limit), units.FormatBytes(e.Requested), units.FormatBytes(e.Live))
+	case *pool.OOMError:
+		return fmt.Sprintf("out of memory: %s asked of the pool: %s allocated, %s reserved (largest free block %s)",
+			units.FormatBytes(e.Requested), units.FormatBytes(e.Allocated), units.FormatBytes(e.Reserved), units.FormatBytes(e.LargestFree))
+	case *driver.NoStreamError:
+		return fmt.Sprintf("stream %#x does not exist", e.Stream)
 	}
 	for _, p := range lowerSentinels {
 		if err == p.lower {

@@ -201,6 +201,31 @@ func TestErrorsLeadWithTheCause(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), `gpu: scope "job" cancelled: context canceled`), err.Error())
 		assert.NotRegexp(t, `(^|: )(scope|pool):`, err.Error())
 	})
+	t.Run("the pool's cap", func(t *testing.T) {
+		capped := openHost(t, gpu.HostMemory(64<<20), gpu.MaxReservedFraction(0.25))
+		err := gpu.WithScope(context.Background(), capped, func(s *gpu.Scope) error {
+			_, err := s.Alloc(20 << 20)
+			return err
+		}, gpu.Name("batch"))
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		shown = append(shown, err.Error())
+		assert.True(t, strings.HasPrefix(err.Error(), `gpu: out of memory: the pool's cap (16.00 MiB) refused 20.00 MiB`), err.Error())
+	})
+	t.Run("a wait that ends with its context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		waiting := openHost(t, gpu.HostMemory(16<<20), gpu.OnOutOfMemory(func(error) { cancel() }))
+		err := gpu.WithScope(context.Background(), waiting, func(hog *gpu.Scope) error {
+			_, err := hog.Alloc(12 << 20)
+			require.NoError(t, err)
+			return gpu.WithScope(ctx, waiting, func(s *gpu.Scope) error {
+				_, err := s.Alloc(12 << 20)
+				return err
+			}, gpu.WaitForMemory(), gpu.Name("request"))
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		shown = append(shown, err.Error())
+	})
 	t.Run("an invalid size, in one wording whatever the call", func(t *testing.T) {
 		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
 			_, err := s.Alloc(0)

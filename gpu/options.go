@@ -220,9 +220,13 @@ func Zeroed() ScopeOption {
 // it wait when memory is short, instead of failing: an allocation that would
 // fail with ErrOutOfMemory (the device's, or a limit's) waits until memory
 // is released on the device and tries again, first come first served, until
-// the scope's context is done; then it returns the context's error. This is
-// back-pressure for servers: requests queue for memory instead of failing.
-// A request larger than the device or a limit waits until its context ends.
+// the scope's context is done. This is back-pressure for servers: requests
+// queue for memory instead of failing. A request that can never fit
+// (larger than the device, the pool's cap, or the Limit of the scope or of
+// an enclosing one) fails at once with its [*OOMError]. A wait that ends
+// with the context fails with an error that names the scope and the size
+// and matches both the context's error and ErrOutOfMemory (errors.As finds
+// the last attempt's *OOMError).
 func WaitForMemory() ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.wait = true; return o })
 }

@@ -96,9 +96,8 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream})
 	if err != nil {
-		var re *scope.ReserveError
-		if isOutOfMemory(err) && errors.As(err, &re) { // its reservation found no room
-			return nil, outOfMemory(d, re.Path, o.reserve, err)
+		if path, ok := prefixed.Subject(err); ok && isOutOfMemory(err) { // its reservation found no room
+			return nil, outOfMemory(d, path, o.reserve, err)
 		}
 		return nil, deviceError(err)
 	}

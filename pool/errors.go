@@ -25,12 +25,8 @@ type OOMError struct {
 	Err         error   // what the source said, or nil when the limit refused it
 }
 
-func (e *OOMError) Error() string { return "pool: " + e.Text() }
-
-// Text is the message without the package's prefix, for a layer above
-// that wraps it.
-func (e *OOMError) Text() string {
-	msg := fmt.Sprintf("out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
+func (e *OOMError) Error() string {
+	msg := fmt.Sprintf("pool: out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
 		units.FormatBytes(e.Requested), units.FormatBytes(e.Allocated), units.FormatBytes(e.Reserved), units.FormatBytes(e.LargestFree))
 	if e.Limit > 0 {
 		msg += fmt.Sprintf(", limit %s", units.FormatBytes(e.Limit))
@@ -44,11 +40,14 @@ func (e *OOMError) Text() string {
 	return msg
 }
 
-// Is reports that an OOMError is ErrOutOfMemory.
-func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
-
-// Unwrap returns the source's error.
-func (e *OOMError) Unwrap() error { return e.Err }
+// Unwrap returns ErrOutOfMemory, which an OOMError is, and the source's
+// error where there is one.
+func (e *OOMError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrOutOfMemory}
+	}
+	return []error{ErrOutOfMemory, e.Err}
+}
 
 // IsSourceOutOfMemory reports whether err, from a Source, means the device
 // has no room. A source says so with an error in its chain that has a method

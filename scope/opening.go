@@ -3,6 +3,8 @@ package scope
 import (
 	"errors"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -27,12 +29,12 @@ func (op *opening) reserve(size int64) error {
 	n, p := op.n, op.tree.pool
 	charged := pool.Rounded(size)
 	if err := n.charge(charged, nil); err != nil {
-		return &ReserveError{Path: n.pathName(), Size: size, Err: err}
+		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
 	op.charged = charged
 	b, err := p.Alloc(charged)
 	if err != nil {
-		return &ReserveError{Path: n.pathName(), Size: size, Err: err}
+		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
 	n.reservationBlock = &b // before any step that can fail: undo frees it
 	r, err := newRegion(b.Ptr(), charged)

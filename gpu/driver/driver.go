@@ -98,11 +98,9 @@ type NoStreamError struct {
 	Stream uintptr
 }
 
-func (e *NoStreamError) Error() string { return e.Driver + ": " + e.Text() }
-
-// Text is the message without the driver's prefix, for a layer above that
-// wraps it.
-func (e *NoStreamError) Text() string { return fmt.Sprintf("stream %#x does not exist", e.Stream) }
+func (e *NoStreamError) Error() string {
+	return fmt.Sprintf("%s: stream %#x does not exist", e.Driver, e.Stream)
+}
 
 // StreamGone reports true: the stream's work, if it ever had any, is done.
 func (e *NoStreamError) StreamGone() bool { return true }

@@ -31,10 +31,11 @@ func (s *Sentinel) Text() string { return s.text }
 // happened, and its cause (or none). Its message is the package's prefix,
 // then the kind's, the error's own and the cause's texts, each once.
 type Error struct {
-	pkg   string
-	kind  error
-	text  string
-	cause error
+	pkg     string
+	kind    error
+	text    string
+	cause   error
+	subject string // what the error is about, for a layer above ([Subject])
 }
 
 // Kind returns an error of the kind of sentinel kind (made by [New]), in
@@ -51,6 +52,35 @@ func Kind(kind error, format string, args ...any) error {
 // formatted text) and, where cause is not nil, the cause's text after it.
 func Wrap(pkg string, cause error, format string, args ...any) error {
 	return &Error{pkg: pkg, text: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// About returns an error that is [Wrap]'s and is about subject (a scope's
+// path, say): a layer above reads it with [Subject], not from the text.
+func About(subject, pkg string, cause error, format string, args ...any) error {
+	e := Wrap(pkg, cause, format, args...).(*Error)
+	e.subject = subject
+	return e
+}
+
+// Subject returns what the first error in err's tree made by [About] is
+// about, depth first as errors.As looks.
+func Subject(err error) (string, bool) {
+	if e, ok := err.(*Error); ok && e.subject != "" {
+		return e.subject, true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return Subject(next)
+		}
+	case interface{ Unwrap() []error }:
+		for _, next := range u.Unwrap() {
+			if s, ok := Subject(next); ok {
+				return s, true
+			}
+		}
+	}
+	return "", false
 }
 
 // KindWrap is [Kind] with a cause.

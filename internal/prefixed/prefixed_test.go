@@ -51,3 +51,13 @@ func TestTextAsNamesSentinelsInAnotherPackagesWords(t *testing.T) {
 	assert.Equal(t, "bad size: 3 bytes: context canceled", prefixed.TextAs(err, words))
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+func TestSubjectIsReadFromTheStructureNotTheText(t *testing.T) {
+	about := prefixed.About("parent/child", "scope", errLow, "reserving for %q", "parent/child")
+	wrapped := errors.Join(errors.New("other"), prefixed.Wrap("top", about, "opening"))
+	s, ok := prefixed.Subject(wrapped)
+	assert.True(t, ok)
+	assert.Equal(t, "parent/child", s)
+	_, ok = prefixed.Subject(prefixed.Wrap("top", errLow, "parent/child"))
+	assert.False(t, ok, "a path in the text is no subject")
+}

@@ -181,7 +181,11 @@ func (c *ctxEvents) Next() (event, error) {
 			return event{}, stopped(err)
 		}
 	}
-	return c.evs.Next()
+	ev, err := c.evs.Next()
+	if err != nil && c.ctx.Err() != nil {
+		return event{}, stopped(c.ctx.Err()) // the end of an input cut short is no end of the trace
+	}
+	return ev, err
 }
 
 // stopped is the error of a run its context ended.

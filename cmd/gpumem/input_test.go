@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -137,4 +138,20 @@ func TestByteCountsCarryTheirUnit(t *testing.T) {
 	assert.Positive(t, res.PeakReservedBytes)
 	assert.Equal(t, "467.94 MiB", res.PeakRequested, "beside peak_requested_bytes, %d", res.PeakRequestedBytes)
 	assert.NotEmpty(t, res.PeakReserved)
+}
+
+// A run whose context ends (an interrupt) stops, saying so, rather than
+// take an input cut short for the end of the trace.
+func TestAnInterruptedRunSaysItStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, args := range [][]string{{"replay", traceFile("mlp_train")}, {"replay", "-"}, {"plot", "-o", filepath.Join(t.TempDir(), "p.svg"), "-"}} {
+		var out, errb bytes.Buffer
+		code := exit(&call{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
+		assert.Equal(t, 1, code, "%q", args)
+		assert.Contains(t, errb.String(), "stopped before the end: context canceled", "%q", args)
+	}
+	evs := &ctxEvents{ctx: ctx, evs: &sliceEvents{}}
+	_, err := evs.Next()
+	assert.ErrorIs(t, err, context.Canceled, "the input's end, once the context ended, is no end of the trace")
 }

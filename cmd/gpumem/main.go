@@ -30,8 +30,16 @@ import (
 	"strings"
 )
 
+// main runs gpumem. A first interrupt ends the run's context, so that a
+// replay stops between chunks and removes what it kept; it also gives the
+// signal its default back, so that a second one ends a run blocked on its
+// input.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := exit(&call{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()
 	os.Exit(code)

@@ -99,6 +99,7 @@ var errNilDevice = prefixed.Kind(ErrNoDevice, "nil or zero Device (use Open or O
 // dropped hands an error no caller can receive to the device's
 // OnReleaseError, or keeps it for gputest.
 func (d *Device) dropped(err error) {
+	err = deviceError(err)
 	if d.releaseErrors != nil {
 		d.releaseErrors(err)
 		return

@@ -386,6 +386,29 @@ func walkSizesAndMemory(t *testing.T, add func(string, error, ...error)) {
 	add("a nil ScopeOption", withScope(func(*gpu.Scope) error { return nil }, nil))
 	add("LoadModule on the host device", withScope(func(s *gpu.Scope) error { _, err := s.LoadModule([]byte("x")); return err }), gpu.ErrNotSupported)
 	add("StartRecording(nil)", func() error { _, err := dev.StartRecording(nil); return err }())
+	add("a recording whose writer fails", func() error {
+		rec, err := dev.StartRecording(failingWriter{})
+		require.NoError(t, err)
+		return rec.Stop()
+	}())
+	add("a profile whose writer fails", dev.WriteProfile(failingWriter{}))
+	var dropped error
+	// ReleaseThreshold(0): the scope's end gives the memory back at once,
+	// and that is the call that fails.
+	faulty, faults, err := gputest.OpenFaulty(0, gpu.PoolOptions(pool.ReleaseThreshold(0)),
+		gpu.OnReleaseError(func(err error) { dropped = err }))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, faulty.Close()) })
+	require.Panics(t, func() {
+		_ = gpu.WithScope(context.Background(), faulty, func(s *gpu.Scope) error {
+			_, err := s.Alloc(4 << 20)
+			require.NoError(t, err)
+			faults.FailNth(gputest.OpFree, 1)
+			panic("so that no caller hears the release error")
+		})
+	})
+	add("a release error no caller hears", dropped, gputest.ErrInjected)
+	require.NoError(t, faulty.EmptyCache())
 	require.NoError(t, dev.SetMaxReserved(16<<20))
 	add("the pool's cap", withScope(alloc(20<<20)), gpu.ErrOutOfMemory)
 	require.NoError(t, dev.SetMaxReserved(0))
@@ -516,3 +539,8 @@ func walkInjectedFaults(t *testing.T, add func(string, error, ...error)) {
 		return dev.EmptyCache()
 	}(), gputest.ErrInjected)
 }
+
+// failingWriter is a writer whose every write fails.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }

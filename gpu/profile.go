@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // WriteProfile writes the device's live buffers as a pprof profile (gzipped
@@ -72,5 +74,8 @@ func (d *Device) WriteProfile(w io.Writer) error {
 			})
 		}
 	}
-	return p.Write(w)
+	if err := p.Write(w); err != nil {
+		return prefixed.Wrap("gpu", err, "writing the profile")
+	}
+	return nil
 }

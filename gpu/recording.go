@@ -72,5 +72,8 @@ func (r *Recording) Stop() error {
 			r.err = err
 		}
 	}
-	return r.err
+	if r.err != nil {
+		return prefixed.Wrap("gpu", r.err, "writing the recording")
+	}
+	return nil
 }

@@ -429,6 +429,25 @@ func countEvents(open openEvents) (n, allocs int, byScope bool, err error) {
 	}
 }
 
+// maxLabel is the most characters of a name a plot shows.
+const maxLabel = 60
+
+// label writes a name from the trace or the command line for the SVG and
+// the page: at most maxLabel characters, valid UTF-8 without control
+// characters (which XML does not allow), escaped.
+func label(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if r := []rune(s); len(r) > maxLabel {
+		s = string(r[:maxLabel-1]) + "…"
+	}
+	return html.EscapeString(s)
+}
+
 var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
 
 // svg draws the timeline.
@@ -441,7 +460,7 @@ func (tl *timeline) svg(name string, width int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`, width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s: memory over %d events</text>`, left, html.EscapeString(name), tl.events)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s: memory over %d events</text>`, left, label(name), tl.events)
 	for k := 0; k <= 5; k++ {
 		v := int64(ymax * float64(k) / 5)
 		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, float64(left)+pw, y(v), y(v))
@@ -467,7 +486,7 @@ func (tl *timeline) svg(name string, width int) string {
 			base[c] += tl.cols[c].byGroup[g]
 		}
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`,
-			width-right+12, top+gi*18, color, width-right+30, top+gi*18+10, html.EscapeString(g))
+			width-right+12, top+gi*18, color, width-right+30, top+gi*18+10, label(g))
 	}
 	var line []string
 	for c := range tl.cols {
@@ -503,5 +522,5 @@ func (tl *timeline) html(name, svg string) string {
 %s
 <p>%d events. Peak requested %s (at event %d); gpuscope's pool, replaying it on a simulated device with its default settings, reserves %s at its peak (%.4f x).</p>
 </body></html>
-`, html.EscapeString(name), svg, tl.events, units.FormatBytes(tl.peakRequested), tl.peakAt, units.FormatBytes(tl.peakReserved), ratio)
+`, label(name), svg, tl.events, units.FormatBytes(tl.peakRequested), tl.peakAt, units.FormatBytes(tl.peakReserved), ratio)
 }

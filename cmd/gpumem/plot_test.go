@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -97,4 +99,34 @@ func TestTopScopesAreExactInBoundedMemory(t *testing.T) {
 	}
 	assert.Equal(t, want, sp.top())
 	assert.Less(t, most, 3000/4, "scopes held: the live ones and a few more, not all 3000")
+}
+
+// Names from a trace are drawn as valid XML, however odd: control
+// characters, bytes that are no UTF-8, markup, and a name of kilobytes.
+func TestPlotDrawsAnyNameAsValidXML(t *testing.T) {
+	odd := []string{"a\x01b", "bad\xff\xfeutf8", "<script>&", strings.Repeat("long", 2500)}
+	var b strings.Builder
+	b.WriteString("action,addr,size,stream,scope\n")
+	for i, g := range odd {
+		fmt.Fprintf(&b, "alloc,%d,4096,0,\"%s\"\n", i+1, g)
+	}
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "odd<&>.csv")
+	require.NoError(t, os.WriteFile(tr, []byte(b.String()), 0o600))
+	for _, out := range []string{"p.svg", "p.html"} {
+		out = filepath.Join(dir, out)
+		code, _, errb := gpumem(t, nil, "plot", "-o", out, tr)
+		require.Zero(t, code, errb)
+		data := mustRead(t, out)
+		dec := xml.NewDecoder(bytes.NewReader(data))
+		dec.Strict = !strings.HasSuffix(out, ".html") // the page's doctype is HTML's
+		for {
+			_, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err, out)
+		}
+		assert.Less(t, len(data), 64<<10, "a long name is cut")
+	}
 }

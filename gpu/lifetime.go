@@ -3,7 +3,7 @@ package gpu
 import "sync"
 
 // lifetime is the end of a handle that a scope owns (a stream, an event, a
-// module, page-locked memory): once ended, its uses fail with the handle's
+// module; page-locked memory has its block's generation): once ended, its uses fail with the handle's
 // error, and it is released once. A use holds the end off until it
 // returns.
 type lifetime struct {
@@ -16,14 +16,6 @@ type lifetime struct {
 func (l *lifetime) use(ended error, fn func() error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.unlessEnded(ended, fn)
-}
-
-// share is use for uses that may run at once: those of page-locked memory
-// (a Use may hold its memory while a copy from it is queued).
-func (l *lifetime) share(ended error, fn func() error) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
 	return l.unlessEnded(ended, fn)
 }
 

@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 )
 
@@ -222,6 +223,9 @@ A command's usage and flags: gpumem help COMMAND, or gpumem COMMAND -h.
 // help prints gpumem's help (no args), or the help of the command args
 // name: its usage, what it does and its flags.
 func help(w io.Writer, args []string) error {
+	if len(args) == 1 && slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]) {
+		args = nil // help's own help is gpumem's
+	}
 	if len(args) == 0 {
 		var list strings.Builder
 		for _, cmd := range commands {

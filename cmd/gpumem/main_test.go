@@ -164,7 +164,7 @@ func TestEachCommandPrintsItsOwnHelp(t *testing.T) {
 }
 
 func TestTopLevelHelpListsTheCommandsInAFewLines(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}, {"help", "-h"}} {
 		code, out, _ := gpumem(t, nil, args...)
 		require.Zero(t, code)
 		for _, name := range []string{"replay", "plot", "stress", "help"} {

@@ -29,6 +29,7 @@ type Device struct {
 	onOOM         func(error) // OnOutOfMemory, or nil
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	host          hostCache   // page-locked host memory for reuse (AllocHost)
+	evict         evictor     // its Evictable scopes
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
 	registered    *registry.Device // this device in the process's registry, for gputest
@@ -79,7 +80,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	}
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
 	d.host.init(d)
-	to := scope.TreeOptions{OnRelease: d.waiters.released}
+	to := scope.TreeOptions{OnRelease: d.waiters.released, Evicted: ErrEvicted}
 	if o.scrub {
 		to.Scrub = func(ptr uintptr, n int64, stream uintptr) error { return drv.Memset(ptr, 0, n, stream) }
 	}

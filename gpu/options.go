@@ -165,6 +165,9 @@ type scopeOptions struct {
 	limit   int64
 	zeroed  bool
 	wait    bool
+	// evictable and priority are Evictable's.
+	evictable bool
+	priority  int
 	optionErrors
 }
 

@@ -18,6 +18,7 @@ import (
 type Scope struct {
 	s   scope.Scope
 	dev *Device
+	ev  *evictState // nil unless Evictable
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -60,6 +61,12 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = errors.Join(err, prefixed.Wrap("gpu", cause, "scope %q cancelled", path))
 		}
+		if cause := s.evictedErr(); cause != nil && !errors.Is(err, ErrEvicted) {
+			err = errors.Join(err, cause)
+		}
+		if s.ev != nil {
+			s.ev.cancel(nil) // the context made for its eviction
+		}
 		if torn && !errors.Is(err, ErrDeviceClosed) {
 			err = errors.Join(err, prefixed.Kind(ErrDeviceClosed, "while the scope was open (WithScope)"))
 		}
@@ -93,15 +100,27 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		}
 		stream = o.stream.id
 	}
+	var ev *evictState
+	if o.evictable {
+		ev = &evictState{priority: o.priority}
+		ctx, ev.cancel = context.WithCancelCause(ctx)
+	}
 	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
-		Zeroed: o.zeroed, Wait: o.wait, Stream: stream})
+		Zeroed: o.zeroed, Wait: o.wait, Stream: stream, Evictable: o.evictable})
 	if err != nil {
+		if ev != nil {
+			ev.cancel(nil)
+		}
 		if path, ok := prefixed.Subject(err); ok && isOutOfMemory(err) { // its reservation found no room
 			return nil, outOfMemory(d, path, o.reserve, err)
 		}
 		return nil, deviceError(err)
 	}
-	return &Scope{s: h, dev: d}, nil
+	s := &Scope{s: h, dev: d, ev: ev}
+	if ev != nil {
+		d.evict.add(s)
+	}
+	return s, nil
 }
 
 // valid reports whether s is a scope this package made: not nil, not a
@@ -133,7 +152,9 @@ func (s *Scope) Path() string {
 func (s *Scope) Context() context.Context {
 	if !s.valid() || s.s.Closed() {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		if s.valid() {
+		if cause := s.evictedErr(); cause != nil {
+			cancel(cause)
+		} else if s.valid() {
 			cancel(errEnded)
 		} else {
 			cancel(errNilScope)
@@ -163,7 +184,13 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 
 func (s *Scope) allocOnce(size int64) (Buffer, error) {
 	ref, err := s.s.Alloc(size)
+	if err != nil && isOutOfMemory(err) && s.dev.evict.has.Load() {
+		ref, err = evictFor(s, size, err)
+	}
 	if err != nil {
+		if cause := s.evictedErr(); cause != nil {
+			return Buffer{}, cause
+		}
 		if isOutOfMemory(err) {
 			return Buffer{}, outOfMemory(s.dev, s.s.Path(), size, err)
 		}
@@ -221,5 +248,8 @@ func (s *Scope) Close() error {
 		return errNilScope
 	}
 	_, err := s.s.End()
+	if s.ev != nil {
+		s.ev.cancel(nil) // the context made for its eviction
+	}
 	return deviceError(err)
 }

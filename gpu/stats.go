@@ -55,6 +55,8 @@ type Stats struct {
 	PagesMoved      int64 `json:"pages_moved"`       // pages unmapped from under free blocks to be mapped elsewhere
 	OOMs            int64 `json:"ooms"`              // allocations the device had no room for (a scope's Limit refusing one is not counted)
 	Retries         int64 `json:"retries"`           // allocations retried after the pool released its cache
+	Evictions       int64 `json:"evictions"`         // Evictable scopes evicted to make room
+	EvictedBytes    int64 `json:"evicted_bytes"`     // bytes those scopes held
 
 	// Totals, page-locked host memory.
 	PinnedHits        int64 `json:"pinned_hits"`         // AllocHost calls its cache served, with no driver call
@@ -117,6 +119,7 @@ func (d *Device) stats(p pool.Stats, openScopes int) Stats {
 		PinnedAllocated: h.Allocated, PinnedActiveBlocks: h.ActiveBlocks, PinnedCached: h.Cached,
 		PinnedCachedBlocks: h.CachedBlocks, PinnedPending: h.Pending,
 		PinnedHits: h.Hits, PinnedMisses: h.Misses, PinnedDriverFrees: h.DriverFrees,
+		Evictions: d.evict.evictions.Load(), EvictedBytes: d.evict.bytes.Load(),
 	}
 }
 

@@ -25,6 +25,7 @@ type node struct {
 	limit            int64
 	zeroed           bool            // allocations start zeroed (Options.Zeroed, here or above)
 	waits            bool            // allocations wait for memory (Options.Wait, here or above)
+	evictable        bool            // Options.Evictable: its uses are counted in lastUse
 	opened           context.Context // the context it was opened with
 	ctx              context.Context // opened with the scope in it, made on first use
 	done             <-chan struct{}
@@ -34,8 +35,9 @@ type node struct {
 	reserves         bool         // it or an ancestor has a reservation
 	stream           uintptr      // the stream its allocations are ordered on
 
-	live atomic.Int64 // bytes live here and in descendants
-	peak atomic.Int64
+	live    atomic.Int64 // bytes live here and in descendants
+	peak    atomic.Int64
+	lastUse atomic.Uint64 // of an evictable scope: the tree's clock at its latest open, allocation or use
 
 	siblings links[node] // in the parent's children or the tree's roots, under that one's mu
 
@@ -61,6 +63,9 @@ func (n *node) statsLocked() Stats {
 	stats := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
 	if n.region != nil {
 		stats.Reserved = n.region.Size()
+	}
+	if n.evictable {
+		stats.LastUse = n.lastUse.Load()
 	}
 	return stats
 }
@@ -116,6 +121,12 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		sl.stream.Store(n.stream)
 	}
 	gen := nextGen(genOf(sl.word.Load()))
+	if sl.touches.Load() != n.evictable {
+		sl.touches.Store(n.evictable)
+	}
+	if n.evictable {
+		n.lastUse.Store(n.tree.clock.Add(1))
+	}
 	sl.word.Store(packWord(gen, live))
 	if sl.owner.Load() != n {
 		sl.owner.Store(n)
@@ -194,6 +205,10 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	n.parent, n.name, n.limit, n.id = pn, o.Name, o.Limit, nextID.Add(1)
 	n.zeroed = o.Zeroed || pn != nil && pn.zeroed
 	n.waits = o.Wait || pn != nil && pn.waits
+	n.evictable = o.Evictable
+	if o.Evictable {
+		n.lastUse.Store(n.tree.clock.Add(1))
+	}
 	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
 	n.stream = o.Stream
 	if n.stream == 0 && pn != nil {
@@ -406,7 +421,7 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 // use. Called with n.mu held; returns with it released.
 func (n *node) releaseAllocations(errs []error) []error {
 	for x := n.allocs.tail; x != nil; x = x.prev {
-		if !x.elem.mark(released) {
+		if !x.elem.mark(released) && stateOf(x.elem.word.Load()) != evicted {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
 	}

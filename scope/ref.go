@@ -28,6 +28,9 @@ func (r Ref) WithPtr(off uintptr, fn func(ptr uintptr) error) error {
 		return err
 	}
 	defer r.slot.leave()
+	if r.slot.touches.Load() {
+		r.slot.touch()
+	}
 	return fn(r.slot.ptr + off)
 }
 
@@ -38,6 +41,9 @@ func (r Ref) WithPtrAndStream(off uintptr, fn func(ptr, stream uintptr) error) e
 		return err
 	}
 	defer r.slot.leave()
+	if r.slot.touches.Load() {
+		r.slot.touch()
+	}
 	return fn(r.slot.ptr+off, r.slot.stream.Load())
 }
 
@@ -85,6 +91,9 @@ func (r Ref) acquire() error {
 func (r Ref) check(w uint64) error {
 	if genOf(w) != r.gen {
 		return ErrFreed // the slot serves another allocation now
+	}
+	if s := stateOf(w); s == evicted {
+		return r.slot.tree.evicted
 	}
 	return stateErr(stateOf(w))
 }

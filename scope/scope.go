@@ -256,6 +256,9 @@ func (s Scope) Keep(r Ref) error {
 		}
 	}
 	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
+	if sl.touches.Load() != p.evictable {
+		sl.touches.Store(p.evictable)
+	}
 	sl.owner.Store(p)
 	p.allocs.push(sl, &sl.link)
 	n.live.Add(-sl.charged) // the parent held it already, as n's ancestor
@@ -330,7 +333,11 @@ func (s Scope) End() (path string, err error) {
 	if !s.lock() {
 		return "", nil
 	}
-	n := s.n
+	return s.n.end()
+}
+
+// end is End for the scope open in n, called with n.mu held.
+func (n *node) end() (path string, err error) {
 	n.epoch.Add(1) // from now on every handle to it acts on an ended scope
 	var errs []error
 	if !n.inFlight() && n.resources.n == 0 && n.allocs.n == 0 {

@@ -15,6 +15,7 @@ const (
 	live     uint64 = iota
 	freed           // by Scope.Free
 	released        // by the end of its scope
+	evicted         // by the end of its scope, evicted (Scope.TryEvict)
 
 	genBits    = 48
 	stateBits  = 2
@@ -53,6 +54,7 @@ type slot struct {
 	region     *pool.Region   // when from a reservation
 	reservedIn *node          // the scope whose reservation holds it
 	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while WithPtrAndStream may read it
+	touches    atomic.Bool    // its owner is evictable: a use records when its owner was last used
 	stack      []uintptr
 
 	link links[slot] // on the owner's list, guarded by the owner's mu
@@ -68,6 +70,25 @@ func (sl *slot) clear() {
 func (sl *slot) Ref() Ref {
 	return Ref{slot: sl, gen: genOf(sl.word.Load())}
 }
+
+// touch records a use of the allocation as its owner's latest (see
+// Scope.LastUse). Called while the allocation is held.
+func (sl *slot) touch() {
+	if o := sl.owner.Load(); o != nil {
+		o.lastUse.Store(sl.tree.clock.Add(1))
+	}
+}
+
+// claim makes the allocation unusable, if nobody holds it, until unclaim
+// or mark: acquire waits meanwhile, as it does when the holders' count is
+// full. It reports whether the allocation was live and unheld.
+func (sl *slot) claim() bool {
+	w := sl.word.Load()
+	return stateOf(w) == live && w&usersMask == 0 && sl.word.CompareAndSwap(w, w|usersMask)
+}
+
+// unclaim undoes claim, leaving the allocation live.
+func (sl *slot) unclaim() { sl.word.Add(^uint64(usersMask - 1)) }
 
 // leave ends a hold counted by acquire. The last one to leave an
 // allocation that is no longer live wakes the release waiting for it.

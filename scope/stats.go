@@ -8,6 +8,10 @@ type Stats struct {
 	Children    int   // open child scopes
 	Reserved    int64 // bytes of its reservation
 	Limit       int64 // its limit (0: none)
+	// LastUse orders evictable scopes (Options.Evictable) by recency: the
+	// tree's count of their opens, allocations and uses (WithPtr,
+	// WithPtrAndStream) at the scope's latest. 0 for others.
+	LastUse uint64
 }
 
 // Info is a scope as one look saw it.

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -21,7 +22,9 @@ type Tree struct {
 
 	slots slotTable
 
-	useMu   sync.Mutex // with useDone: a release waits there for the last holder to leave
+	evicted error         // TreeOptions.Evicted
+	clock   atomic.Uint64 // counts the uses of evictable scopes: Scope.LastUse orders them
+	useMu   sync.Mutex    // with useDone: a release waits there for the last holder to leave
 	useDone sync.Cond
 
 	mu     sync.Mutex // protects roots, free and closed
@@ -41,11 +44,14 @@ type TreeOptions struct {
 	// OnRelease, if not nil, runs after memory went back (a device whose
 	// allocations wait for memory).
 	OnRelease func()
+	// Evicted, if not nil, is the error a use of an allocation of a scope
+	// that Scope.TryEvict ended fails with; without it, ErrClosed.
+	Evicted error
 }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string, o TreeOptions) *Tree {
-	t := &Tree{pool: p, device: device, scrub: o.Scrub, onRelease: o.OnRelease}
+	t := &Tree{pool: p, device: device, scrub: o.Scrub, onRelease: o.OnRelease, evicted: cmp.Or(o.Evicted, ErrClosed)}
 	t.useDone.L = &t.useMu
 	return t
 }

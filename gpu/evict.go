@@ -1,0 +1,145 @@
+package gpu
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+// ErrEvicted is the cause of the context of a scope the device evicted to
+// make room for another allocation (see [Evictable]); its buffers fail
+// with it too.
+var ErrEvicted = errors.New("gpu: scope evicted")
+
+// Evictable lets the device end the scope, when it is idle, to make room
+// for an allocation that would otherwise fail for want of memory (the
+// device's, or the pool's cap; never a scope's Limit). The device evicts
+// idle evictable scopes one at a time, lowest priority first and, among
+// equals, the least recently used (an allocation, a Use, a copy), and
+// retries after each, until the allocation fits.
+//
+// Idle means that no Use or UseHost runs on its buffers, no copy or other
+// call through them is under way, no allocation, Free or Keep of it is,
+// and it has no open child: a scope in use is never evicted, and an
+// allocation never evicts its own scope. Work queued on a stream that is
+// still to run is safe: the memory goes back in the stream's order, as at
+// any scope's end.
+//
+// An evicted scope ends: its context is cancelled with a cause that
+// errors.Is ErrEvicted, the scope itself and its buffers fail with such an
+// error (a buffer with ErrFreed once its handle's slot serves another
+// allocation, as any stale handle does), and its memory goes back to the
+// pool. Its owner loads it again in
+// a new scope. The option applies to this scope only, not to the scopes
+// opened inside it.
+func Evictable(priority int) ScopeOption {
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
+		o.evictable, o.priority = true, priority
+		return o
+	})
+}
+
+// evictState is what an evictable scope holds beyond a Scope's.
+type evictState struct {
+	priority int
+	cancel   context.CancelCauseFunc // cancels the context the scope opened with
+	cause    atomic.Pointer[error]   // set when it is evicted
+}
+
+// evictor is a device's list of evictable scopes.
+type evictor struct {
+	has       atomic.Bool // some evictable scope was opened: the allocations that fail try eviction
+	evictions atomic.Int64
+	bytes     atomic.Int64
+
+	mu     sync.Mutex // protects scopes; held while a victim is chosen and evicted
+	scopes []*Scope
+}
+
+// add lists s, an evictable scope that opened.
+func (e *evictor) add(s *Scope) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.scopes = slices.DeleteFunc(e.scopes, func(x *Scope) bool { return x.s.Closed() })
+	e.scopes = append(e.scopes, s)
+	e.has.Store(true)
+}
+
+// evictOne evicts the idle evictable scope first in line, other than
+// self, for an allocation of size bytes, and reports whether it evicted
+// one. The scopes' locks are only tried, never waited for: an allocating
+// goroutine that holds a scope busy skips it.
+func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.scopes = slices.DeleteFunc(e.scopes, func(x *Scope) bool { return x.s.Closed() })
+	type candidate struct {
+		s       *Scope
+		lastUse uint64
+	}
+	cands := make([]candidate, 0, len(e.scopes))
+	for _, s := range e.scopes {
+		if s != self {
+			cands = append(cands, candidate{s, s.s.Stats().LastUse})
+		}
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.s.ev.priority, b.s.ev.priority), cmp.Compare(a.lastUse, b.lastUse))
+	})
+	for _, c := range cands {
+		ev := c.s.ev
+		bytes, ok, err := c.s.s.TryEvict(func(path string) {
+			cause := fmt.Errorf("%w: %q, to make room for %s", ErrEvicted, path, Bytes(size))
+			ev.cause.Store(&cause)
+			ev.cancel(cause)
+		})
+		if !ok {
+			continue
+		}
+		if err != nil {
+			d.dropped(fmt.Errorf("gpu: evicting a scope: %w", deviceError(err)))
+		}
+		e.evictions.Add(1)
+		e.bytes.Add(bytes)
+		return true
+	}
+	return false
+}
+
+// evictFor makes room for the allocation of size bytes in s that failed
+// with err for want of memory, evicting idle evictable scopes one at a
+// time and retrying after each. It returns the last attempt's result, or
+// err where nothing could be evicted. A scope Limit's refusal is not the
+// device's want of memory: eviction would not help.
+func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
+	var limit *scope.LimitError
+	if errors.As(err, &limit) {
+		return scope.Ref{}, err
+	}
+	for s.dev.evict.evictOne(s.dev, s, size) {
+		ref, err2 := s.s.Alloc(size)
+		if err2 == nil || !isOutOfMemory(err2) {
+			return ref, err2
+		}
+		err = err2
+	}
+	return scope.Ref{}, err
+}
+
+// evictedErr returns the error of an evicted scope, or nil where s was
+// not evicted.
+func (s *Scope) evictedErr() error {
+	if s == nil || s.ev == nil {
+		return nil
+	}
+	if c := s.ev.cause.Load(); c != nil {
+		return *c
+	}
+	return nil
+}

@@ -133,6 +133,10 @@ type ScopeStats struct {
 	Children    int   `json:"children"`    // open child scopes
 	Reserved    int64 `json:"reserved"`    // bytes of its reservation (Reserve)
 	Limit       int64 `json:"limit"`       // its limit (Limit; 0: none)
+	// LastUse orders Evictable scopes by recency, as eviction does: the
+	// device's count of their opens, allocations and uses at this one's
+	// latest. 0 for a scope that is not evictable.
+	LastUse uint64 `json:"last_use,omitempty"`
 }
 
 // Stats returns the scope's counters; zero for a nil or zero Scope.
@@ -142,7 +146,7 @@ func (s *Scope) Stats() ScopeStats {
 	}
 	st := s.s.Stats()
 	return ScopeStats{Live: st.Live, Peak: st.Peak, Allocations: st.Allocations, Children: st.Children,
-		Reserved: st.Reserved, Limit: st.Limit}
+		Reserved: st.Reserved, Limit: st.Limit, LastUse: st.LastUse}
 }
 
 // String describes the counters in a line a person reads.

@@ -41,6 +41,17 @@ func holds(t testing.TB, b gpu.Buffer, v byte) {
 	require.Equal(t, bytesOf(v, int(b.Size())), got)
 }
 
+// allocElsewhere allocates slotSize bytes in a new scope, closed when the
+// test ends, and returns the allocation's error.
+func allocElsewhere(t testing.TB, dev *gpu.Device) error {
+	t.Helper()
+	other, err := dev.NewScope()
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, other.Close()) })
+	_, err = other.Alloc(slotSize)
+	return err
+}
+
 func evicted(s *gpu.Scope) bool { return errors.Is(context.Cause(s.Context()), gpu.ErrEvicted) }
 
 func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
@@ -52,11 +63,7 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 		err := bb.Use(func(uintptr) error {
 			// The allocating goroutine holds busy: it must neither evict it
 			// nor wait for it.
-			other, err := dev.NewScope()
-			require.NoError(t, err)
-			defer other.Close()
-			_, err = other.Alloc(slotSize)
-			return err
+			return allocElsewhere(t, dev)
 		})
 		require.NoError(t, err)
 		assert.True(t, evicted(idle), "the idle evictable scope is evicted")
@@ -71,11 +78,7 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 		_, bb := load(t, dev, 1, gpu.Evictable(0))
 		_, pb := load(t, dev, 2)
 		err := bb.Use(func(uintptr) error {
-			other, err := dev.NewScope()
-			require.NoError(t, err)
-			defer other.Close()
-			_, err = other.Alloc(slotSize)
-			return err
+			return allocElsewhere(t, dev)
 		})
 		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
 		assert.Len(t, heard, 1)
@@ -95,11 +98,7 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 		parent, b := load(t, dev, 1, gpu.Evictable(0))
 		load(t, dev, 2)
 		err := gpu.WithScope(parent.Context(), dev, func(*gpu.Scope) error {
-			other, err := dev.NewScope()
-			require.NoError(t, err)
-			defer other.Close()
-			_, err = other.Alloc(slotSize)
-			return err
+			return allocElsewhere(t, dev)
 		})
 		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
 		holds(t, b, 1)
@@ -127,11 +126,7 @@ func TestEvictionGoesByPriorityThenLeastRecentlyUsed(t *testing.T) {
 	holds(t, ob, 2) // used after newer: newer is now the least recently used
 	want := []*gpu.Scope{newer, older, high}
 	for i := range want {
-		tmp, err := dev.NewScope()
-		require.NoError(t, err)
-		defer tmp.Close()
-		_, err = tmp.Alloc(slotSize)
-		require.NoError(t, err, "allocation %d", i)
+		require.NoError(t, allocElsewhere(t, dev), "allocation %d", i)
 		for j, other := range want {
 			assert.Equal(t, j <= i, evicted(other), "after allocation %d, scope %s", i, other.Path())
 		}
@@ -162,11 +157,7 @@ func TestAnEvictedScopeSaysSo(t *testing.T) {
 		}, gpu.Evictable(0), gpu.Name("model"))
 	}()
 	<-loaded
-	other, err := dev.NewScope()
-	require.NoError(t, err)
-	defer other.Close()
-	_, err = other.Alloc(slotSize)
-	require.NoError(t, err)
+	require.NoError(t, allocElsewhere(t, dev))
 	cause := context.Cause(ctx)
 	require.ErrorIs(t, cause, gpu.ErrEvicted, "the cause on its context")
 	assert.Contains(t, cause.Error(), `"model"`)

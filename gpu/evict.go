@@ -71,6 +71,19 @@ func (e *evictor) add(s *Scope) {
 	e.has.Store(true)
 }
 
+// priority returns the priority of the evictable scope s; 0 where it is
+// not listed.
+func (e *evictor) priority(s scope.Scope) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, x := range e.scopes {
+		if x.s == s {
+			return x.ev.priority
+		}
+	}
+	return 0
+}
+
 // evictOne evicts the idle evictable scope first in line, other than
 // self, for an allocation of size bytes, and reports whether it evicted
 // one. The scopes' locks are only tried, never waited for: an allocating

@@ -288,3 +288,23 @@ func TestManyGoroutinesEvictAndReload(t *testing.T) {
 	assert.GreaterOrEqual(t, st.Evictions, int64(models-fit), "each model loaded once, and only %d fit", fit)
 	assert.Equal(t, st.Evictions*slotSize, st.EvictedBytes)
 }
+
+func TestSummaryAndSnapshotShowEvictableScopes(t *testing.T) {
+	dev := openHost(t, gpu.HostMemory(2*slotSize))
+	load(t, dev, 1, gpu.Evictable(3), gpu.Name("cache"))
+	load(t, dev, 2, gpu.Name("weights"))
+	snap, err := dev.Snapshot()
+	require.NoError(t, err)
+	byName := map[string]gpu.ScopeSnapshot{}
+	for _, s := range snap.Scopes {
+		byName[s.Name] = s
+	}
+	assert.True(t, byName["cache"].Evictable)
+	assert.Equal(t, 3, byName["cache"].Priority)
+	assert.False(t, byName["weights"].Evictable)
+	assert.Contains(t, dev.Summary(), "evictable (priority 3)")
+	assert.NotContains(t, dev.Summary(), "evicted")
+
+	require.NoError(t, allocElsewhere(t, dev))
+	assert.Contains(t, dev.Summary(), "evicted    1 scope (2.00 MiB) to make room")
+}

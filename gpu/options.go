@@ -93,8 +93,9 @@ func ScrubFreed() DeviceOption {
 
 // OnOutOfMemory is called with every out-of-memory error an allocation
 // returns (it names the scopes holding the most), for logging or to act on
-// it: it runs after the pool's locks are released, so it may call
-// EmptyCache. It may be called from any goroutine, and for an allocation of
+// it. Where the device has Evictable scopes it is called only after
+// eviction could not make room: no idle evictable scope was left. It runs
+// after the pool's locks are released, so it may call EmptyCache. It may be called from any goroutine, and for an allocation of
 // a WaitForMemory scope at each attempt that finds no room.
 func OnOutOfMemory(fn func(error)) DeviceOption {
 	return errorCallback("OnOutOfMemory", fn, func(o *deviceOptions) *func(error) { return &o.onOOM })

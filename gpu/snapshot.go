@@ -34,17 +34,20 @@ type PoolSnapshot struct {
 
 // ScopeSnapshot is one open scope.
 type ScopeSnapshot struct {
-	ID       uint64           `json:"id"` // unique in the process
-	Name     string           `json:"name"`
-	Device   string           `json:"device"`
-	Path     string           `json:"path"`
-	Live     int64            `json:"live"` // bytes it and its children take (see Limit)
-	Peak     int64            `json:"peak"`
-	Limit    int64            `json:"limit,omitempty"`
-	Reserved int64            `json:"reserved,omitempty"`
-	Own      int64            `json:"own"` // bytes of the buffers it owns itself, as asked for
-	Buffers  []BufferSnapshot `json:"buffers"`
-	OpenedAt []string         `json:"opened_at,omitempty"`
+	ID       uint64 `json:"id"` // unique in the process
+	Name     string `json:"name"`
+	Device   string `json:"device"`
+	Path     string `json:"path"`
+	Live     int64  `json:"live"` // bytes it and its children take (see Limit)
+	Peak     int64  `json:"peak"`
+	Limit    int64  `json:"limit,omitempty"`
+	Reserved int64  `json:"reserved,omitempty"`
+	// Evictable scopes (see Evictable) give way, lowest Priority first.
+	Evictable bool             `json:"evictable,omitempty"`
+	Priority  int              `json:"priority,omitempty"`
+	Own       int64            `json:"own"` // bytes of the buffers it owns itself, as asked for
+	Buffers   []BufferSnapshot `json:"buffers"`
+	OpenedAt  []string         `json:"opened_at,omitempty"`
 	// What else it owns: streams, events, modules, page-locked memory.
 	Resources []ResourceSnapshot `json:"resources,omitempty"`
 }
@@ -98,6 +101,9 @@ func scopeSnapshot(d *Device, s scope.Info) ScopeSnapshot {
 	st := s.Stats
 	out := ScopeSnapshot{ID: s.ID, Name: s.Name, Device: d.name, Path: s.Path, Live: st.Live, Peak: st.Peak,
 		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack)}
+	if st.LastUse > 0 { // counted for evictable scopes only
+		out.Evictable, out.Priority = true, d.evict.priority(s.Scope)
+	}
 	for _, r := range s.Resources {
 		if r.Kind != "" {
 			out.Resources = append(out.Resources, ResourceSnapshot{ID: r.ID, Kind: r.Kind, Bytes: r.Bytes, MadeAt: frames(r.Stack)})
@@ -153,6 +159,9 @@ func (d *Device) Summary() string {
 	fmt.Fprintf(&b, "  %-10s %s (%s), %s (%s), %d served from the cache, %d out of memory\n",
 		"in all", units.Count(st.Allocs, "allocation"), units.FormatBytes(st.AllocatedBytes), units.Count(st.Frees, "free"),
 		units.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
+	if st.Evictions > 0 {
+		fmt.Fprintf(&b, "  %-10s %s (%s) to make room\n", "evicted", units.Count(st.Evictions, "scope"), units.FormatBytes(st.EvictedBytes))
+	}
 	roots, n := scopeTree(d)
 	if n == 0 {
 		b.WriteString("no scope open\n")
@@ -167,8 +176,12 @@ func (d *Device) Summary() string {
 			if name == "" {
 				name = "scope"
 			}
-			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %s (%s)\n", strings.Repeat("  ", depth)+name,
-				units.FormatBytes(s.Live), units.FormatBytes(s.Peak), units.Count(len(s.Buffers), "buffer"), units.FormatBytes(s.Own))
+			evictable := ""
+			if s.Evictable {
+				evictable = fmt.Sprintf("   evictable (priority %d)", s.Priority)
+			}
+			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %s (%s)%s\n", strings.Repeat("  ", depth)+name,
+				units.FormatBytes(s.Live), units.FormatBytes(s.Peak), units.Count(len(s.Buffers), "buffer"), units.FormatBytes(s.Own), evictable)
 			walk(s.children, depth+1)
 		}
 	}

@@ -293,12 +293,13 @@ func deviceError(err error) error {
 
 // fromBelow reports whether err is an error of gpuscope's layers still to
 // be put in this package's words: one that knows its prefix
-// (prefixed.Texter), or errors.Join of errors some of which are.
+// (prefixed.Texter), a typed error of a layer below, or errors.Join of
+// errors some of which are.
 func fromBelow(err error) bool {
 	switch e := err.(type) {
 	case *crossedError, *OOMError, *waitError:
 		return false
-	case prefixed.Texter:
+	case prefixed.Texter, *scope.LimitError, *pool.OOMError, *driver.NoStreamError, *driver.OutOfMemoryError:
 		return true
 	case interface{ Unwrap() []error }:
 		return slices.ContainsFunc(e.Unwrap(), fromBelow)

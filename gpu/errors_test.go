@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
 	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
@@ -544,3 +545,18 @@ func walkInjectedFaults(t *testing.T, add func(string, error, ...error)) {
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// The typed errors of the layers below, returned bare, cross into gpu's
+// words too.
+func TestBareErrorsOfTheLayersBelowCrossOnce(t *testing.T) {
+	for _, err := range []error{
+		&scope.LimitError{Path: "batch", Limit: 1 << 20, Live: 1 << 20, Requested: 4096},
+		&pool.OOMError{Requested: 4096, DeviceTotal: -1},
+		&driver.NoStreamError{Driver: "host", Stream: 2},
+		&driver.OutOfMemoryError{Requested: 4096},
+	} {
+		assertGPUWords(t, errorCase{fmt.Sprintf("%T", err), gpu.DeviceError(err), nil})
+	}
+	mine := errors.New("the caller's own")
+	assert.Same(t, mine, gpu.DeviceError(mine), "an error of other origin passes unchanged")
+}

@@ -181,6 +181,9 @@ func (d *Device) SetMaxReservedFraction(f float64) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
+	if !(f > 0 && f <= 1) {
+		return prefixed.Kind(ErrInvalidSize, "SetMaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f)
+	}
 	return deviceError(d.pool.SetMaxReservedFraction(f))
 }
 

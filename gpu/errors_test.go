@@ -375,7 +375,9 @@ func walkSizesAndMemory(t *testing.T, add func(string, error, ...error)) {
 	add("the device's out of memory", withScope(alloc(100<<20)), gpu.ErrOutOfMemory)
 	add("SetMaxReserved(-1)", dev.SetMaxReserved(-1), gpu.ErrInvalidSize)
 	for _, f := range []float64{-0.5, math.NaN(), 2} {
-		add(fmt.Sprintf("SetMaxReservedFraction(%v)", f), dev.SetMaxReservedFraction(f), gpu.ErrInvalidSize)
+		err := dev.SetMaxReservedFraction(f)
+		add(fmt.Sprintf("SetMaxReservedFraction(%v)", f), err, gpu.ErrInvalidSize)
+		assert.ErrorContains(t, err, fmt.Sprintf("SetMaxReservedFraction(%v)", f), "the call is named")
 	}
 	add("WaitForMemory of more than the device", withScope(alloc(100<<20), gpu.WaitForMemory()), gpu.ErrOutOfMemory)
 	add("a Reserve on a stream", withScope(func(s *gpu.Scope) error {

@@ -300,6 +300,7 @@ func TestEveryErrorOfThePublicAPISaysGPUOnce(t *testing.T) {
 	walkEndedDevice(t, add)
 	walkCancellation(t, add)
 	walkInjectedFaults(t, add)
+	walkEviction(t, add)
 	require.NotEmpty(t, cases)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { assertGPUWords(t, c) })
@@ -561,4 +562,19 @@ func TestBareErrorsOfTheLayersBelowCrossOnce(t *testing.T) {
 	}
 	mine := errors.New("the caller's own")
 	assert.Same(t, mine, gpu.DeviceError(mine), "an error of other origin passes unchanged")
+}
+
+func walkEviction(t *testing.T, add func(string, error, ...error)) {
+	dev := openHost(t, gpu.HostMemory(8<<20))
+	model, err := dev.NewScope(gpu.Name("model"), gpu.Evictable(0))
+	require.NoError(t, err)
+	b, err := model.Alloc(6 << 20)
+	require.NoError(t, err)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(6 << 20) // room made by evicting the idle model
+		return err
+	}))
+	add("an allocation in an evicted scope", func() error { _, err := model.Alloc(64); return err }(), gpu.ErrEvicted)
+	add("a buffer of an evicted scope", b.Memset(0), gpu.ErrEvicted)
+	add("a child of an evicted scope", gpu.WithScope(model.Context(), dev, func(*gpu.Scope) error { return nil }), gpu.ErrEvicted)
 }

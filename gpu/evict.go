@@ -4,18 +4,18 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
 // ErrEvicted is the cause of the context of a scope the device evicted to
 // make room for another allocation (see [Evictable]); its buffers fail
 // with it too.
-var ErrEvicted = errors.New("gpu: scope evicted")
+var ErrEvicted = prefixed.New("gpu", "scope evicted")
 
 // Evictable lets the device end the scope, when it is idle, to make room
 // for an allocation that would otherwise fail for want of memory (the
@@ -108,7 +108,7 @@ func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
 	for _, c := range cands {
 		ev := c.s.ev
 		bytes, ok, err := c.s.s.TryEvict(func(path string) {
-			cause := fmt.Errorf("%w: %q, to make room for %s", ErrEvicted, path, Bytes(size))
+			cause := prefixed.Kind(ErrEvicted, "%q, to make room for %s", path, Bytes(size))
 			ev.cause.Store(&cause)
 			ev.cancel(cause)
 		})
@@ -116,7 +116,7 @@ func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
 			continue
 		}
 		if err != nil {
-			d.dropped(fmt.Errorf("gpu: evicting a scope: %w", deviceError(err)))
+			d.dropped(prefixed.Wrap("gpu", err, "evicting a scope"))
 		}
 		e.evictions.Add(1)
 		e.bytes.Add(bytes)

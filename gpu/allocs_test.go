@@ -38,3 +38,21 @@ func TestTheHotPathAllocatesWhatItMust(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// Page-locked memory's AllocHost and Free, served by the device's cache,
+// allocate nothing: the block's record in its scope is reused with it.
+func TestAllocHostAndFreeAllocateNothing(t *testing.T) {
+	gpu.RecordStacks(false)
+	defer gpu.RecordStacks(true)
+	dev := testDevice(t, 0)
+	s, err := dev.NewScope()
+	require.NoError(t, err)
+	defer s.Close()
+	h, err := gpu.AllocHost[byte](s, 4096)
+	require.NoError(t, err)
+	require.NoError(t, h.Free())
+	assert.Zero(t, testing.AllocsPerRun(200, func() {
+		h, _ := gpu.AllocHost[byte](s, 4096)
+		_ = h.Free()
+	}), "an AllocHost and Free the cache serves")
+}

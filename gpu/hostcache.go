@@ -65,6 +65,7 @@ type hostBlock struct {
 	mu    sync.RWMutex  // held shared by a use of the memory (Use, queuing a copy), exclusively to end the HostSlice
 	gen   atomic.Uint64 // odd while a HostSlice holds the block: that HostSlice's generation
 	owned scope.Owned   // the scope's hold on the HostSlice, set by AllocHost
+	final func() error  // end, made once: every HostSlice's Final in its scope
 
 	smu     sync.Mutex // protects streams where mu is held shared
 	streams []uintptr  // streams that copies to or from the HostSlice were queued on
@@ -82,20 +83,35 @@ func (b *hostBlock) usedOn(stream uintptr) {
 	}
 }
 
-// end ends the HostSlice of generation gen, once, and gives the block back
-// to the cache with the streams that used it, once no use holds it.
-func (b *hostBlock) end(gen uint64) error {
+// end ends the block's HostSlice, if no Free has, and gives the block back
+// to the cache with the streams that used it, once no use holds it. Its one
+// caller is whoever holds the HostSlice's record in the scope: the scope,
+// ending (final), or a Free that disowned it.
+func (b *hostBlock) end() error {
 	b.mu.Lock()
-	if !b.gen.CompareAndSwap(gen, gen+1) {
-		b.mu.Unlock()
-		return nil
+	if g := b.gen.Load(); g&1 == 1 {
+		b.gen.Store(g + 1)
 	}
+	return b.giveBackLocked()
+}
+
+// giveBackLocked gives the block, whose HostSlice has ended, back to the
+// cache. Called with mu held, which it releases.
+func (b *hostBlock) giveBackLocked() error {
 	b.owned = scope.Owned{}
 	// No copy records a stream now: they do under mu, shared.
 	streams := b.streams
 	b.streams = b.streams[:0] // the next owner appends once put has read them
 	b.mu.Unlock()
 	return b.cache.put(b, streams)
+}
+
+// invalidate ends the HostSlice of generation gen, where its scope is
+// ending it: its uses fail from now, and the scope gives the block back.
+func (b *hostBlock) invalidate(gen uint64) {
+	b.mu.Lock()
+	b.gen.CompareAndSwap(gen, gen+1)
+	b.mu.Unlock()
 }
 
 // Size classes: one of 4 KiB (the smallest page a driver pins), then four
@@ -182,7 +198,9 @@ func (c *hostCache) alloc(class int, size int64) (*hostBlock, error) {
 	c.stats.Allocated += size
 	c.stats.ActiveBlocks++
 	c.mu.Unlock()
-	return &hostBlock{cache: c, p: p, size: size, class: class}, nil
+	b := &hostBlock{cache: c, p: p, size: size, class: class}
+	b.final = b.end
+	return b, nil
 }
 
 // put takes back a block whose HostSlice has ended, that copies on streams

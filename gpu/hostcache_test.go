@@ -438,3 +438,28 @@ func TestPinnedMemoryWhoseStreamWorkCannotBeFollowedGoesToTheDriver(t *testing.T
 		assert.Zero(t, st.Hits, "and was not reused")
 	})
 }
+
+// Frees of a HostSlice's copies racing its scope's end give the block back
+// exactly once: one of them holds its record in the scope, the others only
+// end their uses. A second give-back would list the block twice.
+func TestFreesRacingTheScopesEndGiveTheBlockBackOnce(t *testing.T) {
+	dev := openHost(t)
+	for range 1000 {
+		s, err := dev.NewScope()
+		require.NoError(t, err)
+		h, err := gpu.AllocHost[byte](s, 100)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 2 {
+			wg.Go(func() { <-start; assert.NoError(t, h.Free()) })
+		}
+		wg.Go(func() { <-start; assert.NoError(t, s.Close()) })
+		close(start)
+		wg.Wait()
+		assert.ErrorIs(t, h.Use(func([]byte) error { return nil }), gpu.ErrScopeClosed)
+		st := pinnedOf(dev)
+		require.Zero(t, st.ActiveBlocks, "every block is back")
+		require.Equal(t, int64(1), st.CachedBlocks, "the one block, once")
+	}
+}

@@ -50,13 +50,17 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))
 	}
 	gen := b.gen.Add(1)
-	// Freed once the scope's memory is released: after its streams' work,
-	// whenever they were made.
-	end := func() error { return b.end(gen) }
-	b.owned, err = s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size, Final: end})
+	// Given back once the scope's memory is released, after its streams'
+	// work, whenever they were made; or by Free.
+	owned, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size, Final: b.final})
 	if err != nil {
-		return HostSlice[T]{}, deviceError(errors.Join(err, end()))
+		return HostSlice[T]{}, deviceError(errors.Join(err, b.end()))
 	}
+	b.mu.Lock()
+	if b.gen.Load() == gen { // else the scope has ended it already
+		b.owned = owned
+	}
+	b.mu.Unlock()
 	return HostSlice[T]{b: b, gen: gen, n: n}, nil
 }
 
@@ -78,8 +82,12 @@ func (h HostSlice[T]) Free() error {
 	}
 	owned := h.b.owned
 	h.b.mu.RUnlock()
-	owned.Disown() // else the scope is ending it, and end runs once
-	return deviceError(h.b.end(h.gen))
+	if owned.Disown() {
+		return deviceError(h.b.end())
+	}
+	// The scope is ending it and gives the block back; h's uses end now.
+	h.b.invalidate(h.gen)
+	return nil
 }
 
 // Len returns the number of elements; 0 for the zero HostSlice.

@@ -46,6 +46,7 @@ type node struct {
 	children  scopeList
 	spare     []*slot      // slots ready for allocations (see slotTable)
 	resources resourceList // what else the scope owns (Scope.OwnResource), ended first
+	spareRes  []*resource  // disowned records, for the next OwnResource
 	opening   int          // children opening with a reservation: they charge this scope
 	releasing int          // Frees giving memory back outside mu: they may uncharge this scope
 	left      sync.Cond    // on mu: a child left, an open or a release finished (End waits for the last)

@@ -12,6 +12,7 @@ type Resource struct {
 // Owned names a resource a scope owns, for Disown.
 type Owned struct {
 	r     *resource
+	gen   uint64 // r's use that o names: a record is reused once disowned
 	scope Scope
 }
 
@@ -19,6 +20,7 @@ type resource struct {
 	Resource
 	id    uint64
 	stack []uintptr
+	gen   uint64          // counts its uses, under its scope's mu: it stays with its node
 	owned bool            // on its scope's list, under the scope's mu
 	link  links[resource] // on its scope's list
 }
@@ -33,10 +35,40 @@ func (o Owned) Disown() bool {
 	n := o.scope.n
 	defer n.mu.Unlock()
 	r := o.r
-	if !r.owned {
+	if r.gen != o.gen || !r.owned {
 		return false
 	}
 	r.owned = false
 	n.resources.remove(&r.link)
+	n.recycleResource(r)
 	return true
+}
+
+// maxSpareResources bounds the disowned records a node keeps for reuse.
+const maxSpareResources = 64
+
+// newResource returns a record of r for its scope's list: a disowned one
+// the node kept, or a new one. Reusing records keeps a resource owned and
+// disowned in a loop (page-locked memory's AllocHost and Free) free of
+// allocations. Called with n.mu held.
+func (n *node) newResource(r Resource) *resource {
+	var res *resource
+	if k := len(n.spareRes); k > 0 {
+		res = n.spareRes[k-1]
+		n.spareRes[k-1] = nil
+		n.spareRes = n.spareRes[:k-1]
+	} else {
+		res = &resource{}
+	}
+	*res = resource{Resource: r, id: nextID.Add(1), gen: res.gen + 1, owned: true}
+	return res
+}
+
+// recycleResource keeps a record its owner disowned for newResource; the
+// Owned that named it fails from then on, by its gen. Called with n.mu held.
+func (n *node) recycleResource(r *resource) {
+	if len(n.spareRes) < maxSpareResources {
+		r.Resource = Resource{} // drops the owner's functions
+		n.spareRes = append(n.spareRes, r)
+	}
 }

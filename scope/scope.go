@@ -280,12 +280,12 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 		return Owned{}, prefixed.Kind(ErrClosed, "Own through a scope that has ended")
 	}
 	defer s.n.mu.Unlock()
-	res := &resource{Resource: r, id: nextID.Add(1), owned: true}
+	res := s.n.newResource(r)
 	if s.n.tree.recordStacks.Load() {
 		res.stack = callerStack()
 	}
 	s.n.resources.push(res, &res.link)
-	return Owned{r: res, scope: s}, nil
+	return Owned{r: res, gen: res.gen, scope: s}, nil
 }
 
 // lockAsParent locks the node of s and returns it, after checking that a

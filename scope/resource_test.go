@@ -1,0 +1,58 @@
+package scope_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+// A disowned resource's record is reused by the scope's next OwnResource;
+// the Owned that named it must fail from then on, or a stale Disown would
+// take the next owner's resource from the scope, which would never end it.
+func TestADisownedRecordServesTheNextOwnerAlone(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "owner"})
+	require.NoError(t, err)
+	var firstEnded, nextEnded int
+	first, err := s.OwnResource(scope.Resource{Kind: "first", Final: func() error { firstEnded++; return nil }})
+	require.NoError(t, err)
+	require.True(t, first.Disown(), "the first Disown takes the resource")
+	require.False(t, first.Disown(), "a second Disown finds it gone")
+
+	next, err := s.OwnResource(scope.Resource{Kind: "next", Bytes: 4096, Final: func() error { nextEnded++; return nil }})
+	require.NoError(t, err)
+	assert.False(t, first.Disown(), "the first Owned does not name the next resource")
+	info, ok := s.Info()
+	require.True(t, ok)
+	require.Len(t, info.Resources, 1, "the next resource is still owned")
+	assert.Equal(t, "next", info.Resources[0].Kind)
+	assert.Equal(t, int64(4096), info.Resources[0].Bytes)
+
+	_, err = s.End()
+	require.NoError(t, err)
+	assert.Equal(t, 1, nextEnded, "the scope ends the next resource")
+	assert.Zero(t, firstEnded, "nor the disowned one")
+	assert.False(t, next.Disown(), "a resource the scope ended cannot be disowned")
+}
+
+// Owning and disowning in a loop, as page-locked memory's AllocHost and
+// Free do, reuses one record: no allocation.
+func TestOwningAndDisowningAllocatesNothing(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	final := func() error { return nil }
+	r := scope.Resource{Kind: "page-locked memory", Bytes: 4096, Final: final}
+	o, err := s.OwnResource(r)
+	require.NoError(t, err)
+	require.True(t, o.Disown())
+	assert.Zero(t, testing.AllocsPerRun(200, func() {
+		o, _ := s.OwnResource(r)
+		o.Disown()
+	}))
+}

@@ -84,34 +84,26 @@ func (b *hostBlock) usedOn(stream uintptr) {
 }
 
 // end ends the block's HostSlice, if no Free has, and gives the block back
-// to the cache with the streams that used it, once no use holds it. Its one
-// caller is whoever holds the HostSlice's record in the scope: the scope,
-// ending (final), or a Free that disowned it.
+// to the cache. Its one caller is whoever holds the HostSlice's record in
+// the scope: the scope, ending (final), or AllocHost where owning failed.
+// A Free that disowned the record ended the HostSlice and gives it back.
 func (b *hostBlock) end() error {
 	b.mu.Lock()
 	if g := b.gen.Load(); g&1 == 1 {
 		b.gen.Store(g + 1)
 	}
-	return b.giveBackLocked()
+	b.mu.Unlock()
+	return b.giveBack()
 }
 
-// giveBackLocked gives the block, whose HostSlice has ended, back to the
-// cache. Called with mu held, which it releases.
-func (b *hostBlock) giveBackLocked() error {
-	b.owned = scope.Owned{}
-	// No copy records a stream now: they do under mu, shared.
+// giveBack gives the block, whose HostSlice has ended, back to the cache
+// with the streams that used it. Its caller alone holds the block: no use
+// runs, and none records a stream (they do under mu, shared, and find the
+// generation ended).
+func (b *hostBlock) giveBack() error {
 	streams := b.streams
 	b.streams = b.streams[:0] // the next owner appends once put has read them
-	b.mu.Unlock()
 	return b.cache.put(b, streams)
-}
-
-// invalidate ends the HostSlice of generation gen, where its scope is
-// ending it: its uses fail from now, and the scope gives the block back.
-func (b *hostBlock) invalidate(gen uint64) {
-	b.mu.Lock()
-	b.gen.CompareAndSwap(gen, gen+1)
-	b.mu.Unlock()
 }
 
 // Size classes: one of 4 KiB (the smallest page a driver pins), then four

@@ -36,9 +36,6 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	if n <= 0 || int64(n) > math.MaxInt64/size {
 		return HostSlice[T]{}, prefixed.Kind(ErrInvalidSize, "%d elements of %d bytes", n, size)
 	}
-	if err := s.s.Err(); err != nil {
-		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))
-	}
 	if s.dev.host.drv == nil {
 		return HostSlice[T]{}, prefixed.Kind(ErrNotSupported, "device %s has no page-locked host memory", s.dev.name)
 	}
@@ -52,9 +49,9 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	gen := b.gen.Add(1)
 	// Given back once the scope's memory is released, after its streams'
 	// work, whenever they were made; or by Free.
-	owned, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size, Final: b.final})
+	owned, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size, Final: b.final, Allocation: true})
 	if err != nil {
-		return HostSlice[T]{}, deviceError(errors.Join(err, b.end()))
+		return HostSlice[T]{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "AllocHost"), b.end()))
 	}
 	b.mu.Lock()
 	if b.gen.Load() == gen { // else the scope has ended it already
@@ -75,19 +72,19 @@ func (h HostSlice[T]) Free() error {
 	if h.b == nil {
 		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
 	}
-	h.b.mu.RLock()
-	if h.b.gen.Load() != h.gen {
-		h.b.mu.RUnlock()
+	b := h.b
+	b.mu.Lock()
+	if b.gen.Load() != h.gen {
+		b.mu.Unlock()
 		return nil
 	}
-	owned := h.b.owned
-	h.b.mu.RUnlock()
+	b.gen.Store(h.gen + 1) // h's uses end now
+	owned := b.owned
+	b.mu.Unlock()
 	if owned.Disown() {
-		return deviceError(h.b.end())
+		return deviceError(b.giveBack())
 	}
-	// The scope is ending it and gives the block back; h's uses end now.
-	h.b.invalidate(h.gen)
-	return nil
+	return nil // the scope is ending it, and gives the block back
 }
 
 // Len returns the number of elements; 0 for the zero HostSlice.

@@ -36,6 +36,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"field Options.Stream",
 		"field Options.Wait",
 		"field Options.Zeroed",
+		"field Resource.Allocation",
 		"field Resource.Bytes",
 		"field Resource.End",
 		"field Resource.Final",

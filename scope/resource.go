@@ -7,6 +7,9 @@ type Resource struct {
 	Bytes int64        // its size, where it has one
 	End   func() error // if not nil, called as the scope ends, before its memory is released
 	Final func() error // if not nil, called once the scope's memory is released
+	// Allocation makes owning fail, as Alloc does, once the scope's
+	// context is done, with its cause (page-locked memory).
+	Allocation bool
 }
 
 // Owned names a resource a scope owns, for Disown.

@@ -2,6 +2,7 @@ package scope_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,4 +56,23 @@ func TestOwningAndDisowningAllocatesNothing(t *testing.T) {
 		o, _ := s.OwnResource(r)
 		o.Disown()
 	}))
+}
+
+// A resource marked Allocation is refused, as Alloc is, once the scope's
+// context is done, with its cause; another is still owned.
+func TestAnAllocationResourceIsRefusedOnceTheContextIsDone(t *testing.T) {
+	tr := newTree(t)
+	cause := errors.New("request abandoned")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s, err := tr.Open(ctx, scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	cancel(cause)
+	final := func() error { return nil }
+	_, err = s.OwnResource(scope.Resource{Kind: "page-locked memory", Final: final, Allocation: true})
+	assert.ErrorIs(t, err, cause)
+	_, err = s.Alloc(64)
+	assert.ErrorIs(t, err, cause, "as Alloc is")
+	_, err = s.OwnResource(scope.Resource{Kind: "stream", Final: final})
+	assert.NoError(t, err)
 }

@@ -280,6 +280,11 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 		return Owned{}, prefixed.Kind(ErrClosed, "Own through a scope that has ended")
 	}
 	defer s.n.mu.Unlock()
+	if r.Allocation {
+		if err := s.n.usable(); err != nil {
+			return Owned{}, err
+		}
+	}
 	res := s.n.newResource(r)
 	if s.n.tree.recordStacks.Load() {
 		res.stack = callerStack()

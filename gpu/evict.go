@@ -52,23 +52,61 @@ type evictState struct {
 	cause    atomic.Pointer[error]   // set when it is evicted
 }
 
-// evictor is a device's list of evictable scopes.
+// evictor is a device's list of evictable scopes. It lives beside the
+// scopes rather than in them: a Scope that is not evictable stays as
+// small as it was.
 type evictor struct {
-	has       atomic.Bool // some evictable scope was opened: the allocations that fail try eviction
+	has       atomic.Bool // some evictable scope was opened: ends and failed allocations look here
 	evictions atomic.Int64
 	bytes     atomic.Int64
 
 	mu     sync.Mutex // protects scopes; held while a victim is chosen and evicted
-	scopes []*Scope
+	scopes map[*Scope]*evictState
 }
 
-// add lists s, an evictable scope that opened.
-func (e *evictor) add(s *Scope) {
+// add lists s, an evictable scope that opened with state ev, and forgets
+// the scopes that ended without eviction or Close (their parent's end,
+// say).
+func (e *evictor) add(s *Scope, ev *evictState) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.scopes = slices.DeleteFunc(e.scopes, func(x *Scope) bool { return x.s.Closed() })
-	e.scopes = append(e.scopes, s)
+	if e.scopes == nil {
+		e.scopes = map[*Scope]*evictState{}
+	}
+	for x, st := range e.scopes {
+		if x.s.Closed() && st.cause.Load() == nil {
+			delete(e.scopes, x)
+		}
+	}
+	e.scopes[s] = ev
 	e.has.Store(true)
+}
+
+// state returns the state of s, nil where s is not a listed evictable
+// scope.
+func (e *evictor) state(s *Scope) *evictState {
+	if !e.has.Load() {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.scopes[s]
+}
+
+// ended forgets s, which its owner ended (WithScope's end, Close), and
+// releases the context made for it; it returns s's state.
+func (e *evictor) ended(s *Scope) *evictState {
+	if !e.has.Load() {
+		return nil
+	}
+	e.mu.Lock()
+	ev := e.scopes[s]
+	delete(e.scopes, s)
+	e.mu.Unlock()
+	if ev != nil {
+		ev.cancel(nil)
+	}
+	return ev
 }
 
 // priority returns the priority of the evictable scope s; 0 where it is
@@ -76,9 +114,9 @@ func (e *evictor) add(s *Scope) {
 func (e *evictor) priority(s scope.Scope) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, x := range e.scopes {
+	for x, ev := range e.scopes {
 		if x.s == s {
-			return x.ev.priority
+			return ev.priority
 		}
 	}
 	return 0
@@ -91,22 +129,22 @@ func (e *evictor) priority(s scope.Scope) int {
 func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.scopes = slices.DeleteFunc(e.scopes, func(x *Scope) bool { return x.s.Closed() })
 	type candidate struct {
 		s       *Scope
+		ev      *evictState
 		lastUse uint64
 	}
 	cands := make([]candidate, 0, len(e.scopes))
-	for _, s := range e.scopes {
-		if s != self {
-			cands = append(cands, candidate{s, s.s.Stats().LastUse})
+	for s, ev := range e.scopes {
+		if s != self && !s.s.Closed() {
+			cands = append(cands, candidate{s, ev, s.s.Stats().LastUse})
 		}
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(a.s.ev.priority, b.s.ev.priority), cmp.Compare(a.lastUse, b.lastUse))
+		return cmp.Or(cmp.Compare(a.ev.priority, b.ev.priority), cmp.Compare(a.lastUse, b.lastUse))
 	})
 	for _, c := range cands {
-		ev := c.s.ev
+		ev := c.ev
 		bytes, ok, err := c.s.s.TryEvict(func(path string) {
 			cause := prefixed.Kind(ErrEvicted, "%q, to make room for %s", path, Bytes(size))
 			ev.cause.Store(&cause)
@@ -148,10 +186,19 @@ func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
 // evictedErr returns the error of an evicted scope, or nil where s was
 // not evicted.
 func (s *Scope) evictedErr() error {
-	if s == nil || s.ev == nil {
+	if !s.valid() {
 		return nil
 	}
-	if c := s.ev.cause.Load(); c != nil {
+	return s.dev.evict.state(s).err()
+}
+
+// err returns the cause of the eviction of the scope whose state ev is;
+// nil for a nil ev, or one not evicted.
+func (ev *evictState) err() error {
+	if ev == nil {
+		return nil
+	}
+	if c := ev.cause.Load(); c != nil {
 		return *c
 	}
 	return nil

@@ -18,7 +18,6 @@ import (
 type Scope struct {
 	s   scope.Scope
 	dev *Device
-	ev  *evictState // nil unless Evictable
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -52,6 +51,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		// returned, its memory is gone, and the caller must hear so.
 		torn := dev.closed.Load()
 		path, cerr := s.s.End()
+		evicted := dev.evict.ended(s).err()
 		if r := recover(); r != nil {
 			if cerr != nil {
 				dev.dropped(prefixed.Wrap("gpu", cerr, "scope %q ended by a panic", path))
@@ -61,11 +61,8 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = errors.Join(err, prefixed.Wrap("gpu", cause, "scope %q cancelled", path))
 		}
-		if cause := s.evictedErr(); cause != nil && !errors.Is(err, ErrEvicted) {
-			err = errors.Join(err, cause)
-		}
-		if s.ev != nil {
-			s.ev.cancel(nil) // the context made for its eviction
+		if evicted != nil && !errors.Is(err, ErrEvicted) {
+			err = errors.Join(err, evicted)
 		}
 		if torn && !errors.Is(err, ErrDeviceClosed) {
 			err = errors.Join(err, prefixed.Kind(ErrDeviceClosed, "while the scope was open (WithScope)"))
@@ -116,9 +113,9 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		}
 		return nil, deviceError(err)
 	}
-	s := &Scope{s: h, dev: d, ev: ev}
+	s := &Scope{s: h, dev: d}
 	if ev != nil {
-		d.evict.add(s)
+		d.evict.add(s, ev)
 	}
 	return s, nil
 }
@@ -248,8 +245,6 @@ func (s *Scope) Close() error {
 		return errNilScope
 	}
 	_, err := s.s.End()
-	if s.ev != nil {
-		s.ev.cancel(nil) // the context made for its eviction
-	}
+	s.dev.evict.ended(s)
 	return deviceError(err)
 }

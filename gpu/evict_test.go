@@ -117,7 +117,8 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 }
 
 func TestEvictionGoesByPriorityThenLeastRecentlyUsed(t *testing.T) {
-	dev := openHost(t, gpu.HostMemory(4*slotSize))
+	heard := 0 // OnOutOfMemory is for what eviction could not help
+	dev := openHost(t, gpu.HostMemory(4*slotSize), gpu.OnOutOfMemory(func(error) { heard++ }))
 	high, hb := load(t, dev, 1, gpu.Evictable(1), gpu.Name("high"))
 	older, ob := load(t, dev, 2, gpu.Evictable(0), gpu.Name("older"))
 	newer, _ := load(t, dev, 3, gpu.Evictable(0), gpu.Name("newer"))
@@ -131,6 +132,7 @@ func TestEvictionGoesByPriorityThenLeastRecentlyUsed(t *testing.T) {
 			assert.Equal(t, j <= i, evicted(other), "after allocation %d, scope %s", i, other.Path())
 		}
 	}
+	assert.Zero(t, heard, "OnOutOfMemory is not called where eviction made room")
 	st := dev.Stats()
 	assert.Equal(t, int64(3), st.Evictions)
 	assert.Equal(t, int64(3*slotSize), st.EvictedBytes)

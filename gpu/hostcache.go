@@ -64,7 +64,7 @@ type hostBlock struct {
 
 	mu    sync.RWMutex  // held shared by a use of the memory (Use, queuing a copy), exclusively to end the HostSlice
 	gen   atomic.Uint64 // odd while a HostSlice holds the block: that HostSlice's generation
-	owned scope.Owned   // the scope's hold on the HostSlice, set by AllocHost
+	owned scope.Owned   // the scope's hold on the HostSlice: OwnResource sets it under the scope's lock
 	final func() error  // end, made once: every HostSlice's Final in its scope
 
 	smu     sync.Mutex // protects streams where mu is held shared

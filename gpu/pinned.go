@@ -48,16 +48,14 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	}
 	gen := b.gen.Add(1)
 	// Given back once the scope's memory is released, after its streams'
-	// work, whenever they were made; or by Free.
-	owned, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size, Final: b.final, Allocation: true})
+	// work, whenever they were made; or by Free. The scope stores the
+	// record's name in b.owned under its lock: a Free reads it after, and
+	// the next owner writes it once the block has come back.
+	_, err = s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size,
+		Final: b.final, Allocation: true, Into: &b.owned})
 	if err != nil {
 		return HostSlice[T]{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "AllocHost"), b.end()))
 	}
-	b.mu.Lock()
-	if b.gen.Load() == gen { // else the scope has ended it already
-		b.owned = owned
-	}
-	b.mu.Unlock()
 	return HostSlice[T]{b: b, gen: gen, n: n}, nil
 }
 

@@ -40,6 +40,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"field Resource.Bytes",
 		"field Resource.End",
 		"field Resource.Final",
+		"field Resource.Into",
 		"field Resource.Kind",
 		"field ResourceInfo.Bytes",
 		"field ResourceInfo.ID",

@@ -10,6 +10,9 @@ type Resource struct {
 	// Allocation makes owning fail, as Alloc does, once the scope's
 	// context is done, with its cause (page-locked memory).
 	Allocation bool
+	// Into, if not nil, receives the Owned under the scope's lock, before
+	// End or Final can run: they may read it without a lock of their own.
+	Into *Owned
 }
 
 // Owned names a resource a scope owns, for Disown.

@@ -76,3 +76,23 @@ func TestAnAllocationResourceIsRefusedOnceTheContextIsDone(t *testing.T) {
 	_, err = s.OwnResource(scope.Resource{Kind: "stream", Final: final})
 	assert.NoError(t, err)
 }
+
+// Into receives the Owned before a Final can run: a Final that reads it
+// finds the resource it ends.
+func TestIntoHoldsTheOwnedBeforeTheFinalRuns(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	var into scope.Owned
+	var disownedInFinal bool
+	o, err := s.OwnResource(scope.Resource{Kind: "page-locked memory", Into: &into,
+		Final: func() error { disownedInFinal = into.Disown(); return nil }})
+	require.NoError(t, err)
+	assert.Equal(t, o, into)
+	_, err = s.End()
+	require.NoError(t, err)
+	assert.False(t, disownedInFinal, "the scope is ending it: Disown through Into reports false")
+	_, err = s.OwnResource(scope.Resource{Kind: "after", Into: &into, Final: func() error { return nil }})
+	assert.ErrorIs(t, err, scope.ErrClosed)
+	assert.Equal(t, o, into, "a refused OwnResource leaves Into alone")
+}

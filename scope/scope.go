@@ -290,7 +290,11 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 		res.stack = callerStack()
 	}
 	s.n.resources.push(res, &res.link)
-	return Owned{r: res, gen: res.gen, scope: s}, nil
+	o := Owned{r: res, gen: res.gen, scope: s}
+	if r.Into != nil {
+		*r.Into = o
+	}
+	return o, nil
 }
 
 // lockAsParent locks the node of s and returns it, after checking that a

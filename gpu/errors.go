@@ -40,6 +40,10 @@ var (
 	// ErrNotSupported: the device cannot do it (the host device runs no
 	// kernels).
 	ErrNotSupported = prefixed.New("gpu", "not supported by this device")
+	// ErrEvicted: the scope was evicted to make room for another
+	// allocation (see [Evictable]); the cause of its context, and what its
+	// buffers fail with.
+	ErrEvicted = prefixed.New("gpu", "scope evicted")
 )
 
 // LimitError is the detail of an allocation refused by a scope's limit,

@@ -12,11 +12,6 @@ import (
 	"github.com/gpuscope/gpuscope/scope"
 )
 
-// ErrEvicted is the cause of the context of a scope the device evicted to
-// make room for another allocation (see [Evictable]); its buffers fail
-// with it too.
-var ErrEvicted = prefixed.New("gpu", "scope evicted")
-
 // Evictable lets the device end the scope, when it is idle, to make room
 // for an allocation that would otherwise fail for want of memory (the
 // device's, or the pool's cap; never a scope's Limit). The device evicts

@@ -122,7 +122,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 
 // valid reports whether s is a scope this package made: not nil, not a
 // zero Scope.
-func (s *Scope) valid() bool { return s != nil && !s.s.IsZero() }
+func (s *Scope) valid() bool { return s != nil && s.s != (scope.Scope{}) }
 
 // Device returns the scope's device; nil for a nil or zero Scope.
 func (s *Scope) Device() *Device {
@@ -173,7 +173,7 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
 		return Buffer{}, errNilScope
 	}
-	if s.s.WaitsForMemory() {
+	if s.s.Inherited().Wait {
 		return allocWaiting(s, size)
 	}
 	return s.allocOnce(size)
@@ -193,7 +193,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		}
 		return Buffer{}, deviceError(err)
 	}
-	if s.s.Zeroed() {
+	if s.s.Inherited().Zeroed {
 		// On the memory's stream: work its previous owner queued there may
 		// still write to it, and must land before the zeros.
 		zero := func(ptr, stream uintptr) error { return s.dev.drv.Memset(ptr, 0, size, stream) }

@@ -10,8 +10,8 @@ type Options struct {
 	Name      string  // for diagnostics; its path is its ancestors' names and its own, joined by "/"
 	Reserve   int64   // bytes to set aside for the scope and its children (0: none)
 	Limit     int64   // most bytes live in the scope and its children (0: none)
-	Zeroed    bool    // its allocations, and its children's, are to start zeroed (see Scope.Zeroed)
-	Wait      bool    // its allocations, and its children's, wait for memory (see Scope.WaitsForMemory)
+	Zeroed    bool    // its allocations, and its children's, are to start zeroed (see Scope.Inherited)
+	Wait      bool    // its allocations, and its children's, wait for memory (see Scope.Inherited)
 	Stream    uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
 	Evictable bool    // its uses are counted (Scope.LastUse) and Scope.TryEvict may end it; not inherited
 }

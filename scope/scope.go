@@ -43,8 +43,8 @@ func (s Scope) lock() bool {
 	return true
 }
 
-// IsZero reports whether s is the zero Scope.
-func (s Scope) IsZero() bool { return s.n == nil }
+// isZero reports whether s is the zero Scope.
+func (s Scope) isZero() bool { return s.n == nil }
 
 // Path returns the names from the root to this scope, joined by "/"; ""
 // once it ended.
@@ -90,15 +90,11 @@ func (s Scope) Info() (Info, bool) {
 		Allocations: n.allocationsLocked(), Resources: n.resourcesLocked()}, true
 }
 
-// Zeroed reports whether the scope's allocations are to start zeroed: it or
-// an ancestor was opened with Options.Zeroed. Package scope only carries
-// the flag; the device layer writes the zeros.
-func (s Scope) Zeroed() bool { return s.zeroed }
-
-// WaitsForMemory reports whether the scope's allocations are to wait for
-// memory rather than fail: it or an ancestor was opened with Options.Wait.
-// Package scope only carries the flag; the device layer waits.
-func (s Scope) WaitsForMemory() bool { return s.waits }
+// Inherited returns the options that hold for the scope's allocations
+// because it or an ancestor was opened with them: Zeroed (they start
+// zeroed) and Wait (they wait for memory rather than fail). Package scope
+// only carries the flags; the device layer writes the zeros and waits.
+func (s Scope) Inherited() Options { return Options{Zeroed: s.zeroed, Wait: s.waits} }
 
 // Closed reports whether the scope has ended.
 func (s Scope) Closed() bool {

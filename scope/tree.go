@@ -74,18 +74,18 @@ func (t *Tree) Open(ctx context.Context, parent Scope, o Options) (Scope, error)
 	if err := o.check(); err != nil {
 		return Scope{}, err
 	}
-	if parent.IsZero() {
+	if parent.isZero() {
 		parent = t.parentIn(ctx)
 	}
 	var stack []uintptr
 	if t.recordStacks.Load() {
 		stack = callerStack()
 	}
-	if parent.IsZero() && o.Reserve == 0 {
+	if parent.isZero() && o.Reserve == 0 {
 		return t.openRoot(ctx, &o, stack)
 	}
 	var pn *node
-	if !parent.IsZero() {
+	if !parent.isZero() {
 		var err error
 		if pn, err = parent.lockAsParent(t, o); err != nil {
 			return Scope{}, err
@@ -170,7 +170,7 @@ func (t *Tree) openReserved(ctx context.Context, parent Scope, pn *node, o *Opti
 // attach lists the set-up node n: among parent's children, or the tree's
 // roots where parent is the zero Scope. It fails where that one has ended.
 func (t *Tree) attach(n *node, parent Scope) error {
-	if !parent.IsZero() {
+	if !parent.isZero() {
 		return parent.adopt(n)
 	}
 	t.mu.Lock()

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,54 +81,45 @@ func bytesVar(fs *flag.FlagSet, p *int64, name string, value int64, f byteFlag, 
 	fs.Var(&f, name, usage)
 }
 
-// intFlag is a flag of an integer in [min, max].
-type intFlag struct {
-	p        *int
-	min, max int
+// rangeFlag is a flag of a number in [min, max], read by parse and shown
+// by format; what names the number in the flag's error ("a whole number").
+type rangeFlag[T int | float64] struct {
+	p        *T
+	min, max T
+	parse    func(string) (T, error)
+	format   func(T) string
+	what     string
 }
 
-func (f *intFlag) String() string {
+func (f *rangeFlag[T]) String() string {
 	if f == nil || f.p == nil {
 		return ""
 	}
-	return strconv.Itoa(*f.p)
+	return f.format(*f.p)
 }
 
-func (f *intFlag) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < f.min || n > f.max {
-		return fmt.Errorf("want a whole number from %d to %d", f.min, f.max)
+func (f *rangeFlag[T]) Set(s string) error {
+	v, err := f.parse(s)
+	if err != nil || v != v || v < f.min || v > f.max { // v != v: NaN
+		return fmt.Errorf("want %s from %v to %v", f.what, f.min, f.max)
 	}
-	*f.p = n
+	*f.p = v
 	return nil
 }
 
 // intVar declares an integer flag in [min, max].
 func intVar(fs *flag.FlagSet, p *int, name string, value, min, max int, usage string) {
 	*p = value
-	fs.Var(&intFlag{p: p, min: min, max: max}, name, usage)
+	fs.Var(&rangeFlag[int]{p: p, min: min, max: max, parse: strconv.Atoi, format: strconv.Itoa, what: "a whole number"}, name, usage)
 }
 
-// secondsFlag is a flag of a time in seconds in [min, max].
-type secondsFlag struct {
-	p        *float64
-	min, max float64
-}
-
-func (f *secondsFlag) String() string {
-	if f == nil || f.p == nil {
-		return ""
-	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
-}
-
-func (f *secondsFlag) Set(s string) error {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || v < f.min || v > f.max {
-		return fmt.Errorf("want a number of seconds from %g to %g", f.min, f.max)
-	}
-	*f.p = v
-	return nil
+// secondsVar declares a flag of a time in seconds in [min, max].
+func secondsVar(fs *flag.FlagSet, p *float64, name string, value, min, max float64, usage string) {
+	*p = value
+	fs.Var(&rangeFlag[float64]{p: p, min: min, max: max,
+		parse:  func(s string) (float64, error) { return strconv.ParseFloat(s, 64) },
+		format: func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) },
+		what:   "a number of seconds"}, name, usage)
 }
 
 // choiceFlag is a flag of one of a few words.

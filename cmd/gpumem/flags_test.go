@@ -24,7 +24,7 @@ func TestEveryNumericFlagRefusesWhatItCannotHonour(t *testing.T) {
 		fs := flagSet(cmd.name, cmd.make())
 		fs.VisitAll(func(f *flag.Flag) {
 			switch f.Value.(type) {
-			case *byteFlag, *intFlag, *secondsFlag:
+			case *byteFlag, *rangeFlag[int], *rangeFlag[float64]:
 			default:
 				return
 			}

@@ -58,8 +58,7 @@ const maxStressGoroutines = 64
 
 func (o *stressOptions) declare(fs *flag.FlagSet) {
 	driverVar(fs, &o.driver, "host", "host", "cuda")
-	o.seconds = 5
-	fs.Var(&secondsFlag{p: &o.seconds, min: 0.001, max: maxStressSeconds}, "seconds", "how long to run, in `seconds`")
+	secondsVar(fs, &o.seconds, "seconds", 5, 0.001, maxStressSeconds, "how long to run, in `seconds`")
 	intVar(fs, &o.goroutines, "goroutines", 16, 1, maxStressGoroutines, "`goroutines` opening scopes at once")
 }
 

@@ -8,6 +8,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,9 +60,13 @@ type bill struct {
 	owed  time.Duration // what the next create waits for releases before it
 }
 
-// charge adds one call of kind on size bytes, and extra handles beyond the
-// first for an access call. Called with s.mu held.
+// charge counts one call of kind on size bytes and, where s is priced,
+// adds its cost, with extra handles beyond the first for an access call.
+// Called with s.mu held.
 func (s *Source) charge(kind string, size int64, extra int) {
+	if n := s.counts.of(kind); n != nil {
+		*n++
+	}
 	if s.bill.table == nil {
 		return
 	}
@@ -119,6 +124,21 @@ type Counts struct {
 	EventsRecorded, EventsWaited int64
 }
 
+// countedCalls are the kinds of call Counts counts, in the order of
+// Counts.of's fields.
+var countedCalls = []string{CallAlloc, CallFree, CallCreate, CallRelease, CallMap, CallSetAccess,
+	CallUnmap, CallReserveAddress, CallReleaseAddress, CallRecordEvent, CallWaitEvent}
+
+// of returns the counter of calls of kind, nil for a kind not counted.
+func (c *Counts) of(kind string) *int64 {
+	fields := [...]*int64{&c.Allocs, &c.Frees, &c.Creates, &c.Releases, &c.Maps, &c.SetAccesses,
+		&c.Unmaps, &c.Reserves, &c.ReleasedReserves, &c.EventsRecorded, &c.EventsWaited}
+	if i := slices.Index(countedCalls, kind); i >= 0 {
+		return fields[i]
+	}
+	return nil
+}
+
 // New returns a source with capacity bytes (0: unlimited) and a
 // granularity of pageSize bytes (0: DefaultPageSize).
 func New(capacity, pageSize int64) *Source {
@@ -146,10 +166,12 @@ func (s *Source) take(n int64) error {
 	return nil
 }
 
-// addr hands out fresh address space, aligned to the page size.
-func (s *Source) addr(n int64) uintptr {
+// place hands out fresh address space for n bytes, aligned to the page
+// size, and books it in book.
+func (s *Source) place(book map[uintptr]int64, n int64) uintptr {
 	p := s.nextAddr
 	s.nextAddr += uintptr((n + s.pageSize - 1) &^ (s.pageSize - 1))
+	book[p] = n
 	return p
 }
 
@@ -163,12 +185,9 @@ func (s *Source) Alloc(size int64) (uintptr, error) {
 	if err := s.take(size); err != nil {
 		return 0, err
 	}
-	p := s.addr(size)
-	s.allocs[p] = size
 	s.maxAlloc = max(s.maxAlloc, size)
-	s.counts.Allocs++
 	s.charge(CallAlloc, size, 0)
-	return p, nil
+	return s.place(s.allocs, size), nil
 }
 
 // Free implements pool.Source.
@@ -185,7 +204,6 @@ func (s *Source) Free(ptr uintptr, size int64) error {
 	delete(s.allocs, ptr)
 	s.used -= n
 	held.bytes.Add(-n)
-	s.counts.Frees++
 	s.charge(CallFree, n, 0)
 	return nil
 }
@@ -207,12 +225,9 @@ func (s *Source) ReserveAddress(size int64) (uintptr, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.addr(size)
-	s.reserves[p] = size
 	held.reserves.Add(1)
-	s.counts.Reserves++
 	s.charge(CallReserveAddress, size, 0)
-	return p, nil
+	return s.place(s.reserves, size), nil
 }
 
 // ReleaseAddress implements pool.PageMapper.
@@ -231,7 +246,6 @@ func (s *Source) ReleaseAddress(ptr uintptr, size int64) error {
 	}
 	delete(s.reserves, ptr)
 	held.reserves.Add(-1)
-	s.counts.ReleasedReserves++
 	s.charge(CallReleaseAddress, size, 0)
 	return nil
 }
@@ -246,7 +260,6 @@ func (s *Source) Create(size int64) (uint64, error) {
 	if err := s.take(size); err != nil {
 		return 0, err
 	}
-	s.counts.Creates++
 	s.charge(CallCreate, size, 0)
 	return handles.Add(s.handles, &s.nextHandle, &simHandle{size: size}), nil
 }
@@ -265,7 +278,6 @@ func (s *Source) Release(h uint64) error {
 	delete(s.handles, h)
 	s.used -= hd.size
 	held.bytes.Add(-hd.size)
-	s.counts.Releases++
 	s.charge(CallRelease, hd.size, 0)
 	return nil
 }
@@ -304,7 +316,6 @@ func (s *Source) Map(ptr uintptr, size int64, h uint64) error {
 	}
 	s.mappings[ptr] = size
 	hd.mappings++
-	s.counts.Maps++
 	s.charge(CallMap, size, 0)
 	return nil
 }
@@ -326,7 +337,6 @@ func (s *Source) SetAccess(ptr uintptr, size int64) error {
 		g.access = true
 		s.granules[a] = g
 	}
-	s.counts.SetAccesses++
 	s.chargeAccess(ptr, size)
 	return nil
 }
@@ -362,7 +372,6 @@ func (s *Source) Unmap(ptr uintptr, size int64) error {
 	}
 	delete(s.mappings, ptr)
 	s.handles[h].mappings--
-	s.counts.Unmaps++
 	s.charge(CallUnmap, size, 0)
 	return nil
 }
@@ -402,7 +411,6 @@ func (s *Source) RecordEvent(stream uintptr) (uintptr, error) {
 	if s.broken[stream] {
 		return 0, fmt.Errorf("sim: RecordEvent: stream %#x is broken", stream)
 	}
-	s.counts.EventsRecorded++
 	s.charge(CallRecordEvent, 0, 0)
 	return handles.Add(s.events, &s.nextEv, &event{stream: stream, done: !s.busy[stream]}), nil
 }
@@ -438,7 +446,6 @@ func (s *Source) WaitEvent(ev uintptr) error {
 		return err
 	}
 	e.done = true
-	s.counts.EventsWaited++
 	s.charge(CallWaitEvent, 0, 0)
 	return nil
 }

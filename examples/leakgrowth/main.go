@@ -34,12 +34,12 @@ func run(w io.Writer) error {
 
 // runOn is the example on dev, which run opened.
 func runOn(w io.Writer, dev *gpu.Device) error {
-	demo.Report(w, "before", dev)
 	leak, err := dev.NewScope(gpu.Name("leak"))
 	if err != nil {
 		return err
 	}
 	defer leak.Close()
+	demo.Report(w, "before", dev)
 	cache, err := newCache(dev, "cache", cacheSlots)
 	if err != nil {
 		return err

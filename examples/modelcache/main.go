@@ -19,16 +19,16 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-const (
-	capacity   = 64 << 20 // the device, small on purpose
-	modelElems = 5 << 20  // float32s per model: 20 MiB, three fit
-)
-
 // models are what the cache serves; "a" is the popular one, kept longest.
 var models = []string{"a", "b", "c", "d", "e", "f"}
 
 // requests are the models asked for, in order.
 var requests = []string{"a", "b", "c", "d", "a", "e", "f", "b", "a", "c"}
+
+const (
+	capacity   = 64 << 20 // the device, small on purpose
+	modelElems = 5 << 20  // float32s per model: 20 MiB, three fit
+)
 
 func main() { demo.Main("modelcache", run) }
 

@@ -253,6 +253,8 @@ func TestManyGoroutinesEvictAndReload(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*models)
 	ready := make(chan struct{})
+	var loaded sync.WaitGroup // every model loaded once before any goes on
+	loaded.Add(models)
 	for i := range models {
 		wg.Add(1)
 		go func() {
@@ -263,7 +265,9 @@ func TestManyGoroutinesEvictAndReload(t *testing.T) {
 					errs <- m.s.Close()
 				}
 			}()
-			if err := m.ensure(); err != nil {
+			err := m.ensure()
+			loaded.Done()
+			if err != nil {
 				errs <- err
 				return
 			}
@@ -280,6 +284,7 @@ func TestManyGoroutinesEvictAndReload(t *testing.T) {
 			}
 		}()
 	}
+	loaded.Wait()
 	close(ready)
 	wg.Wait()
 	close(errs)

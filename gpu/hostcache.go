@@ -11,7 +11,6 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
-	"github.com/gpuscope/gpuscope/scope"
 )
 
 // hostCache keeps a device's page-locked host memory for reuse, as
@@ -62,12 +61,23 @@ type hostBlock struct {
 	size  int64
 	class int // -1: a size no class holds; given back, never kept
 
-	mu    sync.RWMutex  // held shared by a use of the memory (Use, queuing a copy), exclusively to end the HostSlice
-	gen   atomic.Uint64 // odd while a HostSlice holds the block: that HostSlice's generation
-	owned scope.Owned   // the scope's hold on the HostSlice: OwnResource sets it under the scope's lock
-	final func() error  // end, made once: every HostSlice's Final in its scope
+	// gen is the generation a HostSlice of the block may use: AllocHost
+	// hands out the current one, and a Free or the scope's end moves it on
+	// (one compare-and-swap). A use counts itself in users before it reads
+	// gen, and an end waits for users after it moved gen on, so that no use
+	// runs once the block goes back (quiesce).
+	gen  atomic.Uint64
+	held uint64 // the generation AllocHost handed out last: end moves it on
+	// Who gives the block back: Free where it disowned the scope's record,
+	// else the scope, ending, through final (end). Only that one reads held
+	// or the streams, so none reads them while the block serves another.
+	users   atomic.Int32 // uses running: Use, queuing a copy
+	waiters atomic.Int32 // ends waiting in quiesce, under wmu
+	wmu     sync.Mutex
+	wcond   sync.Cond    // on wmu: the last use left
+	final   func() error // end, made once: every HostSlice's Final in its scope
 
-	smu     sync.Mutex // protects streams where mu is held shared
+	smu     sync.Mutex // protects streams, which uses append to
 	streams []uintptr  // streams that copies to or from the HostSlice were queued on
 
 	events []uintptr // recorded when given back, one per stream that used it
@@ -83,22 +93,50 @@ func (b *hostBlock) usedOn(stream uintptr) {
 	}
 }
 
+// enter counts a use of the HostSlice of generation gen and reports
+// whether it may run; a use that entered leaves, whatever it reported.
+func (b *hostBlock) enter(gen uint64) bool {
+	b.users.Add(1)
+	return b.gen.Load() == gen
+}
+
+// leave ends a use, waking an end that waits for the last.
+func (b *hostBlock) leave() {
+	if b.users.Add(-1) == 0 && b.waiters.Load() > 0 {
+		b.wmu.Lock()
+		b.wcond.Broadcast()
+		b.wmu.Unlock()
+	}
+}
+
+// quiesce waits until no use runs. gen has moved on: a use that enters now
+// finds its generation ended and leaves at once.
+func (b *hostBlock) quiesce() {
+	if b.users.Load() == 0 {
+		return
+	}
+	b.wmu.Lock()
+	b.waiters.Add(1)
+	for b.users.Load() != 0 {
+		b.wcond.Wait()
+	}
+	b.waiters.Add(-1)
+	b.wmu.Unlock()
+}
+
 // end ends the block's HostSlice, if no Free has, and gives the block back
 // to the cache. Its one caller is whoever holds the HostSlice's record in
 // the scope: the scope, ending (final), or AllocHost where owning failed.
 // A Free that disowned the record ended the HostSlice and gives it back.
 func (b *hostBlock) end() error {
-	b.mu.Lock()
-	if g := b.gen.Load(); g&1 == 1 {
-		b.gen.Store(g + 1)
-	}
-	b.mu.Unlock()
+	b.gen.CompareAndSwap(b.held, b.held+1)
+	b.quiesce() // a Free that moved gen on may still wait for uses
 	return b.giveBack()
 }
 
 // giveBack gives the block, whose HostSlice has ended, back to the cache
 // with the streams that used it. Its caller alone holds the block: no use
-// runs, and none records a stream (they do under mu, shared, and find the
+// runs, and none records a stream (they do inside a use, and find the
 // generation ended).
 func (b *hostBlock) giveBack() error {
 	streams := b.streams
@@ -192,6 +230,7 @@ func (c *hostCache) alloc(class int, size int64) (*hostBlock, error) {
 	c.mu.Unlock()
 	b := &hostBlock{cache: c, p: p, size: size, class: class}
 	b.final = b.end
+	b.wcond.L = &b.wmu
 	return b, nil
 }
 

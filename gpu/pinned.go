@@ -21,9 +21,10 @@ import (
 // comparable value; the zero HostSlice has no memory. On the host device
 // it is ordinary memory.
 type HostSlice[T Elem] struct {
-	b   *hostBlock
-	gen uint64 // the block's generation while h holds it
-	n   int
+	b     *hostBlock
+	gen   uint64      // the block's generation while h holds it
+	owned scope.Owned // its record in the scope, for Free
+	n     int
 }
 
 // AllocHost allocates n elements of T of page-locked host memory owned by
@@ -46,17 +47,16 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 		}
 		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))
 	}
-	gen := b.gen.Add(1)
+	gen := b.gen.Load() // no HostSlice has it yet: the last one's end moved gen on
+	b.held = gen
 	// Given back once the scope's memory is released, after its streams'
-	// work, whenever they were made; or by Free. The scope stores the
-	// record's name in b.owned under its lock: a Free reads it after, and
-	// the next owner writes it once the block has come back.
-	_, err = s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size,
-		Final: b.final, Allocation: true, Into: &b.owned})
+	// work, whenever they were made; or by Free.
+	owned, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size,
+		Final: b.final, Allocation: true})
 	if err != nil {
 		return HostSlice[T]{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "AllocHost"), b.end()))
 	}
-	return HostSlice[T]{b: b, gen: gen, n: n}, nil
+	return HostSlice[T]{b: b, gen: gen, owned: owned, n: n}, nil
 }
 
 // errPinnedEnded is what a HostSlice's methods return once it was freed.
@@ -71,15 +71,11 @@ func (h HostSlice[T]) Free() error {
 		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
 	}
 	b := h.b
-	b.mu.Lock()
-	if b.gen.Load() != h.gen {
-		b.mu.Unlock()
-		return nil
+	if !b.gen.CompareAndSwap(h.gen, h.gen+1) {
+		return nil // freed, or its scope ended it
 	}
-	b.gen.Store(h.gen + 1) // h's uses end now
-	owned := b.owned
-	b.mu.Unlock()
-	if owned.Disown() {
+	b.quiesce() // h's uses end now
+	if h.owned.Disown() {
 		return deviceError(b.giveBack())
 	}
 	return nil // the scope is ending it, and gives the block back
@@ -104,9 +100,8 @@ func (h HostSlice[T]) hold(fn func(p unsafe.Pointer) error) error {
 	if h.b == nil {
 		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
 	}
-	h.b.mu.RLock()
-	defer h.b.mu.RUnlock()
-	if h.b.gen.Load() != h.gen {
+	defer h.b.leave()
+	if !h.b.enter(h.gen) {
 		return errPinnedEnded
 	}
 	return fn(h.b.p)

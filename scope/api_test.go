@@ -40,7 +40,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"field Resource.Bytes",
 		"field Resource.End",
 		"field Resource.Final",
-		"field Resource.Into",
 		"field Resource.Kind",
 		"field ResourceInfo.Bytes",
 		"field ResourceInfo.ID",

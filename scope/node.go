@@ -47,6 +47,7 @@ type node struct {
 	spare     []*slot      // slots ready for allocations (see slotTable)
 	resources resourceList // what else the scope owns (Scope.OwnResource), ended first
 	spareRes  []*resource  // disowned records, for the next OwnResource
+	sweepAt   int          // resources' length at which dormant records leave it (sweepResources)
 	opening   int          // children opening with a reservation: they charge this scope
 	releasing int          // Frees giving memory back outside mu: they may uncharge this scope
 	left      sync.Cond    // on mu: a child left, an open or a release finished (End waits for the last)
@@ -314,9 +315,22 @@ func (n *node) resourcesLocked() []ResourceInfo {
 	out := make([]ResourceInfo, 0, n.resources.n)
 	for x := n.resources.head; x != nil; x = x.next {
 		r := x.elem
-		out = append(out, ResourceInfo{ID: r.id, Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
+		if !r.owned() {
+			continue // dormant: disowned, kept for reuse
+		}
+		out = append(out, ResourceInfo{ID: r.idOf(), Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
 	}
 	return out
+}
+
+// idOf returns the record's id, numbering it on the first call: a
+// resource owned and disowned in a loop then takes no shared counter.
+// Called with its scope's mu held.
+func (r *resource) idOf() uint64 {
+	if r.id == 0 {
+		r.id = nextID.Add(1)
+	}
+	return r.id
 }
 
 func (n *node) removeChild(c *node) {
@@ -394,9 +408,20 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 	if n.resources.n == 0 {
 		return nil, errs
 	}
-	last := n.resources.tail
-	for x := last; x != nil; x = x.prev {
-		x.elem.owned = false // no Disown from now on
+	// Take every owned record from its owner at once, under mu: no Disown
+	// succeeds from now on. Dormant ones go back to the node.
+	var last *links[resource] // the records to end, newest first through prev
+	for x := n.resources.head; x != nil; {
+		next := x.next
+		r := x.elem
+		if g := r.state.Load(); g&1 == 1 && r.state.CompareAndSwap(g, g&^1) {
+			x.prev, x.next = last, nil
+			last = x
+		} else {
+			x.prev, x.next = nil, nil
+			n.recycleResource(r)
+		}
+		x = next
 	}
 	n.resources = resourceList{}
 	n.mu.Unlock()

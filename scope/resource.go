@@ -1,5 +1,7 @@
 package scope
 
+import "sync/atomic"
+
 // Resource is something other than memory that a scope owns: a stream, an
 // event, a loaded module, page-locked host memory.
 type Resource struct {
@@ -10,54 +12,58 @@ type Resource struct {
 	// Allocation makes owning fail, as Alloc does, once the scope's
 	// context is done, with its cause (page-locked memory).
 	Allocation bool
-	// Into, if not nil, receives the Owned under the scope's lock, before
-	// End or Final can run: they may read it without a lock of their own.
-	Into *Owned
 }
 
 // Owned names a resource a scope owns, for Disown.
 type Owned struct {
-	r     *resource
-	gen   uint64 // r's use that o names: a record is reused once disowned
-	scope Scope
+	r   *resource
+	gen uint64 // r's use that o names: a record is reused once disowned
 }
 
 type resource struct {
 	Resource
-	id    uint64
+	id    uint64 // 0 until a listing reads it (idOf): most records are never listed
 	stack []uintptr
-	gen   uint64          // counts its uses, under its scope's mu: it stays with its node
-	owned bool            // on its scope's list, under the scope's mu
-	link  links[resource] // on its scope's list
+	// state is the record's use (gen) and whether it is owned, as
+	// gen<<1|1: Disown and the scope's end each clear the owned bit with
+	// one compare-and-swap, and whichever does ends the resource. A record
+	// disowned stays on its scope's list, dormant, for the next
+	// OwnResource to reuse in place (see newResource); listings and the
+	// end skip it.
+	state atomic.Uint64
+	link  links[resource] // on its scope's list, under the scope's mu
 }
+
+// owned reports whether the record is owned, not dormant.
+func (r *resource) owned() bool { return r.state.Load()&1 == 1 }
 
 // Disown takes the resource o names from its scope, which will not end it:
 // its owner ends it now. It reports false where the scope has ended, or
-// ends it now, or o was disowned already: the scope ends it then.
+// ends it now, or o was disowned already: the scope ends it then. It takes
+// no lock: a resource owned and disowned in a loop (page-locked memory's
+// AllocHost and Free) costs its scope one lock, in OwnResource.
 func (o Owned) Disown() bool {
-	if o.r == nil || !o.scope.lock() {
-		return false
-	}
-	n := o.scope.n
-	defer n.mu.Unlock()
-	r := o.r
-	if r.gen != o.gen || !r.owned {
-		return false
-	}
-	r.owned = false
-	n.resources.remove(&r.link)
-	n.recycleResource(r)
-	return true
+	return o.r != nil && o.r.state.CompareAndSwap(o.gen<<1|1, o.gen<<1)
 }
 
 // maxSpareResources bounds the disowned records a node keeps for reuse.
 const maxSpareResources = 64
 
-// newResource returns a record of r for its scope's list: a disowned one
-// the node kept, or a new one. Reusing records keeps a resource owned and
-// disowned in a loop (page-locked memory's AllocHost and Free) free of
-// allocations. Called with n.mu held.
+// newResource puts a record of r on n's list and returns it: the newest
+// record on the list where it is dormant, else one the node kept, else a
+// new one. Reusing records keeps a resource owned and disowned in a loop
+// free of allocations, and reusing the newest in place keeps the list
+// newest last without a walk. Called with n.mu held.
 func (n *node) newResource(r Resource) *resource {
+	if t := n.resources.tail; t != nil && !t.elem.owned() {
+		res := t.elem
+		res.Resource, res.id, res.stack = r, 0, nil
+		res.state.Store((res.state.Load()>>1+1)<<1 | 1)
+		return res
+	}
+	if n.resources.n >= n.sweepAt {
+		n.sweepResources()
+	}
 	var res *resource
 	if k := len(n.spareRes); k > 0 {
 		res = n.spareRes[k-1]
@@ -66,12 +72,34 @@ func (n *node) newResource(r Resource) *resource {
 	} else {
 		res = &resource{}
 	}
-	*res = resource{Resource: r, id: nextID.Add(1), gen: res.gen + 1, owned: true}
+	res.Resource, res.id, res.stack = r, 0, nil // its id is given when read
+	res.state.Store((res.state.Load()>>1+1)<<1 | 1)
+	n.resources.push(res, &res.link)
 	return res
 }
 
-// recycleResource keeps a record its owner disowned for newResource; the
-// Owned that named it fails from then on, by its gen. Called with n.mu held.
+// sweepResources takes the dormant records off n's list, for reuse, so
+// that a scope whose resources are disowned out of order keeps a list
+// about as long as what it owns; the next sweep comes when the list has
+// doubled. Called with n.mu held.
+func (n *node) sweepResources() {
+	for x := n.resources.head; x != nil; {
+		next := x.next
+		if r := x.elem; !r.owned() {
+			n.resources.remove(x)
+			n.recycleResource(r)
+		}
+		x = next
+	}
+	n.sweepAt = 2*n.resources.n + minSweep
+}
+
+// minSweep is the list length below which dormant records are left alone.
+const minSweep = 16
+
+// recycleResource keeps a dormant record, off its list, for newResource;
+// the Owned that named it fails from then on, by its gen. Called with n.mu
+// held.
 func (n *node) recycleResource(r *resource) {
 	if len(n.spareRes) < maxSpareResources {
 		r.Resource = Resource{} // drops the owner's functions

@@ -3,6 +3,8 @@ package scope_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,22 +79,108 @@ func TestAnAllocationResourceIsRefusedOnceTheContextIsDone(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// Into receives the Owned before a Final can run: a Final that reads it
-// finds the resource it ends.
-func TestIntoHoldsTheOwnedBeforeTheFinalRuns(t *testing.T) {
+// A Final that disowns its own resource, as a Free racing the scope's end
+// does, is told the scope ends it.
+func TestADisownInsideTheScopesEndReportsFalse(t *testing.T) {
 	tr := newTree(t)
 	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
 	require.NoError(t, err)
-	var into scope.Owned
+	var o scope.Owned
 	var disownedInFinal bool
-	o, err := s.OwnResource(scope.Resource{Kind: "page-locked memory", Into: &into,
-		Final: func() error { disownedInFinal = into.Disown(); return nil }})
+	o, err = s.OwnResource(scope.Resource{Kind: "page-locked memory",
+		Final: func() error { disownedInFinal = o.Disown(); return nil }})
 	require.NoError(t, err)
-	assert.Equal(t, o, into)
 	_, err = s.End()
 	require.NoError(t, err)
-	assert.False(t, disownedInFinal, "the scope is ending it: Disown through Into reports false")
-	_, err = s.OwnResource(scope.Resource{Kind: "after", Into: &into, Final: func() error { return nil }})
-	assert.ErrorIs(t, err, scope.ErrClosed)
-	assert.Equal(t, o, into, "a refused OwnResource leaves Into alone")
+	assert.False(t, disownedInFinal, "the scope is ending it")
+	assert.False(t, o.Disown(), "nor after")
+}
+
+// A disowned resource leaves the scope's listing and its end at once,
+// though its record waits on the list for reuse.
+func TestADisownedResourceIsNeitherListedNorEnded(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	var ended []string
+	own := func(kind string) scope.Owned {
+		o, err := s.OwnResource(scope.Resource{Kind: kind, End: func() error { ended = append(ended, kind); return nil }})
+		require.NoError(t, err)
+		return o
+	}
+	a, _, c := own("a"), own("b"), own("c")
+	require.True(t, c.Disown())
+	require.True(t, a.Disown())
+	assert.False(t, a.Disown(), "once")
+	info, ok := s.Info()
+	require.True(t, ok)
+	require.Len(t, info.Resources, 1)
+	assert.Equal(t, "b", info.Resources[0].Kind)
+	own("d") // reuses c's record in place
+	_, err = s.End()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"d", "b"}, ended, "the owned ones, newest first")
+}
+
+// Records disowned in any order are reused: a scope that owns and disowns
+// resources without end, first in first out, allocates nothing once warm,
+// where records left on its list would need new ones.
+func TestResourcesDisownedOutOfOrderAllocateNothing(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	defer s.End()
+	end := func() error { return nil }
+	var live []scope.Owned
+	step := func() {
+		o, err := s.OwnResource(scope.Resource{Kind: "x", End: end})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, o)
+		if len(live) > 8 {
+			if !live[0].Disown() {
+				t.Fatal("disown refused")
+			}
+			live = append(live[:0], live[1:]...)
+		}
+	}
+	for range 1000 {
+		step()
+	}
+	assert.Zero(t, testing.AllocsPerRun(1000, step))
+}
+
+// Owners disowning while the scope ends: each resource ends exactly once,
+// by its owner where Disown said so, else by the scope.
+func TestDisownsRacingTheEndEndEachResourceOnce(t *testing.T) {
+	for range 50 {
+		tr := newTree(t)
+		s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+		require.NoError(t, err)
+		const n = 64
+		var byScope [n]atomic.Int32
+		owned := make([]scope.Owned, n)
+		for i := range n {
+			owned[i], err = s.OwnResource(scope.Resource{Kind: "x", End: func() error { byScope[i].Add(1); return nil }})
+			require.NoError(t, err)
+		}
+		var byOwner [n]bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range n {
+				byOwner[i] = owned[i].Disown()
+			}
+		})
+		_, err = s.End()
+		require.NoError(t, err)
+		wg.Wait()
+		for i := range n {
+			ends := int(byScope[i].Load())
+			if byOwner[i] {
+				ends++
+			}
+			require.Equal(t, 1, ends, "resource %d", i)
+		}
+	}
 }

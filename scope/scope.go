@@ -285,12 +285,7 @@ func (s Scope) OwnResource(r Resource) (Owned, error) {
 	if s.n.tree.recordStacks.Load() {
 		res.stack = callerStack()
 	}
-	s.n.resources.push(res, &res.link)
-	o := Owned{r: res, gen: res.gen, scope: s}
-	if r.Into != nil {
-		*r.Into = o
-	}
-	return o, nil
+	return Owned{r: res, gen: res.state.Load() >> 1}, nil
 }
 
 // lockAsParent locks the node of s and returns it, after checking that a

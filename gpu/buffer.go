@@ -35,7 +35,7 @@ func (b Buffer) Size() int64 { return b.size }
 // outlives the check: launch kernels inside [Buffer.Use].
 func (b Buffer) Ptr() uintptr {
 	var ptr uintptr
-	_ = b.ref.WithPtr(uintptr(b.off()), func(p uintptr) error { ptr = p; return nil }) // 0 where it ended
+	_ = b.ref.WithPtr(uintptr(b.off()), func(p, _ uintptr) error { ptr = p; return nil }) // 0 where it ended
 	return ptr
 }
 
@@ -78,7 +78,7 @@ func (b Buffer) Use(fn func(ptr uintptr) error) error {
 		return errZeroBuffer
 	}
 	var fnErr error
-	if err := b.ref.WithPtr(uintptr(b.off()), func(ptr uintptr) error { fnErr = fn(ptr); return nil }); err != nil {
+	if err := b.ref.WithPtr(uintptr(b.off()), func(ptr, _ uintptr) error { fnErr = fn(ptr); return nil }); err != nil {
 		return deviceError(err) // the buffer's own state: freed, its scope ended
 	}
 	return fnErr
@@ -90,7 +90,7 @@ func (b Buffer) useOn(fn func(ptr, stream uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
 	}
-	return deviceError(b.ref.WithPtrAndStream(uintptr(b.off()), fn))
+	return deviceError(b.ref.WithPtr(uintptr(b.off()), fn))
 }
 
 // CopyFromHost copies src to the start of the buffer, ordered on its

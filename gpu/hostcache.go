@@ -11,6 +11,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
 )
 
 // hostCache keeps a device's page-locked host memory for reuse, as
@@ -22,11 +23,21 @@ import (
 // is read lazily, when a block is wanted, oldest first, up to the first
 // whose work still runs: no synchronize on the hot path. The driver is
 // never called with mu held.
+//
+// Beside the free lists, each class has a hot slot: a block given back
+// with no stream work waits there, outside mu, for the next AllocHost of
+// its class, which takes it with one compare-and-swap. The counters under
+// mu see such a block as still allocated; snapshot and the drains (drainHot)
+// move it to the cached ones.
 type hostCache struct {
 	dev     *Device
 	drv     driver.HostAllocator // nil: the device has no page-locked memory
 	events  driver.Driver        // records and queries the blocks' events
 	dropped func(error)          // where errors no caller receives go
+
+	hot     [numHostClasses]atomic.Pointer[hostBlock] // one free block a class, outside mu
+	hotHits atomic.Int64                              // blocks AllocHost took from a hot slot
+	shut    atomic.Bool                               // closed, for the hot slots' users
 
 	mu      sync.Mutex // protects the fields below
 	reaped  sync.Cond  // on mu: a reap finished (close waits for it)
@@ -45,11 +56,33 @@ type hostStats struct {
 	Hits, Misses, DriverFrees                              int64 // totals
 }
 
-// snapshot returns the counters.
+// snapshot returns the counters, the blocks in hot slots counted as
+// cached.
 func (c *hostCache) snapshot() hostStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stats
+	st := c.stats
+	for i := range c.hot {
+		if b := c.hot[i].Load(); b != nil {
+			st.Allocated -= b.size
+			st.ActiveBlocks--
+			st.Cached += b.size
+			st.CachedBlocks++
+		}
+	}
+	st.Hits += c.hotHits.Load()
+	return st
+}
+
+// drainHot moves the blocks in hot slots to the free lists. Called with mu
+// held.
+func (c *hostCache) drainHot() {
+	for i := range c.hot {
+		if b := c.hot[i].Swap(nil); b != nil {
+			c.leaveLocked(b, false)
+			c.free[i] = append(c.free[i], b)
+		}
+	}
 }
 
 // hostBlock is one HostAlloc of the size of its class. A HostSlice names
@@ -76,6 +109,7 @@ type hostBlock struct {
 	wmu     sync.Mutex
 	wcond   sync.Cond    // on wmu: the last use left
 	final   func() error // end, made once: every HostSlice's Final in its scope
+	last    scope.Owned  // the record of the HostSlice Free ended last, which its scope may Reown
 
 	smu     sync.Mutex // protects streams, which uses append to
 	streams []uintptr  // streams that copies to or from the HostSlice were queued on
@@ -183,6 +217,12 @@ func (c *hostCache) init(d *Device) {
 // class whose stream work is done, or a new one.
 func (c *hostCache) get(size int64) (*hostBlock, error) {
 	class, rounded := hostClass(size)
+	if class >= 0 && !c.shut.Load() {
+		if b := c.hot[class].Load(); b != nil && c.hot[class].CompareAndSwap(b, nil) {
+			c.hotHits.Add(1)
+			return b, nil
+		}
+	}
 	c.mu.Lock()
 	if len(c.pending) > 0 && !c.reaping {
 		c.mu.Unlock()
@@ -238,6 +278,13 @@ func (c *hostCache) alloc(class int, size int64) (*hostBlock, error) {
 // used: kept at once where no stream used it, else once an event recorded
 // now on each has completed.
 func (c *hostCache) put(b *hostBlock, streams []uintptr) error {
+	if len(streams) == 0 && b.class >= 0 && !c.shut.Load() && c.hot[b.class].CompareAndSwap(nil, b) {
+		// A close that began meanwhile may have drained the slots before
+		// b came: take it back, unless the drain did.
+		if !c.shut.Load() || !c.hot[b.class].CompareAndSwap(b, nil) {
+			return nil
+		}
+	}
 	b.events = b.events[:0]
 	for _, st := range streams {
 		ev, err := c.events.RecordEvent(st)
@@ -369,6 +416,7 @@ func (c *hostCache) giveBack(blocks []*hostBlock) error {
 // EmptyCache calls it; so does an allocation the driver had no room for.
 func (c *hostCache) release() (int64, error) {
 	c.mu.Lock()
+	c.drainHot()
 	c.emptied++
 	var back []*hostBlock
 	var bytes int64
@@ -389,8 +437,10 @@ func (c *hostCache) release() (int64, error) {
 // block still in a HostSlice goes back when the HostSlice ends. The
 // device's scopes have ended before: their blocks are in the cache.
 func (c *hostCache) close() error {
+	c.shut.Store(true)
 	c.mu.Lock()
 	c.closed = true
+	c.drainHot()
 	for c.reaping {
 		c.reaped.Wait()
 	}

@@ -468,3 +468,37 @@ func TestFreesRacingTheScopesEndGiveTheBlockBackOnce(t *testing.T) {
 		require.Equal(t, int64(1), st.CachedBlocks, "the one block, once")
 	}
 }
+
+// AllocHost and Free in a loop while the scope ends: the scope's records
+// are taken back without its lock, and still every block comes back once
+// and no HostSlice outlives the scope.
+func TestAllocHostFreeLoopsRacingTheScopesEndLoseNothing(t *testing.T) {
+	dev := openHost(t)
+	for range 200 {
+		s, err := dev.NewScope()
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var kept []gpu.HostSlice[byte]
+		wg.Go(func() {
+			for {
+				h, err := gpu.AllocHost[byte](s, 100)
+				if err != nil {
+					assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+					return
+				}
+				kept = append(kept, h)
+				if len(kept)%3 != 0 {
+					assert.NoError(t, h.Free())
+				}
+			}
+		})
+		require.NoError(t, s.Close())
+		wg.Wait()
+		for _, h := range kept {
+			assert.ErrorIs(t, h.Use(func([]byte) error { return nil }), gpu.ErrScopeClosed)
+		}
+		st := pinnedOf(dev)
+		require.Zero(t, st.ActiveBlocks, "every block is back")
+		require.Zero(t, st.Allocated)
+	}
+}

@@ -49,14 +49,26 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	}
 	gen := b.gen.Load() // no HostSlice has it yet: the last one's end moved gen on
 	b.held = gen
-	// Given back once the scope's memory is released, after its streams'
-	// work, whenever they were made; or by Free.
-	owned, err := s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: int64(n) * size,
-		Final: b.final, Allocation: true})
+	owned, err := s.ownBlock(b)
 	if err != nil {
 		return HostSlice[T]{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "AllocHost"), b.end()))
 	}
 	return HostSlice[T]{b: b, gen: gen, owned: owned, n: n}, nil
+}
+
+// ownBlock makes s own b, given back once the scope's memory is released,
+// after its streams' work, whenever they were made; or by Free. Where s
+// freed b last and its record waits, dormant, on s's list, s takes that
+// record back without its lock (scope.Owned.Reown).
+func (s *Scope) ownBlock(b *hostBlock) (scope.Owned, error) {
+	select {
+	case <-s.done:
+	default:
+		if o, ok := b.last.Reown(s.s); ok {
+			return o, nil
+		}
+	}
+	return s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: b.size, Final: b.final, Allocation: true})
 }
 
 // errPinnedEnded is what a HostSlice's methods return once it was freed.
@@ -76,6 +88,7 @@ func (h HostSlice[T]) Free() error {
 	}
 	b.quiesce() // h's uses end now
 	if h.owned.Disown() {
+		b.last = h.owned // for the scope's next AllocHost of b: Reown
 		return deviceError(b.giveBack())
 	}
 	return nil // the scope is ending it, and gives the block back

@@ -104,8 +104,11 @@ func TestAllocHostInACancelledScopeFailsWithTheCause(t *testing.T) {
 	cause := errors.New("request abandoned")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	err := gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+		h, err := gpu.AllocHost[byte](s, 4096)
+		require.NoError(t, err)
+		require.NoError(t, h.Free()) // its record waits for the scope's next AllocHost
 		cancel(cause)
-		_, err := gpu.AllocHost[byte](s, 4096)
+		_, err = gpu.AllocHost[byte](s, 4096)
 		assert.ErrorIs(t, err, cause, "as Alloc does")
 		_, err = s.Alloc(4096)
 		assert.ErrorIs(t, err, cause)

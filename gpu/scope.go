@@ -16,8 +16,9 @@ import (
 // is a small object of its own, and one that has ended fails with
 // ErrScopeClosed forever, whatever scope uses its state now.
 type Scope struct {
-	s   scope.Scope
-	dev *Device
+	s    scope.Scope
+	dev  *Device
+	done <-chan struct{} // of the context it opened with, which its allocations check
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -113,7 +114,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		}
 		return nil, deviceError(err)
 	}
-	s := &Scope{s: h, dev: d}
+	s := &Scope{s: h, dev: d, done: ctx.Done()}
 	if ev != nil {
 		d.evict.add(s, ev)
 	}
@@ -197,7 +198,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, error) {
 		// On the memory's stream: work its previous owner queued there may
 		// still write to it, and must land before the zeros.
 		zero := func(ptr, stream uintptr) error { return s.dev.drv.Memset(ptr, 0, size, stream) }
-		if err := ref.WithPtrAndStream(0, zero); err != nil {
+		if err := ref.WithPtr(0, zero); err != nil {
 			return Buffer{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "zeroing %d bytes", size), s.s.Free(ref)))
 		}
 	}

@@ -74,7 +74,9 @@ func (r Ref) Owner() Scope {
 }
 
 // Use is WithPtr at offset 0.
-func (r Ref) Use(fn func(ptr uintptr) error) error { return r.WithPtr(0, fn) }
+func (r Ref) Use(fn func(ptr uintptr) error) error {
+	return r.WithPtr(0, func(p, _ uintptr) error { return fn(p) })
+}
 
 // ReplaceNewRegion makes reservations' regions with fn instead of
 // pool.NewRegion until restore is called: a test fails that step, or acts
@@ -102,6 +104,6 @@ func (s Scope) Children() []Scope { return s.children() }
 // Ptr returns the allocation's address while it is live; 0 once it ended.
 func (r Ref) Ptr() uintptr {
 	var ptr uintptr
-	_ = r.WithPtr(0, func(p uintptr) error { ptr = p; return nil })
+	_ = r.WithPtr(0, func(p, _ uintptr) error { ptr = p; return nil })
 	return ptr
 }

@@ -414,12 +414,17 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 	for x := n.resources.head; x != nil; {
 		next := x.next
 		r := x.elem
-		if g := r.state.Load(); g&1 == 1 && r.state.CompareAndSwap(g, g&^1) {
-			x.prev, x.next = last, nil
-			last = x
-		} else {
-			x.prev, x.next = nil, nil
-			n.recycleResource(r)
+		for {
+			if r.take(true) { // owned: the scope ends it
+				x.prev, x.next = last, nil
+				last = x
+				break
+			}
+			if r.take(false) { // dormant: no Reown reaches it from now on
+				x.prev, x.next = nil, nil
+				n.recycleResource(r)
+				break
+			}
 		}
 		x = next
 	}

@@ -19,24 +19,12 @@ type Ref struct {
 var ErrFreed = prefixed.New("scope", "allocation already freed")
 
 // WithPtr calls fn with the device address off bytes into the allocation
-// (a view's address), holding the allocation live until fn returns: it
-// cannot be released meanwhile. Once the allocation has ended it returns
-// ErrFreed or ErrClosed without calling fn; otherwise it returns what fn
-// returns. The caller keeps off within the allocation.
-func (r Ref) WithPtr(off uintptr, fn func(ptr uintptr) error) error {
-	if err := r.acquire(); err != nil {
-		return err
-	}
-	defer r.slot.leave()
-	if r.slot.touches.Load() {
-		r.slot.touch()
-	}
-	return fn(r.slot.ptr + off)
-}
-
-// WithPtrAndStream is WithPtr that also passes fn the stream the
-// allocation's owner orders its work on.
-func (r Ref) WithPtrAndStream(off uintptr, fn func(ptr, stream uintptr) error) error {
+// (a view's address) and the stream the allocation's owner orders its work
+// on, holding the allocation live until fn returns: it cannot be released
+// meanwhile. Once the allocation has ended it returns ErrFreed or ErrClosed
+// without calling fn; otherwise it returns what fn returns. The caller
+// keeps off within the allocation.
+func (r Ref) WithPtr(off uintptr, fn func(ptr, stream uintptr) error) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}

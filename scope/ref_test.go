@@ -20,18 +20,18 @@ func TestWithPtrPassesTheAddressOffBytesInWhileTheAllocationIsLive(t *testing.T)
 	require.NoError(t, err)
 
 	var ptr, stream uintptr
-	require.NoError(t, r.WithPtr(256, func(p uintptr) error { ptr = p; return nil }))
+	require.NoError(t, r.WithPtr(256, func(p, _ uintptr) error { ptr = p; return nil }))
 	assert.Equal(t, r.Ptr()+256, ptr)
-	require.NoError(t, r.WithPtrAndStream(512, func(p, st uintptr) error { ptr, stream = p, st; return nil }))
+	require.NoError(t, r.WithPtr(512, func(p, st uintptr) error { ptr, stream = p, st; return nil }))
 	assert.Equal(t, r.Ptr()+512, ptr)
 	assert.Equal(t, uintptr(7), stream, "the stream the allocation's scope orders its work on")
 
 	fnErr := errors.New("fn's own error")
-	assert.Equal(t, fnErr, r.WithPtr(0, func(uintptr) error { return fnErr }), "what fn returns, as it is")
+	assert.Equal(t, fnErr, r.WithPtr(0, func(_, _ uintptr) error { return fnErr }), "what fn returns, as it is")
 
 	require.NoError(t, s.Free(r))
 	called := false
-	assert.ErrorIs(t, r.WithPtr(0, func(uintptr) error { called = true; return nil }), scope.ErrFreed)
-	assert.ErrorIs(t, r.WithPtrAndStream(0, func(uintptr, uintptr) error { called = true; return nil }), scope.ErrFreed)
+	assert.ErrorIs(t, r.WithPtr(0, func(_, _ uintptr) error { called = true; return nil }), scope.ErrFreed)
+	assert.ErrorIs(t, r.WithPtr(0, func(uintptr, uintptr) error { called = true; return nil }), scope.ErrFreed)
 	assert.False(t, called, "fn is not called once the allocation has ended")
 }

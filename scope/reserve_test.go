@@ -134,7 +134,7 @@ func TestAReleaseInFlightFromAReservationHoldsItsAncestorsEnd(t *testing.T) {
 	require.NoError(t, err)
 	holding, release := make(chan struct{}), make(chan struct{})
 	held := make(chan error, 1)
-	go func() { held <- a.WithPtr(0, func(uintptr) error { close(holding); <-release; return nil }) }()
+	go func() { held <- a.WithPtr(0, func(_, _ uintptr) error { close(holding); <-release; return nil }) }()
 	<-holding
 	freed := make(chan error, 1)
 	go func() { freed <- r.Free(a) }()

@@ -31,6 +31,7 @@ type resource struct {
 	// OwnResource to reuse in place (see newResource); listings and the
 	// end skip it.
 	state atomic.Uint64
+	node  *node           // the node whose list and spares it belongs to, for life
 	link  links[resource] // on its scope's list, under the scope's mu
 }
 
@@ -46,6 +47,38 @@ func (o Owned) Disown() bool {
 	return o.r != nil && o.r.state.CompareAndSwap(o.gen<<1|1, o.gen<<1)
 }
 
+// Reown owns again, in s, the resource that o named when its owner
+// disowned it, reusing its record without taking the scope's lock: a
+// resource disowned and owned again in a loop (page-locked memory's Free
+// and the next AllocHost of its block) then costs one compare-and-swap
+// each way. It reports false, changing nothing, where the record is not
+// s's, or serves another resource by now, or s has ended or records
+// stacks (the record keeps its old stack): the caller owns through
+// OwnResource then. The record keeps its Resource, and its place on the
+// list for the order of the end. Reown does not look at s's context: the
+// caller checks it, as its allocation would.
+func (o Owned) Reown(s Scope) (Owned, bool) {
+	r := o.r
+	if r == nil || s.n == nil || r.node != s.n || s.n.tree.recordStacks.Load() || s.Closed() {
+		return Owned{}, false
+	}
+	if !r.state.CompareAndSwap(o.gen<<1, (o.gen+1)<<1|1) {
+		return Owned{}, false
+	}
+	return Owned{r: r, gen: o.gen + 1}, true
+}
+
+// A record's state moves on, gen first, for every use: owned (gen<<1|1),
+// then dormant (gen<<1) once disowned, where Reown may take it back; a
+// record the end or a sweep takes, or newResource reuses, starts a new gen,
+// so that no Owned of an older one reaches it.
+func nextUse(state uint64, owned bool) uint64 {
+	if owned {
+		return (state>>1+1)<<1 | 1
+	}
+	return (state>>1 + 1) << 1
+}
+
 // maxSpareResources bounds the disowned records a node keeps for reuse.
 const maxSpareResources = 64
 
@@ -55,11 +88,12 @@ const maxSpareResources = 64
 // free of allocations, and reusing the newest in place keeps the list
 // newest last without a walk. Called with n.mu held.
 func (n *node) newResource(r Resource) *resource {
-	if t := n.resources.tail; t != nil && !t.elem.owned() {
+	if t := n.resources.tail; t != nil {
 		res := t.elem
-		res.Resource, res.id, res.stack = r, 0, nil
-		res.state.Store((res.state.Load()>>1+1)<<1 | 1)
-		return res
+		if g := res.state.Load(); g&1 == 0 && res.state.CompareAndSwap(g, nextUse(g, true)) {
+			res.Resource, res.id, res.stack = r, 0, nil
+			return res
+		}
 	}
 	if n.resources.n >= n.sweepAt {
 		n.sweepResources()
@@ -70,10 +104,10 @@ func (n *node) newResource(r Resource) *resource {
 		n.spareRes[k-1] = nil
 		n.spareRes = n.spareRes[:k-1]
 	} else {
-		res = &resource{}
+		res = &resource{node: n}
 	}
-	res.Resource, res.id, res.stack = r, 0, nil // its id is given when read
-	res.state.Store((res.state.Load()>>1+1)<<1 | 1)
+	res.Resource, res.id, res.stack = r, 0, nil      // its id is given when read
+	res.state.Store(nextUse(res.state.Load(), true)) // off every list: no Reown reaches it
 	n.resources.push(res, &res.link)
 	return res
 }
@@ -85,13 +119,21 @@ func (n *node) newResource(r Resource) *resource {
 func (n *node) sweepResources() {
 	for x := n.resources.head; x != nil; {
 		next := x.next
-		if r := x.elem; !r.owned() {
+		if r := x.elem; r.take(false) {
 			n.resources.remove(x)
 			n.recycleResource(r)
 		}
 		x = next
 	}
 	n.sweepAt = 2*n.resources.n + minSweep
+}
+
+// take moves the record on to a new gen, from owned where owned, else
+// from dormant, and reports whether it did: a record Disown or Reown
+// changed meanwhile is left as it is.
+func (r *resource) take(owned bool) bool {
+	g := r.state.Load()
+	return g&1 == 1 == owned && r.state.CompareAndSwap(g, nextUse(g, false))
 }
 
 // minSweep is the list length below which dormant records are left alone.

@@ -184,3 +184,134 @@ func TestDisownsRacingTheEndEndEachResourceOnce(t *testing.T) {
 		}
 	}
 }
+
+// A scope takes back a record its owner disowned, without its lock, and
+// the resource is owned as before: listed, ended by the scope, disowned
+// through the new Owned only.
+func TestAScopeReownsWhatItsOwnerDisowned(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	ends := 0
+	o, err := s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: 4096, End: func() error { ends++; return nil }})
+	require.NoError(t, err)
+	_, ok := o.Reown(s)
+	assert.False(t, ok, "owned: nothing to take back")
+	require.True(t, o.Disown())
+	again, ok := o.Reown(s)
+	require.True(t, ok)
+	_, ok = o.Reown(s)
+	assert.False(t, ok, "once")
+	assert.False(t, o.Disown(), "the old Owned names a use that ended")
+	info, _ := s.Info()
+	require.Len(t, info.Resources, 1)
+	assert.Equal(t, int64(4096), info.Resources[0].Bytes)
+	require.True(t, again.Disown())
+	again, ok = again.Reown(s)
+	require.True(t, ok)
+	_, err = s.End()
+	require.NoError(t, err)
+	assert.Equal(t, 1, ends, "the scope ends what it took back")
+	assert.False(t, again.Disown())
+}
+
+// Reown refuses, changing nothing, wherever the record is not the
+// disowned one of a scope that can own it.
+func TestReownRefusesWhatItCannotTakeBack(t *testing.T) {
+	end := func() error { return nil }
+	open := func(tr *scope.Tree) scope.Scope {
+		s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+		require.NoError(t, err)
+		return s
+	}
+	disowned := func(s scope.Scope) scope.Owned {
+		o, err := s.OwnResource(scope.Resource{Kind: "x", End: end})
+		require.NoError(t, err)
+		require.True(t, o.Disown())
+		return o
+	}
+	t.Run("another scope", func(t *testing.T) {
+		tr := newTree(t)
+		a, b := open(tr), open(tr)
+		_, ok := disowned(a).Reown(b)
+		assert.False(t, ok)
+		a.End()
+		b.End()
+	})
+	t.Run("a scope that ended", func(t *testing.T) {
+		tr := newTree(t)
+		a := open(tr)
+		o := disowned(a)
+		_, err := a.End()
+		require.NoError(t, err)
+		_, ok := o.Reown(a)
+		assert.False(t, ok)
+		b := open(tr) // may reuse a's node and its record
+		_, ok = o.Reown(b)
+		assert.False(t, ok, "nor in a scope that reuses its node")
+		b.End()
+	})
+	t.Run("a record serving another resource", func(t *testing.T) {
+		tr := newTree(t)
+		a := open(tr)
+		o := disowned(a)
+		_, err := a.OwnResource(scope.Resource{Kind: "y", End: end}) // reuses the record in place
+		require.NoError(t, err)
+		_, ok := o.Reown(a)
+		assert.False(t, ok)
+		info, _ := a.Info()
+		require.Len(t, info.Resources, 1)
+		assert.Equal(t, "y", info.Resources[0].Kind)
+		a.End()
+	})
+	t.Run("a scope recording stacks", func(t *testing.T) {
+		tr := newTree(t)
+		tr.RecordStacks(true)
+		a := open(tr)
+		_, ok := disowned(a).Reown(a)
+		assert.False(t, ok, "its record would keep the old stack")
+		a.End()
+	})
+	t.Run("the zero Owned", func(t *testing.T) {
+		tr := newTree(t)
+		a := open(tr)
+		_, ok := scope.Owned{}.Reown(a)
+		assert.False(t, ok)
+		a.End()
+	})
+}
+
+// Owners taking their records back while the scope ends: each resource
+// the scope owns at its end, taken back or not, ends exactly once.
+func TestReownsRacingTheEndEndEachResourceOnce(t *testing.T) {
+	for range 50 {
+		tr := newTree(t)
+		s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+		require.NoError(t, err)
+		const n = 64
+		var ends [n]atomic.Int32
+		owned := make([]scope.Owned, n)
+		for i := range n {
+			owned[i], err = s.OwnResource(scope.Resource{Kind: "x", End: func() error { ends[i].Add(1); return nil }})
+			require.NoError(t, err)
+			require.True(t, owned[i].Disown())
+		}
+		var back [n]bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range n {
+				_, back[i] = owned[i].Reown(s)
+			}
+		})
+		_, err = s.End()
+		require.NoError(t, err)
+		wg.Wait()
+		for i := range n {
+			want := 0
+			if back[i] {
+				want = 1
+			}
+			require.Equal(t, want, int(ends[i].Load()), "resource %d", i)
+		}
+	}
+}

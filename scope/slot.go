@@ -53,7 +53,7 @@ type slot struct {
 	block      pool.Block     // when from the pool
 	region     *pool.Region   // when from a reservation
 	reservedIn *node          // the scope whose reservation holds it
-	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while WithPtrAndStream may read it
+	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while WithPtr may read it
 	touches    atomic.Bool    // its owner is evictable: a use records when its owner was last used
 	stack      []uintptr
 

@@ -10,7 +10,7 @@ type Stats struct {
 	Limit       int64 // its limit (0: none)
 	// LastUse orders evictable scopes (Options.Evictable) by recency: the
 	// tree's count of their opens, allocations and uses (WithPtr,
-	// WithPtrAndStream) at the scope's latest. 0 for others.
+	// WithPtr) at the scope's latest. 0 for others.
 	LastUse uint64
 }
 

@@ -32,7 +32,21 @@
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
+// c10 asks whether a device has a primary context before it switches
+// devices (a CUDAGuard's, as getStreamFromPool's first call makes), through
+// a hook that libtorch_cuda registers; without it the hook throws, and a
+// trace with several streams ended inside c10 (dummyHasPrimaryContext).
+// The replayer links c10 alone, so it registers the hook itself: main
+// creates the context of the one device it uses before anything else.
+namespace c10::cuda::_internal {
+void setHasPrimaryContext(bool (*func)(c10::DeviceIndex));
+}
+
 namespace {
+
+bool primaryContextMade = false;
+
+bool hasPrimaryContext(c10::DeviceIndex device) { return primaryContextMade && device == 0; }
 
 struct Event {
   bool alloc;
@@ -244,7 +258,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s replay|smallest TRACE...\n", argv[0]);
     return 64;
   }
-  cudaFree(nullptr);
+  cudaSetDevice(0);
+  if (cudaFree(nullptr) != cudaSuccess) {
+    fprintf(stderr, "torch_replay: no CUDA device\n");
+    return 1;
+  }
+  primaryContextMade = true;
+  c10::cuda::_internal::setHasPrimaryContext(hasPrimaryContext);
   alloc::init(c10::cuda::device_count());
   int status = 0;
   for (int i = 2; i < argc; i++) {

@@ -11,6 +11,9 @@
 #             gpuscope's first pass and that PyTorch mode's, five times each
 #   free      unconstrained, five times each: gpuscope (--repeat 3: the
 #             first pass, then warm ones) and PyTorch in both modes
+#   cap12     on each shared trace, gpuscope's first pass five times under
+#             a cap of 1.2 times its unconstrained peak reserved (from
+#             free's lines, so after free): a cap it never reaches
 #
 #   here:  go build -tags cuda -o GPUMEM ./cmd/gpumem   (with scripts/cuda-sdk.sh)
 #   there: scripts/measure/pressure-gpu.sh GPUMEM CAPS LOGDIR [SECTION...]
@@ -24,7 +27,7 @@ gpumem=$(realpath "${1:?usage: $0 GPUMEM CAPS LOGDIR [SECTION...]}")
 caps=$(realpath "${2:?usage: $0 GPUMEM CAPS LOGDIR [SECTION...]}")
 logs=${3:?usage: $0 GPUMEM CAPS LOGDIR [SECTION...]}
 shift 3
-sections=${*:-smallest samecap free}
+sections=${*:-smallest samecap free cap12}
 cd "$root"
 torch=${TORCH_SH:-scripts/measure/torch.sh} # TORCH_SH: another, to try the script without a GPU
 shared=""
@@ -89,6 +92,16 @@ if has free; then
     done
     # shellcheck disable=SC2086
     $torch replay $shared >>"$logs/free_torch.jsonl" 2>>"$logs/stderr.txt"
+  done
+fi
+if has cap12; then
+  for f in $shared; do
+    cap=$(grep "\"$f\"" "$logs/free_gpuscope.jsonl" | head -1 | python3 -c '
+import json, sys
+print(json.loads(sys.stdin.readline())["peak_reserved_bytes"] * 12 // 10)')
+    for i in 1 2 3 4 5; do
+      gs cap12 --max-reserved "$cap" "$f" >>"$logs/cap12_gpuscope.jsonl"
+    done
   done
 fi
 ls -la "$logs"

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -21,10 +22,13 @@ import (
 //
 // Idle means that no Use or UseHost runs on its buffers, no copy or other
 // call through them is under way, no allocation, Free or Keep of it is,
-// and it has no open child: a scope in use is never evicted, and an
-// allocation never evicts its own scope. Work queued on a stream that is
-// still to run is safe: the memory goes back in the stream's order, as at
-// any scope's end.
+// it has no open child, and the stream work queued on its buffers has
+// completed: the work on its own stream, on the streams [Buffer.RecordUse]
+// (or a kernel launch, a copy) named for them, and on the streams it made,
+// queued before its last use. The device asks the driver's events without
+// waiting. Work others queued on those streams before the device first
+// asks counts too; work queued after does not. A scope in use is never
+// evicted, and an allocation never evicts its own scope.
 //
 // An evicted scope ends: its context is cancelled with a cause that
 // errors.Is ErrEvicted, the scope itself and its buffers fail with such an
@@ -45,6 +49,21 @@ type evictState struct {
 	priority int
 	cancel   context.CancelCauseFunc // cancels the context the scope opened with
 	cause    atomic.Pointer[error]   // set when it is evicted
+	owned    []uintptr               // the streams it made (Scope.NewStream), guarded by the evictor's mu
+	mark     atomic.Pointer[streamMark]
+	over     atomic.Bool // it ended: the mark's events are destroyed, and no mark is kept
+}
+
+// streamMark is what the latest check of whether an evictable scope's
+// stream work has completed found: events recorded after the work queued
+// on its streams before its use numbered lastUse, those still pending.
+// While the scope is not used again, the next check asks these events
+// rather than record new ones, so that work queued on the streams later,
+// by others, does not keep the scope busy.
+type streamMark struct {
+	lastUse uint64
+	streams []uintptr
+	pending []uintptr // events not yet seen complete
 }
 
 // evictor is a device's list of evictable scopes. It lives beside the
@@ -55,7 +74,7 @@ type evictor struct {
 	evictions atomic.Int64
 	bytes     atomic.Int64
 
-	mu     sync.Mutex // protects scopes; held while a victim is chosen and evicted
+	mu     sync.Mutex // protects scopes and their states' owned streams
 	scopes map[*Scope]*evictState
 }
 
@@ -88,9 +107,22 @@ func (e *evictor) state(s *Scope) *evictState {
 	return e.scopes[s]
 }
 
+// ownStream notes that the evictable scope s made the stream id: work on
+// it keeps s busy, since ending s waits for that work.
+func (e *evictor) ownStream(s *Scope, id uintptr) {
+	if !e.has.Load() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ev := e.scopes[s]; ev != nil {
+		ev.owned = append(ev.owned, id)
+	}
+}
+
 // ended forgets s, which its owner ended (WithScope's end, Close), and
 // releases the context made for it; it returns s's state.
-func (e *evictor) ended(s *Scope) *evictState {
+func (e *evictor) ended(d *Device, s *Scope) *evictState {
 	if !e.has.Load() {
 		return nil
 	}
@@ -100,6 +132,7 @@ func (e *evictor) ended(s *Scope) *evictState {
 	e.mu.Unlock()
 	if ev != nil {
 		ev.cancel(nil)
+		ev.forget(d)
 	}
 	return ev
 }
@@ -117,30 +150,59 @@ func (e *evictor) priority(s scope.Scope) int {
 	return 0
 }
 
-// evictOne evicts the idle evictable scope first in line, other than
-// self, for an allocation of size bytes, and reports whether it evicted
-// one. The scopes' locks are only tried, never waited for: an allocating
-// goroutine that holds a scope busy skips it.
-func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
+// candidate is an evictable scope that may be evicted, as evictOne found
+// it.
+type candidate struct {
+	s       *Scope
+	ev      *evictState
+	owned   []uintptr
+	lastUse uint64
+}
+
+// candidates lists the evictable scopes that may be evicted, as far as
+// their state tells without asking the driver, skipping those skip names,
+// first in line first: lowest priority, then least recently used. A scope
+// whose lock is held is left out: it is busy.
+func (e *evictor) candidates(skip func(*Scope, *evictState) bool) []candidate {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	type candidate struct {
-		s       *Scope
-		ev      *evictState
-		lastUse uint64
-	}
 	cands := make([]candidate, 0, len(e.scopes))
 	for s, ev := range e.scopes {
-		if s != self && !s.s.Closed() {
-			cands = append(cands, candidate{s, ev, s.s.Stats().LastUse})
+		if !s.s.Closed() && !skip(s, ev) {
+			cands = append(cands, candidate{s: s, ev: ev, owned: slices.Clone(ev.owned)})
 		}
 	}
-	slices.SortFunc(cands, func(a, b candidate) int {
+	e.mu.Unlock()
+	// Their recency, without waiting for a scope's lock: an idle that
+	// declines gives it.
+	kept := cands[:0]
+	for _, c := range cands {
+		seen := false
+		c.s.s.TryEvict(func(lastUse uint64, _ []uintptr) bool {
+			c.lastUse, seen = lastUse, true
+			return false
+		}, nil)
+		if seen {
+			kept = append(kept, c)
+		}
+	}
+	slices.SortFunc(kept, func(a, b candidate) int {
 		return cmp.Or(cmp.Compare(a.ev.priority, b.ev.priority), cmp.Compare(a.lastUse, b.lastUse))
 	})
-	for _, c := range cands {
+	return kept
+}
+
+// evictOne evicts the idle evictable scope first in line, other than
+// those skip names, for an allocation of size bytes, and reports whether
+// it evicted one. The scopes' locks are only tried, never waited for: an
+// allocating goroutine that holds a scope busy skips it. The driver is
+// asked whether their stream work has completed with no lock held.
+func (e *evictor) evictOne(d *Device, skip func(*Scope, *evictState) bool, size int64) bool {
+	for _, c := range e.candidates(skip) {
 		ev := c.ev
-		bytes, ok, err := c.s.s.TryEvict(func(path string) {
+		idle := func(lastUse uint64, streams []uintptr) bool {
+			return ev.streamsDone(d, lastUse, append(streams, c.owned...))
+		}
+		bytes, ok, err := c.s.s.TryEvict(idle, func(path string) {
 			cause := prefixed.Kind(ErrEvicted, "%q, to make room for %s", path, Bytes(size))
 			ev.cause.Store(&cause)
 			ev.cancel(cause)
@@ -148,6 +210,7 @@ func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
 		if !ok {
 			continue
 		}
+		ev.forget(d)
 		if err != nil {
 			d.dropped(prefixed.Wrap("gpu", err, "evicting a scope"))
 		}
@@ -158,17 +221,76 @@ func (e *evictor) evictOne(d *Device, self *Scope, size int64) bool {
 	return false
 }
 
+// streamsDone reports whether the work queued on streams before the
+// scope's use numbered lastUse has completed, without waiting: it records
+// an event on each stream, or asks those it recorded for the same use.
+// An event it cannot record or ask about leaves the scope busy, but for a
+// stream that is gone: its work is over.
+func (ev *evictState) streamsDone(d *Device, lastUse uint64, streams []uintptr) bool {
+	m := ev.mark.Swap(nil)
+	if m != nil && (m.lastUse != lastUse || !slices.Equal(m.streams, streams)) {
+		d.destroyEvents(m.pending)
+		m = nil
+	}
+	if m == nil {
+		m = &streamMark{lastUse: lastUse, streams: streams}
+		for _, id := range streams {
+			e, err := d.drv.RecordEvent(id)
+			if err != nil && !pool.IsStreamGone(err) {
+				d.destroyEvents(m.pending)
+				return false
+			}
+			if err == nil {
+				m.pending = append(m.pending, e)
+			}
+		}
+	}
+	var pending []uintptr
+	for _, e := range m.pending {
+		if done, err := d.drv.EventDone(e); err != nil || !done {
+			pending = append(pending, e)
+			continue
+		}
+		d.destroyEvents([]uintptr{e})
+	}
+	m.pending = pending
+	if !ev.mark.CompareAndSwap(nil, m) {
+		d.destroyEvents(m.pending) // another check kept its own
+	} else if ev.over.Load() {
+		ev.forget(d) // it ended meanwhile: nobody else would destroy them
+	}
+	return len(pending) == 0
+}
+
+// forget destroys the events of the scope's mark, once it has ended.
+func (ev *evictState) forget(d *Device) {
+	ev.over.Store(true)
+	if m := ev.mark.Swap(nil); m != nil {
+		d.destroyEvents(m.pending)
+	}
+}
+
+// destroyEvents destroys events the evictor recorded; an error is one
+// nobody else hears.
+func (d *Device) destroyEvents(events []uintptr) {
+	for _, e := range events {
+		if err := d.drv.DestroyEvent(e); err != nil {
+			d.dropped(prefixed.Wrap("gpu", err, "destroying an event of an eviction check"))
+		}
+	}
+}
+
 // evictFor makes room for the allocation of size bytes in s that failed
 // with err for want of memory, evicting idle evictable scopes one at a
 // time and retrying after each. It returns the last attempt's result, or
 // err where nothing could be evicted. A scope Limit's refusal is not the
 // device's want of memory: eviction would not help.
 func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
-	var limit *scope.LimitError
-	if errors.As(err, &limit) {
+	if !evictionHelps(err, size) {
 		return scope.Ref{}, err
 	}
-	for s.dev.evict.evictOne(s.dev, s, size) {
+	self := func(x *Scope, _ *evictState) bool { return x == s }
+	for s.dev.evict.evictOne(s.dev, self, size) {
 		ref, err2 := s.s.Alloc(size)
 		if err2 == nil || !isOutOfMemory(err2) {
 			return ref, err2
@@ -176,6 +298,18 @@ func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
 		err = err2
 	}
 	return scope.Ref{}, err
+}
+
+// evictionHelps reports whether evicting scopes could make room for the
+// size bytes that err refused for want of memory: not where a scope's
+// Limit refused them, nor where they exceed the pool's cap or the device.
+func evictionHelps(err error, size int64) bool {
+	var limit *scope.LimitError
+	if !isOutOfMemory(err) || errors.As(err, &limit) {
+		return false
+	}
+	var oom *pool.OOMError
+	return !errors.As(err, &oom) || !(oom.Limit > 0 && size > oom.Limit || oom.DeviceTotal >= 0 && size > oom.DeviceTotal)
 }
 
 // evictedErr returns the error of an evicted scope, or nil where s was

@@ -41,11 +41,11 @@ func holds(t testing.TB, b gpu.Buffer, v byte) {
 	require.Equal(t, bytesOf(v, int(b.Size())), got)
 }
 
-// allocElsewhere allocates slotSize bytes in a new scope, closed when the
-// test ends, and returns the allocation's error.
-func allocElsewhere(t testing.TB, dev *gpu.Device) error {
+// allocElsewhere allocates slotSize bytes in a new scope opened with
+// opts, closed when the test ends, and returns the allocation's error.
+func allocElsewhere(t testing.TB, dev *gpu.Device, opts ...gpu.ScopeOption) error {
 	t.Helper()
-	other, err := dev.NewScope()
+	other, err := dev.NewScope(opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, other.Close()) })
 	_, err = other.Alloc(slotSize)
@@ -84,6 +84,16 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 		assert.Len(t, heard, 1)
 		holds(t, bb, 1)
 		holds(t, pb, 2)
+	})
+	t.Run("an allocation larger than the device evicts nothing", func(t *testing.T) {
+		dev := openHost(t, gpu.HostMemory(2*slotSize))
+		victim, _ := load(t, dev, 1, gpu.Evictable(0))
+		other, err := dev.NewScope()
+		require.NoError(t, err)
+		defer other.Close()
+		_, err = other.Alloc(3 * slotSize)
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		assert.False(t, evicted(victim))
 	})
 	t.Run("an allocation never evicts its own scope", func(t *testing.T) {
 		dev := openHost(t, gpu.HostMemory(2*slotSize))

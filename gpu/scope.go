@@ -52,7 +52,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 		// returned, its memory is gone, and the caller must hear so.
 		torn := dev.closed.Load()
 		path, cerr := s.s.End()
-		evicted := dev.evict.ended(s).err()
+		evicted := dev.evict.ended(dev, s).err()
 		if r := recover(); r != nil {
 			if cerr != nil {
 				dev.dropped(prefixed.Wrap("gpu", cerr, "scope %q ended by a panic", path))
@@ -103,8 +103,9 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		ev = &evictState{priority: o.priority}
 		ctx, ev.cancel = context.WithCancelCause(ctx)
 	}
-	h, err := d.tree.Open(ctx, scope.Scope{}, scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
-		Zeroed: o.zeroed, Wait: o.wait, Stream: stream, Evictable: o.evictable})
+	so := scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
+		Zeroed: o.zeroed, Wait: o.wait, Stream: stream, Evictable: o.evictable}
+	h, err := d.tree.Open(ctx, scope.Scope{}, so)
 	if err != nil {
 		if ev != nil {
 			ev.cancel(nil)
@@ -246,6 +247,6 @@ func (s *Scope) Close() error {
 		return errNilScope
 	}
 	_, err := s.s.End()
-	s.dev.evict.ended(s)
+	s.dev.evict.ended(s.dev, s)
 	return deviceError(err)
 }

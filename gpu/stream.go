@@ -40,6 +40,7 @@ func (s *Scope) NewStream() (*Stream, error) {
 	if _, err := s.s.OwnResource(scope.Resource{Kind: "stream", End: st.finish, Final: st.end}); err != nil {
 		return nil, deviceError(errors.Join(err, st.finish(), st.end()))
 	}
+	s.dev.evict.ownStream(s, id) // an evictable scope is busy while work is queued on it
 	return st, nil
 }
 

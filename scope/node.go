@@ -38,6 +38,10 @@ type node struct {
 	live    atomic.Int64 // bytes live here and in descendants
 	peak    atomic.Int64
 	lastUse atomic.Uint64 // of an evictable scope: the tree's clock at its latest open, allocation or use
+	// otherStreams lists the streams besides its own that work on an
+	// evictable scope's allocations was queued on (noteStream), replaced
+	// whole; nil for none.
+	otherStreams atomic.Pointer[[]uintptr]
 
 	siblings links[node] // in the parent's children or the tree's roots, under that one's mu
 
@@ -210,6 +214,9 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	n.evictable = o.Evictable
 	if o.Evictable {
 		n.lastUse.Store(n.tree.clock.Add(1))
+	}
+	if n.otherStreams.Load() != nil {
+		n.otherStreams.Store(nil)
 	}
 	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
 	n.stream = o.Stream

@@ -30,7 +30,9 @@ func (r Ref) WithPtr(off uintptr, fn func(ptr, stream uintptr) error) error {
 	}
 	defer r.slot.leave()
 	if r.slot.touches.Load() {
-		r.slot.touch()
+		// After fn: the use it records ends after the work fn queued
+		// (Scope.TryEvict asks about that work).
+		defer r.slot.touch()
 	}
 	return fn(r.slot.ptr+off, r.slot.stream.Load())
 }
@@ -50,6 +52,14 @@ func (r Ref) RecordUse(stream uintptr) error {
 		// knows no other: a use elsewhere could see the memory reused
 		// under it.
 		return prefixed.Errorf("scope", "memory of a reservation is used on its own stream only")
+	}
+	if r.slot.touches.Load() {
+		// Its owner, evictable, is busy while work on stream is queued:
+		// note the stream, then the use (see Scope.TryEvict).
+		if o := r.slot.owner.Load(); o != nil {
+			o.noteStream(stream)
+		}
+		defer r.slot.touch()
 	}
 	return r.slot.tree.pool.RecordUse(r.slot.block, stream)
 }

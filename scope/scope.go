@@ -251,6 +251,12 @@ func (s Scope) Keep(r Ref) error {
 			return stay(prefixed.Wrap("scope", err, "Keep in %q", n.pathName()))
 		}
 	}
+	if p.evictable {
+		// Work the child queued on the allocation keeps the parent busy
+		// (see TryEvict), and the parent's set of allocations changed.
+		p.noteStream(sl.stream.Load())
+		p.lastUse.Store(n.tree.clock.Add(1))
+	}
 	sl.stream.Store(p.stream) // copies through the handle now go on the parent's stream
 	if sl.touches.Load() != p.evictable {
 		sl.touches.Store(p.evictable)

@@ -28,7 +28,11 @@ import (
 // queued before its last use. The device asks the driver's events without
 // waiting. Work others queued on those streams before the device first
 // asks counts too; work queued after does not. A scope in use is never
-// evicted, and an allocation never evicts its own scope.
+// evicted, and an allocation never evicts its own scope, nor a
+// reservation the scopes it opens in.
+//
+// A scope opened with a [Reserve] that finds no room evicts as an
+// allocation does.
 //
 // An evicted scope ends: its context is cancelled with a cause that
 // errors.Is ErrEvicted, the scope itself and its buffers fail with such an
@@ -300,6 +304,25 @@ func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
 	return scope.Ref{}, err
 }
 
+// reserveEvicting opens the scope of options so, whose reservation found
+// no room with err, after evicting idle evictable scopes one at a time,
+// as evictFor does for an allocation; never the scopes it opens in, which
+// it is as much a part of as an allocation in them.
+func reserveEvicting(ctx context.Context, d *Device, so scope.Options, err error) (scope.Scope, error) {
+	if !d.evict.has.Load() || !evictionHelps(err, so.Reserve) {
+		return scope.Scope{}, err
+	}
+	within := func(_ *Scope, ev *evictState) bool { return openedIn(ctx, ev) }
+	for d.evict.evictOne(d, within, so.Reserve) {
+		h, err2 := d.tree.Open(ctx, scope.Scope{}, so)
+		if err2 == nil || !isOutOfMemory(err2) {
+			return h, err2
+		}
+		err = err2
+	}
+	return scope.Scope{}, err
+}
+
 // evictionHelps reports whether evicting scopes could make room for the
 // size bytes that err refused for want of memory: not where a scope's
 // Limit refused them, nor where they exceed the pool's cap or the device.
@@ -310,6 +333,34 @@ func evictionHelps(err error, size int64) bool {
 	}
 	var oom *pool.OOMError
 	return !errors.As(err, &oom) || !(oom.Limit > 0 && size > oom.Limit || oom.DeviceTotal >= 0 && size > oom.DeviceTotal)
+}
+
+// evictKey is the key of what withEvictable puts in a context.
+type evictKey struct{}
+
+// evictChain lists the evictable scopes a context is within, innermost
+// first.
+type evictChain struct {
+	ev    *evictState
+	outer *evictChain
+}
+
+// withEvictable returns ctx, within the evictable scope whose state is ev
+// besides those it was within.
+func withEvictable(ctx context.Context, ev *evictState) context.Context {
+	outer, _ := ctx.Value(evictKey{}).(*evictChain)
+	return context.WithValue(ctx, evictKey{}, &evictChain{ev: ev, outer: outer})
+}
+
+// openedIn reports whether ctx is within the evictable scope whose state
+// is ev.
+func openedIn(ctx context.Context, ev *evictState) bool {
+	for c, _ := ctx.Value(evictKey{}).(*evictChain); c != nil; c = c.outer {
+		if c.ev == ev {
+			return true
+		}
+	}
+	return false
 }
 
 // evictedErr returns the error of an evicted scope, or nil where s was

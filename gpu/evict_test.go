@@ -52,6 +52,16 @@ func allocElsewhere(t testing.TB, dev *gpu.Device, opts ...gpu.ScopeOption) erro
 	return err
 }
 
+// openLimited opens a scope with a Limit of limit bytes, closed when the
+// test ends.
+func openLimited(t testing.TB, dev *gpu.Device, limit int64) *gpu.Scope {
+	t.Helper()
+	s, err := dev.NewScope(gpu.Limit(limit))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	return s
+}
+
 func evicted(s *gpu.Scope) bool { return errors.Is(context.Cause(s.Context()), gpu.ErrEvicted) }
 
 func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
@@ -117,10 +127,7 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 		dev := openHost(t, gpu.HostMemory(3*slotSize))
 		victim, _ := load(t, dev, 1, gpu.Evictable(0))
 		load(t, dev, 2)
-		limited, err := dev.NewScope(gpu.Limit(slotSize))
-		require.NoError(t, err)
-		defer limited.Close()
-		_, err = limited.Alloc(2 * slotSize)
+		_, err := openLimited(t, dev, slotSize).Alloc(2 * slotSize)
 		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
 		assert.False(t, evicted(victim))
 	})

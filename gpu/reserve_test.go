@@ -142,3 +142,53 @@ func TestReservationsOfAnySizeWork(t *testing.T) {
 		require.NoError(t, err, "Reserve(%d)", n)
 	}
 }
+
+func TestAReservationThatFindsNoRoomEvicts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []gpu.DeviceOption
+	}{
+		{"for want of device memory", []gpu.DeviceOption{gpu.HostMemory(2 * slotSize)}},
+		{"for the pool's cap", []gpu.DeviceOption{gpu.HostMemory(8 * slotSize), gpu.PoolOptions(pool.MaxReserved(2 * slotSize))}},
+	} {
+		t.Run("a reservation that fails "+c.name+" evicts an idle evictable scope", func(t *testing.T) {
+			heard := 0
+			dev := openHost(t, append(c.opts, gpu.OnOutOfMemory(func(error) { heard++ }))...)
+			victim, _ := load(t, dev, 1, gpu.Evictable(0))
+			load(t, dev, 2)
+			s, err := dev.NewScope(gpu.Reserve(slotSize))
+			require.NoError(t, err)
+			defer s.Close()
+			assert.True(t, evicted(victim))
+			assert.Equal(t, int64(1), dev.Stats().Evictions)
+			assert.Zero(t, heard, "OnOutOfMemory is not called where eviction made room")
+		})
+	}
+	t.Run("a reservation never evicts a scope it opens in", func(t *testing.T) {
+		heard := 0
+		dev := openHost(t, gpu.HostMemory(2*slotSize), gpu.OnOutOfMemory(func(error) { heard++ }))
+		parent, b := load(t, dev, 1, gpu.Evictable(0))
+		load(t, dev, 2)
+		err := gpu.WithScope(parent.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.Reserve(slotSize))
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		assert.False(t, evicted(parent))
+		holds(t, b, 1)
+		assert.Equal(t, 1, heard, "OnOutOfMemory hears what eviction could not help")
+	})
+	t.Run("a reservation a Limit refuses evicts nothing", func(t *testing.T) {
+		dev := openHost(t, gpu.HostMemory(4*slotSize))
+		victim, _ := load(t, dev, 1, gpu.Evictable(0))
+		load(t, dev, 2)
+		limited := openLimited(t, dev, slotSize)
+		err := gpu.WithScope(limited.Context(), dev, func(*gpu.Scope) error { return nil }, gpu.Reserve(2*slotSize))
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		assert.False(t, evicted(victim))
+	})
+	t.Run("a reservation larger than the device evicts nothing", func(t *testing.T) {
+		dev := openHost(t, gpu.HostMemory(2*slotSize))
+		victim, _ := load(t, dev, 1, gpu.Evictable(0))
+		_, err := dev.NewScope(gpu.Reserve(3 * slotSize))
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		assert.False(t, evicted(victim))
+	})
+}

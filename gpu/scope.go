@@ -102,10 +102,14 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	if o.evictable {
 		ev = &evictState{priority: o.priority}
 		ctx, ev.cancel = context.WithCancelCause(ctx)
+		ctx = withEvictable(ctx, ev)
 	}
 	so := scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream, Evictable: o.evictable}
 	h, err := d.tree.Open(ctx, scope.Scope{}, so)
+	if err != nil && o.reserve > 0 {
+		h, err = reserveEvicting(ctx, d, so, err)
+	}
 	if err != nil {
 		if ev != nil {
 			ev.cancel(nil)

@@ -53,7 +53,7 @@ run)
     g++ --version | head -1
     nproc
   } >"$dir/machine.txt" 2>&1
-  "$bin" -test.run '^$' -test.bench 'AllocHostFree|PinnedStaging' -test.benchtime 0.5s \
+  "$bin" -test.run '^$' -test.bench 'AllocHostFree|PinnedFill|PinnedStaging' -test.benchtime 0.5s \
     -test.count "$count" -test.benchmem >"$dir/gpuscope.txt"
   build_torch "$dir/torch_pinned.bin" 2>"$dir/torch_build.log"
   "$dir/torch_pinned.bin" "$count" >"$dir/torch.txt"

@@ -6,6 +6,9 @@
 //
 //   BenchmarkAllocHostFree/SIZE     an allocation and its free, of SIZE bytes:
 //                                   after the first, the cache serves every one
+//   BenchmarkPinnedFill/chunk=N     the host half of the next: 64 MiB copied
+//                                   into page-locked chunks of N MiB, each
+//                                   allocated and freed, no device copy
 //   BenchmarkPinnedStaging/chunk=N  64 MiB of ordinary memory to the device
 //                                   through page-locked chunks of N MiB: per
 //                                   chunk, allocate, memcpy into it, an
@@ -66,6 +69,14 @@ void stage(at::HostAllocator* a, c10::cuda::CUDAStream stream, char* dst, const 
   check(cudaStreamSynchronize(stream.stream()), "cudaStreamSynchronize");
 }
 
+// fill copies src into page-locked chunks, each freed at once.
+void fill(at::HostAllocator* a, const std::vector<char>& src, size_t chunk) {
+  for (size_t off = 0; off < src.size(); off += chunk) {
+    c10::DataPtr h = a->allocate(chunk);
+    std::memcpy(h.get(), src.data() + off, chunk);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +101,18 @@ int main(int argc, char** argv) {
   const size_t total = 64 << 20;
   std::vector<char> src(total);
   for (size_t i = 0; i < total; i++) src[i] = char(i);
+  for (int r = 0; r < rounds; r++) {
+    for (size_t chunk : {size_t(1) << 20, size_t(4) << 20, size_t(16) << 20}) {
+      fill(a, src, chunk);  // warm
+      const long fops = 30;
+      auto start = Clock::now();
+      for (long i = 0; i < fops; i++) fill(a, src, chunk);
+      double ns = nsSince(start) / double(fops);
+      std::printf("BenchmarkPinnedFill/chunk=%zuMiB \t%ld\t%.0f ns/op\t%.2f MB/s\n", chunk >> 20, fops, ns,
+                  double(total) / ns * 1e3);
+      std::fflush(stdout);
+    }
+  }
   char* dst = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&dst), total), "cudaMalloc");
   c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();

@@ -71,17 +71,26 @@ func queueOnItsStream(t *testing.T) queued {
 	load(t, q.dev, 2)
 	q.release = hold(t, q.faults, q.st)
 	require.NoError(t, q.b.Memset(3)) // queued behind the hold
-	require.ErrorIs(t, allocElsewhere(t, q.dev), gpu.ErrOutOfMemory)
-	assert.False(t, evicted(q.s), "a scope with stream work queued on its buffers is busy")
+	notEvicted(t, q.dev, q.s)
 	return q
+}
+
+// notEvicted checks that s, the device's only evictable scope, is busy:
+// an eviction pass leaves it, and an allocation that needs its room fails.
+// The pass comes first: an allocation that evicted it would wait for the
+// held work before reusing its memory on another stream.
+func notEvicted(t *testing.T, dev *gpu.Device, s *gpu.Scope) {
+	t.Helper()
+	require.False(t, gpu.EvictOne(dev, slotSize), "a scope with stream work queued on its buffers is busy")
+	require.ErrorIs(t, allocElsewhere(t, dev), gpu.ErrOutOfMemory)
+	assert.False(t, evicted(s))
 }
 
 // keptUntilDone checks that s, whose work queued on st waits for release,
 // is not evicted until that work has completed, and is then.
 func keptUntilDone(t *testing.T, dev *gpu.Device, s *gpu.Scope, st *gpu.Stream, release func()) {
 	t.Helper()
-	require.ErrorIs(t, allocElsewhere(t, dev), gpu.ErrOutOfMemory)
-	assert.False(t, evicted(s), "a scope with stream work queued on its buffers is busy")
+	notEvicted(t, dev, s)
 	release()
 	require.NoError(t, st.Synchronize())
 	require.NoError(t, allocElsewhere(t, dev), "idle once its work completed")
@@ -110,6 +119,26 @@ func TestAScopeWithStreamWorkQueuedIsNotEvicted(t *testing.T) {
 			return faults.Enqueue(st, func() error { return nil }) // a kernel that reads it
 		}))
 		keptUntilDone(t, dev, s, st, release)
+	})
+	t.Run("work a child queued on a buffer it kept keeps the parent", func(t *testing.T) {
+		dev, faults := openFaultyHost(t, 2*slotSize)
+		st := streamOf(t, dev)
+		parent, err := dev.NewScope(gpu.Evictable(0))
+		require.NoError(t, err)
+		defer parent.Close()
+		load(t, dev, 2)
+		release := hold(t, faults, st)
+		require.NoError(t, gpu.WithScope(parent.Context(), dev, func(child *gpu.Scope) error {
+			b, err := child.Alloc(slotSize)
+			if err != nil {
+				return err
+			}
+			if err := b.Memset(3); err != nil { // queued on the child's stream
+				return err
+			}
+			return child.Keep(b)
+		}, gpu.OnStream(st)))
+		keptUntilDone(t, dev, parent, st, release)
 	})
 	t.Run("work on a stream it made keeps it, and evicting never waits for it", func(t *testing.T) {
 		dev, faults := openFaultyHost(t, 2*slotSize)

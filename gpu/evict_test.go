@@ -95,6 +95,25 @@ func TestEvictionTakesOnlyIdleEvictableScopes(t *testing.T) {
 		holds(t, bb, 1)
 		holds(t, pb, 2)
 	})
+	t.Run("a scope whose memory UseHost works on is kept", func(t *testing.T) {
+		dev := openHost(t, gpu.HostMemory(2*slotSize))
+		s, err := dev.NewScope(gpu.Evictable(0))
+		require.NoError(t, err)
+		defer s.Close()
+		x, err := gpu.Alloc[byte](s, slotSize)
+		require.NoError(t, err)
+		load(t, dev, 2)
+		err = x.UseHost(func(v []byte) error {
+			v[0] = 9
+			return allocElsewhere(t, dev)
+		})
+		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		assert.False(t, evicted(s))
+		require.NoError(t, x.UseHost(func(v []byte) error {
+			assert.Equal(t, byte(9), v[0])
+			return nil
+		}))
+	})
 	t.Run("an allocation larger than the device evicts nothing", func(t *testing.T) {
 		dev := openHost(t, gpu.HostMemory(2*slotSize))
 		victim, _ := load(t, dev, 1, gpu.Evictable(0))

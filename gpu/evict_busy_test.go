@@ -2,6 +2,8 @@ package gpu_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -259,4 +261,29 @@ func TestAScopeWhoseAllocationIsInFlightIsNotEvicted(t *testing.T) {
 		holds(t, ab, 1)
 	}
 	faults.FailWhen(nil)
+}
+
+func TestConcurrentEvictionChecksEvictOnceAndLeaveNoEventBehind(t *testing.T) {
+	q := queueOnItsStream(t)
+	ctx := q.s.Context()
+	var evictions atomic.Int64
+	var started, wg sync.WaitGroup
+	for range 8 {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			for context.Cause(ctx) == nil { // busy until the release below
+				if gpu.EvictOne(q.dev, slotSize) {
+					evictions.Add(1)
+				}
+			}
+		})
+	}
+	started.Wait()
+	q.release()
+	wg.Wait()
+	assert.Equal(t, int64(1), evictions.Load())
+	assert.Equal(t, int64(1), q.dev.Stats().Evictions)
+	require.NoError(t, q.st.Synchronize())
+	assert.Zero(t, eventsLeft(q.faults), "every event a check recorded is destroyed")
 }

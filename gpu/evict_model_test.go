@@ -204,7 +204,7 @@ func TestEvictionModel(t *testing.T) {
 			m.scopes = append(m.scopes, ms)
 		}
 		queued := 0
-		for range 200 {
+		for range 100 {
 			m.step()
 			if m.scopes[0].queued {
 				queued++
@@ -216,5 +216,6 @@ func TestEvictionModel(t *testing.T) {
 		for _, ms := range m.scopes {
 			require.NoError(t, ms.s.Close())
 		}
+		require.Zero(t, eventsLeft(faults), "seed %d: the checks leave no event behind", seed)
 	}
 }

@@ -87,17 +87,22 @@ type evictor struct {
 // say).
 func (e *evictor) add(s *Scope, ev *evictState) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.scopes == nil {
 		e.scopes = map[*Scope]*evictState{}
 	}
+	var gone []*evictState
 	for x, st := range e.scopes {
 		if x.s.Closed() && st.cause.Load() == nil {
 			delete(e.scopes, x)
+			gone = append(gone, st)
 		}
 	}
 	e.scopes[s] = ev
 	e.has.Store(true)
+	e.mu.Unlock()
+	for _, st := range gone {
+		st.forget(s.dev) // the events of a check that found it busy
+	}
 }
 
 // state returns the state of s, nil where s is not a listed evictable

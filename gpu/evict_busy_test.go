@@ -287,3 +287,34 @@ func TestConcurrentEvictionChecksEvictOnceAndLeaveNoEventBehind(t *testing.T) {
 	require.NoError(t, q.st.Synchronize())
 	assert.Zero(t, eventsLeft(q.faults), "every event a check recorded is destroyed")
 }
+
+func TestTheEventsOfABusyScopeEndedByItsParentAreDestroyed(t *testing.T) {
+	dev, faults := openFaultyHost(t, 2*slotSize)
+	st := streamOf(t, dev)
+	parent, err := dev.NewScope()
+	require.NoError(t, err)
+	release := hold(t, faults, st)
+	queued, finish, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- gpu.WithScope(parent.Context(), dev, func(s *gpu.Scope) error {
+			b, err := s.Alloc(slotSize)
+			if err == nil {
+				err = b.Memset(1) // behind the hold
+			}
+			close(queued)
+			<-finish
+			return err
+		}, gpu.Evictable(0), gpu.OnStream(st))
+	}()
+	<-queued
+	require.False(t, gpu.EvictOne(dev, slotSize), "busy: the check keeps an event pending")
+	require.Equal(t, 1, eventsLeft(faults))
+	require.NoError(t, parent.Close()) // ends the child while its function runs
+	other, err := dev.NewScope(gpu.Evictable(0))
+	require.NoError(t, err)
+	assert.Zero(t, eventsLeft(faults), "an evictable scope that ended without its own end is forgotten, its events destroyed")
+	require.NoError(t, other.Close())
+	release()
+	close(finish)
+	require.NoError(t, <-done)
+}

@@ -40,7 +40,7 @@ build() {
   # harness imports, the harness follows (sim moved under internal/,
   # pool.FormatBytes became internal/units.FormatBytes).
   (cd "$tmp/mix" && rm -rf cmd/gpumem && git checkout "$base" -- cmd/gpumem &&
-    grep -rlZ 'gpuscope/pool/sim"' cmd/gpumem | xargs -0 -r sed -i 's#gpuscope/pool/sim"#gpuscope/internal/sim"#' &&
+    { grep -rlZ 'gpuscope/pool/sim"' cmd/gpumem || true; } | xargs -0 -r sed -i 's#gpuscope/pool/sim"#gpuscope/internal/sim"#' &&
     if grep -q 'pool\.FormatBytes(' cmd/gpumem/plot.go; then
       sed -i 's#pool\.FormatBytes(#units.FormatBytes(#g; 0,/^import (/s##import (\n\t"github.com/gpuscope/gpuscope/internal/units"#' cmd/gpumem/plot.go
     fi &&

@@ -45,6 +45,24 @@ func pinnedOf(dev *gpu.Device) pinnedStats {
 		s.PinnedHits, s.PinnedMisses, s.PinnedDriverFrees}
 }
 
+// inBothStackModes runs fn with stacks recorded, as TestMain sets, and
+// without: a scope that records stacks owns page-locked memory through
+// OwnResource each time, one that does not takes back the record its last
+// Free left (scope.Owned.Reown).
+func inBothStackModes(t *testing.T, fn func(t *testing.T)) {
+	for _, on := range []bool{true, false} {
+		name := "stacks recorded"
+		if !on {
+			name = "stacks not recorded"
+		}
+		t.Run(name, func(t *testing.T) {
+			gpu.RecordStacks(on)
+			defer gpu.RecordStacks(true)
+			fn(t)
+		})
+	}
+}
+
 // pinnedHandles counts the page-locked allocations drv holds.
 func pinnedHandles(drv *gputest.Faults) int {
 	_, _, pinned := drv.Handles()
@@ -103,67 +121,71 @@ func TestPinnedMemoryIsReusedOnlyOnceTheCopiesQueuedOnItHaveRun(t *testing.T) {
 }
 
 func TestAStaleHostSliceNeverReachesTheBlocksNextOwner(t *testing.T) {
-	dev := openHost(t)
-	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		h, err := gpu.AllocHost[byte](s, 100)
-		require.NoError(t, err)
-		first := addrOf(t, h)
-		require.NoError(t, h.Free())
-		require.NoError(t, h.Free(), "Free is idempotent")
-		next, err := gpu.AllocHost[byte](s, 100)
-		require.NoError(t, err)
-		require.Equal(t, first, addrOf(t, next), "the block was reused")
-		fill(t, next, 7)
-		assert.ErrorIs(t, h.Use(func(v []byte) error { v[0] = 9; return nil }), gpu.ErrScopeClosed)
-		x, err := gpu.Alloc[byte](s, 100)
-		require.NoError(t, err)
-		st, err := s.NewStream()
-		require.NoError(t, err)
-		assert.ErrorIs(t, x.CopyToHostAsync(h, st), gpu.ErrScopeClosed)
-		require.NoError(t, next.Use(func(v []byte) error {
-			assert.Equal(t, byte(7), v[0], "the stale handle wrote nothing")
+	inBothStackModes(t, func(t *testing.T) {
+		dev := openHost(t)
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			h, err := gpu.AllocHost[byte](s, 100)
+			require.NoError(t, err)
+			first := addrOf(t, h)
+			require.NoError(t, h.Free())
+			require.NoError(t, h.Free(), "Free is idempotent")
+			next, err := gpu.AllocHost[byte](s, 100)
+			require.NoError(t, err)
+			require.Equal(t, first, addrOf(t, next), "the block was reused")
+			fill(t, next, 7)
+			assert.ErrorIs(t, h.Use(func(v []byte) error { v[0] = 9; return nil }), gpu.ErrScopeClosed)
+			x, err := gpu.Alloc[byte](s, 100)
+			require.NoError(t, err)
+			st, err := s.NewStream()
+			require.NoError(t, err)
+			assert.ErrorIs(t, x.CopyToHostAsync(h, st), gpu.ErrScopeClosed)
+			require.NoError(t, next.Use(func(v []byte) error {
+				assert.Equal(t, byte(7), v[0], "the stale handle wrote nothing")
+				return nil
+			}))
 			return nil
 		}))
-		return nil
-	}))
-	var zero gpu.HostSlice[byte]
-	assert.ErrorIs(t, zero.Free(), gpu.ErrWrongScope)
+		var zero gpu.HostSlice[byte]
+		assert.ErrorIs(t, zero.Free(), gpu.ErrWrongScope)
+	})
 }
 
 func TestAScopesEndReturnsItsPinnedBlocksToTheCache(t *testing.T) {
-	dev, drv := openTestHost(t)
-	var addrs []uintptr
-	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		st, err := s.NewStream()
-		require.NoError(t, err)
-		x, err := gpu.Alloc[byte](s, 1<<16)
-		require.NoError(t, err)
-		for range 3 {
-			h, err := gpu.AllocHost[byte](s, 1<<16)
+	inBothStackModes(t, func(t *testing.T) {
+		dev, drv := openTestHost(t)
+		var addrs []uintptr
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			st, err := s.NewStream()
 			require.NoError(t, err)
-			require.NoError(t, x.CopyFromHostAsync(h, st))
-			addrs = append(addrs, addrOf(t, h))
-		}
-		return nil
-	}))
-	st := pinnedOf(dev)
-	assert.Zero(t, st.Allocated)
-	assert.Zero(t, st.ActiveBlocks)
-	assert.Equal(t, int64(3<<16), st.Cached, "kept, not freed")
-	assert.Equal(t, 3, pinnedHandles(drv))
+			x, err := gpu.Alloc[byte](s, 1<<16)
+			require.NoError(t, err)
+			for range 3 {
+				h, err := gpu.AllocHost[byte](s, 1<<16)
+				require.NoError(t, err)
+				require.NoError(t, x.CopyFromHostAsync(h, st))
+				addrs = append(addrs, addrOf(t, h))
+			}
+			return nil
+		}))
+		st := pinnedOf(dev)
+		assert.Zero(t, st.Allocated)
+		assert.Zero(t, st.ActiveBlocks)
+		assert.Equal(t, int64(3<<16), st.Cached, "kept, not freed")
+		assert.Equal(t, 3, pinnedHandles(drv))
 
-	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		for range 3 {
-			h, err := gpu.AllocHost[byte](s, 1<<16)
-			require.NoError(t, err)
-			assert.Contains(t, addrs, addrOf(t, h))
-		}
-		return nil
-	}))
-	st = pinnedOf(dev)
-	assert.Equal(t, int64(3), st.Hits, "the next scope's blocks came from the cache")
-	assert.Equal(t, int64(3), st.Misses)
-	assert.Equal(t, 3, pinnedHandles(drv), "no driver call")
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			for range 3 {
+				h, err := gpu.AllocHost[byte](s, 1<<16)
+				require.NoError(t, err)
+				assert.Contains(t, addrs, addrOf(t, h))
+			}
+			return nil
+		}))
+		st = pinnedOf(dev)
+		assert.Equal(t, int64(3), st.Hits, "the next scope's blocks came from the cache")
+		assert.Equal(t, int64(3), st.Misses)
+		assert.Equal(t, 3, pinnedHandles(drv), "no driver call")
+	})
 }
 
 func TestEmptyCacheGivesPinnedMemoryBack(t *testing.T) {
@@ -228,25 +250,27 @@ func TestEmptyCacheGivesPinnedMemoryBack(t *testing.T) {
 }
 
 func TestPinnedStatsCountWhatTheCacheDoes(t *testing.T) {
-	dev := openHost(t)
-	s, err := dev.NewScope()
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, s.Close()) }()
-	a, err := gpu.AllocHost[byte](s, 5000)
-	require.NoError(t, err)
-	b, err := gpu.AllocHost[float64](s, 1)
-	require.NoError(t, err)
-	st := pinnedOf(dev)
-	assert.Equal(t, pinnedStats{Allocated: 5120 + 4096, ActiveBlocks: 2, Misses: 2}, st)
-	require.NoError(t, a.Free())
-	require.NoError(t, b.Free())
-	st = pinnedOf(dev)
-	assert.Equal(t, pinnedStats{Cached: 5120 + 4096, CachedBlocks: 2, Misses: 2}, st)
-	_, err = gpu.AllocHost[byte](s, 4200)
-	require.NoError(t, err, "the 5 KiB class")
-	st = pinnedOf(dev)
-	assert.Equal(t, pinnedStats{Allocated: 5120, ActiveBlocks: 1, Cached: 4096, CachedBlocks: 1, Hits: 1, Misses: 2}, st)
-	assert.Equal(t, int64(5120), dev.Stats().PinnedAllocated)
+	inBothStackModes(t, func(t *testing.T) {
+		dev := openHost(t)
+		s, err := dev.NewScope()
+		require.NoError(t, err)
+		defer func() { assert.NoError(t, s.Close()) }()
+		a, err := gpu.AllocHost[byte](s, 5000)
+		require.NoError(t, err)
+		b, err := gpu.AllocHost[float64](s, 1)
+		require.NoError(t, err)
+		st := pinnedOf(dev)
+		assert.Equal(t, pinnedStats{Allocated: 5120 + 4096, ActiveBlocks: 2, Misses: 2}, st)
+		require.NoError(t, a.Free())
+		require.NoError(t, b.Free())
+		st = pinnedOf(dev)
+		assert.Equal(t, pinnedStats{Cached: 5120 + 4096, CachedBlocks: 2, Misses: 2}, st)
+		_, err = gpu.AllocHost[byte](s, 4200)
+		require.NoError(t, err, "the 5 KiB class")
+		st = pinnedOf(dev)
+		assert.Equal(t, pinnedStats{Allocated: 5120, ActiveBlocks: 1, Cached: 4096, CachedBlocks: 1, Hits: 1, Misses: 2}, st)
+		assert.Equal(t, int64(5120), dev.Stats().PinnedAllocated)
+	})
 }
 
 func TestPinnedSizeClassesWasteUnderAFifth(t *testing.T) {
@@ -276,43 +300,45 @@ func TestPinnedSizeClassesWasteUnderAFifth(t *testing.T) {
 }
 
 func TestPinnedMemoryUnderManyGoroutines(t *testing.T) {
-	dev := openHost(t)
-	const workers, rounds = 8, 50
-	var wg sync.WaitGroup
-	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		for w := range workers {
-			wg.Go(func() {
-				st, err := s.NewStream()
-				if !assert.NoError(t, err) {
-					return
-				}
-				x, err := gpu.Alloc[int32](s, 4096)
-				if !assert.NoError(t, err) {
-					return
-				}
-				for r := range rounds {
-					n := 1000 + (w*rounds+r)%3*1000
-					h, err := gpu.AllocHost[int32](s, n)
+	inBothStackModes(t, func(t *testing.T) {
+		dev := openHost(t)
+		const workers, rounds = 8, 50
+		var wg sync.WaitGroup
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			for w := range workers {
+				wg.Go(func() {
+					st, err := s.NewStream()
 					if !assert.NoError(t, err) {
 						return
 					}
-					assert.NoError(t, h.Use(func(v []int32) error { v[0] = int32(w); return nil }))
-					assert.NoError(t, x.CopyFromHostAsync(h, st))
-					assert.NoError(t, h.Free())
-				}
-				assert.NoError(t, st.Synchronize())
-			})
-		}
-		wg.Wait()
-		return nil
-	}))
-	st := pinnedOf(dev)
-	assert.Equal(t, int64(workers*rounds), st.Hits+st.Misses)
-	assert.Zero(t, st.Allocated)
-	assert.Zero(t, st.ActiveBlocks)
-	assert.Positive(t, st.Hits)
-	require.NoError(t, dev.EmptyCache())
-	assert.Zero(t, pinnedOf(dev).Cached, "every copy has run: nothing is pending")
+					x, err := gpu.Alloc[int32](s, 4096)
+					if !assert.NoError(t, err) {
+						return
+					}
+					for r := range rounds {
+						n := 1000 + (w*rounds+r)%3*1000
+						h, err := gpu.AllocHost[int32](s, n)
+						if !assert.NoError(t, err) {
+							return
+						}
+						assert.NoError(t, h.Use(func(v []int32) error { v[0] = int32(w); return nil }))
+						assert.NoError(t, x.CopyFromHostAsync(h, st))
+						assert.NoError(t, h.Free())
+					}
+					assert.NoError(t, st.Synchronize())
+				})
+			}
+			wg.Wait()
+			return nil
+		}))
+		st := pinnedOf(dev)
+		assert.Equal(t, int64(workers*rounds), st.Hits+st.Misses)
+		assert.Zero(t, st.Allocated)
+		assert.Zero(t, st.ActiveBlocks)
+		assert.Positive(t, st.Hits)
+		require.NoError(t, dev.EmptyCache())
+		assert.Zero(t, pinnedOf(dev).Cached, "every copy has run: nothing is pending")
+	})
 }
 
 // pinnedSizes are the sizes the pinned benchmarks measure.
@@ -499,57 +525,61 @@ func TestPinnedMemoryWhoseStreamWorkCannotBeFollowedGoesToTheDriver(t *testing.T
 // exactly once: one of them holds its record in the scope, the others only
 // end their uses. A second give-back would list the block twice.
 func TestFreesRacingTheScopesEndGiveTheBlockBackOnce(t *testing.T) {
-	dev := openHost(t)
-	for range 1000 {
-		s, err := dev.NewScope()
-		require.NoError(t, err)
-		h, err := gpu.AllocHost[byte](s, 100)
-		require.NoError(t, err)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 2 {
-			wg.Go(func() { <-start; assert.NoError(t, h.Free()) })
+	inBothStackModes(t, func(t *testing.T) {
+		dev := openHost(t)
+		for range 1000 {
+			s, err := dev.NewScope()
+			require.NoError(t, err)
+			h, err := gpu.AllocHost[byte](s, 100)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range 2 {
+				wg.Go(func() { <-start; assert.NoError(t, h.Free()) })
+			}
+			wg.Go(func() { <-start; assert.NoError(t, s.Close()) })
+			close(start)
+			wg.Wait()
+			assert.ErrorIs(t, h.Use(func([]byte) error { return nil }), gpu.ErrScopeClosed)
+			st := pinnedOf(dev)
+			require.Zero(t, st.ActiveBlocks, "every block is back")
+			require.Equal(t, int64(1), st.CachedBlocks, "the one block, once")
 		}
-		wg.Go(func() { <-start; assert.NoError(t, s.Close()) })
-		close(start)
-		wg.Wait()
-		assert.ErrorIs(t, h.Use(func([]byte) error { return nil }), gpu.ErrScopeClosed)
-		st := pinnedOf(dev)
-		require.Zero(t, st.ActiveBlocks, "every block is back")
-		require.Equal(t, int64(1), st.CachedBlocks, "the one block, once")
-	}
+	})
 }
 
 // AllocHost and Free in a loop while the scope ends: the scope's records
 // are taken back without its lock, and still every block comes back once
 // and no HostSlice outlives the scope.
 func TestAllocHostFreeLoopsRacingTheScopesEndLoseNothing(t *testing.T) {
-	dev := openHost(t)
-	for range 200 {
-		s, err := dev.NewScope()
-		require.NoError(t, err)
-		var wg sync.WaitGroup
-		var kept []gpu.HostSlice[byte]
-		wg.Go(func() {
-			for {
-				h, err := gpu.AllocHost[byte](s, 100)
-				if err != nil {
-					assert.ErrorIs(t, err, gpu.ErrScopeClosed)
-					return
+	inBothStackModes(t, func(t *testing.T) {
+		dev := openHost(t)
+		for range 200 {
+			s, err := dev.NewScope()
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			var kept []gpu.HostSlice[byte]
+			wg.Go(func() {
+				for {
+					h, err := gpu.AllocHost[byte](s, 100)
+					if err != nil {
+						assert.ErrorIs(t, err, gpu.ErrScopeClosed)
+						return
+					}
+					kept = append(kept, h)
+					if len(kept)%3 != 0 {
+						assert.NoError(t, h.Free())
+					}
 				}
-				kept = append(kept, h)
-				if len(kept)%3 != 0 {
-					assert.NoError(t, h.Free())
-				}
+			})
+			require.NoError(t, s.Close())
+			wg.Wait()
+			for _, h := range kept {
+				assert.ErrorIs(t, h.Use(func([]byte) error { return nil }), gpu.ErrScopeClosed)
 			}
-		})
-		require.NoError(t, s.Close())
-		wg.Wait()
-		for _, h := range kept {
-			assert.ErrorIs(t, h.Use(func([]byte) error { return nil }), gpu.ErrScopeClosed)
+			st := pinnedOf(dev)
+			require.Zero(t, st.ActiveBlocks, "every block is back")
+			require.Zero(t, st.Allocated)
 		}
-		st := pinnedOf(dev)
-		require.Zero(t, st.ActiveBlocks, "every block is back")
-		require.Zero(t, st.Allocated)
-	}
+	})
 }

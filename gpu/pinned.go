@@ -61,12 +61,8 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 // freed b last and its record waits, dormant, on s's list, s takes that
 // record back without its lock (scope.Owned.Reown).
 func (s *Scope) ownBlock(b *hostBlock) (scope.Owned, error) {
-	select {
-	case <-s.done:
-	default:
-		if o, ok := b.last.Reown(s.s); ok {
-			return o, nil
-		}
+	if o, ok := b.last.Reown(s.s); ok {
+		return o, nil
 	}
 	return s.s.OwnResource(scope.Resource{Kind: "page-locked memory", Bytes: b.size, Final: b.final, Allocation: true})
 }

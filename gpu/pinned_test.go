@@ -100,19 +100,21 @@ func TestAllocHostOfMoreThanTheMachineHoldsFailsWithoutCrashing(t *testing.T) {
 }
 
 func TestAllocHostInACancelledScopeFailsWithTheCause(t *testing.T) {
-	dev := openHost(t)
-	cause := errors.New("request abandoned")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	err := gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
-		h, err := gpu.AllocHost[byte](s, 4096)
-		require.NoError(t, err)
-		require.NoError(t, h.Free()) // its record waits for the scope's next AllocHost
-		cancel(cause)
-		_, err = gpu.AllocHost[byte](s, 4096)
-		assert.ErrorIs(t, err, cause, "as Alloc does")
-		_, err = s.Alloc(4096)
+	inBothStackModes(t, func(t *testing.T) {
+		dev := openHost(t)
+		cause := errors.New("request abandoned")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		err := gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+			h, err := gpu.AllocHost[byte](s, 4096)
+			require.NoError(t, err)
+			require.NoError(t, h.Free()) // its record waits for the scope's next AllocHost
+			cancel(cause)
+			_, err = gpu.AllocHost[byte](s, 4096)
+			assert.ErrorIs(t, err, cause, "as Alloc does")
+			_, err = s.Alloc(4096)
+			assert.ErrorIs(t, err, cause)
+			return nil
+		})
 		assert.ErrorIs(t, err, cause)
-		return nil
 	})
-	assert.ErrorIs(t, err, cause)
 }

@@ -16,9 +16,8 @@ import (
 // is a small object of its own, and one that has ended fails with
 // ErrScopeClosed forever, whatever scope uses its state now.
 type Scope struct {
-	s    scope.Scope
-	dev  *Device
-	done <-chan struct{} // of the context it opened with, which its allocations check
+	s   scope.Scope
+	dev *Device
 }
 
 // WithScope opens a scope on dev, calls fn with it, and frees everything the
@@ -119,7 +118,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		}
 		return nil, deviceError(err)
 	}
-	s := &Scope{s: h, dev: d, done: ctx.Done()}
+	s := &Scope{s: h, dev: d}
 	if ev != nil {
 		d.evict.add(s, ev)
 	}

@@ -32,6 +32,7 @@ type resource struct {
 	// end skip it.
 	state atomic.Uint64
 	node  *node           // the node whose list and spares it belongs to, for life
+	done  <-chan struct{} // the node's context's Done when the record was owned: Reown reads it
 	link  links[resource] // on its scope's list, under the scope's mu
 }
 
@@ -52,20 +53,31 @@ func (o Owned) Disown() bool {
 // resource disowned and owned again in a loop (page-locked memory's Free
 // and the next AllocHost of its block) then costs one compare-and-swap
 // each way. It reports false, changing nothing, where the record is not
-// s's, or serves another resource by now, or s has ended or records
-// stacks (the record keeps its old stack): the caller owns through
-// OwnResource then. The record keeps its Resource, and its place on the
-// list for the order of the end. Reown does not look at s's context: the
-// caller checks it, as its allocation would.
+// s's, or serves another resource by now, or s has ended, or its context
+// is done (OwnResource says why), or s records stacks (the record keeps
+// its old stack): the caller owns through OwnResource then. The record
+// keeps its Resource, and its place on the list for the order of the end.
 func (o Owned) Reown(s Scope) (Owned, bool) {
 	r := o.r
 	if r == nil || s.n == nil || r.node != s.n || s.n.tree.recordStacks.Load() || s.Closed() {
 		return Owned{}, false
 	}
-	if !r.state.CompareAndSwap(o.gen<<1, (o.gen+1)<<1|1) {
+	g := o.gen + 1
+	if !r.state.CompareAndSwap(o.gen<<1, g<<1|1) {
 		return Owned{}, false
 	}
-	return Owned{r: r, gen: o.gen + 1}, true
+	// Owned again, the record is s's until s's end takes it: its fields
+	// stay as they are.
+	select {
+	case <-r.done:
+		if r.state.CompareAndSwap(g<<1|1, g<<1) {
+			return Owned{}, false // dormant again
+		}
+		// The scope's end took it meanwhile, and ends it: as an allocation
+		// made just before the end.
+	default:
+	}
+	return Owned{r: r, gen: g}, true
 }
 
 // A record's state moves on, gen first, for every use: owned (gen<<1|1),
@@ -91,7 +103,7 @@ func (n *node) newResource(r Resource) *resource {
 	if t := n.resources.tail; t != nil {
 		res := t.elem
 		if g := res.state.Load(); g&1 == 0 && res.state.CompareAndSwap(g, nextUse(g, true)) {
-			res.Resource, res.id, res.stack = r, 0, nil
+			res.Resource, res.id, res.stack, res.done = r, 0, nil, n.done
 			return res
 		}
 	}
@@ -106,8 +118,8 @@ func (n *node) newResource(r Resource) *resource {
 	} else {
 		res = &resource{node: n}
 	}
-	res.Resource, res.id, res.stack = r, 0, nil      // its id is given when read
-	res.state.Store(nextUse(res.state.Load(), true)) // off every list: no Reown reaches it
+	res.Resource, res.id, res.stack, res.done = r, 0, nil, n.done // its id is given when read
+	res.state.Store(nextUse(res.state.Load(), true))              // off every list: no Reown reaches it
 	n.resources.push(res, &res.link)
 	return res
 }

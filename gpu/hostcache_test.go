@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -378,16 +379,15 @@ func BenchmarkAllocHostFree(b *testing.B) {
 	}
 }
 
-// BenchmarkPinnedStaging moves 64 MiB of ordinary memory to the device
-// through page-locked staging buffers of a chunk's size, as a data loader
-// does: per chunk, AllocHost, a copy into it, an asynchronous copy to the
-// device, Free; then one wait for the stream. A buffer is reused once its
-// copy has run.
-func BenchmarkPinnedStaging(b *testing.B) {
+// pinnedTotal is what the pipeline benchmarks move, in chunks.
+const pinnedTotal = 64 << 20
+
+// eachChunk runs fn as a sub-benchmark per chunk size, with a scope of the
+// test device and pinnedTotal bytes of ordinary memory to move.
+func eachChunk(b *testing.B, fn func(b *testing.B, dev *gpu.Device, s *gpu.Scope, src []byte, chunk int)) {
 	gpu.RecordStacks(false)
 	defer gpu.RecordStacks(true)
-	const total = 64 << 20
-	src := make([]byte, total)
+	src := make([]byte, pinnedTotal)
 	for i := range src {
 		src[i] = byte(i)
 	}
@@ -397,25 +397,36 @@ func BenchmarkPinnedStaging(b *testing.B) {
 			s, err := dev.NewScope()
 			require.NoError(b, err)
 			defer s.Close()
-			st, err := s.NewStream()
-			require.NoError(b, err)
-			x, err := gpu.Alloc[byte](s, total)
-			require.NoError(b, err)
-			// One pass before the timer fills the cache, as the peers'
-			// harness does; misses/op shows whether the loop still asks
-			// the driver.
-			require.NoError(b, stage(s, st, x, src, chunk))
-			before := dev.Stats().PinnedMisses
-			b.SetBytes(total)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := stage(s, st, x, src, chunk); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(dev.Stats().PinnedMisses-before)/float64(b.N), "misses/op")
+			fn(b, dev, s, src, chunk)
 		})
 	}
+}
+
+// BenchmarkPinnedStaging moves 64 MiB of ordinary memory to the device
+// through page-locked staging buffers of a chunk's size, as a data loader
+// does: per chunk, AllocHost, a copy into it, an asynchronous copy to the
+// device, Free; then one wait for the stream. A buffer is reused once its
+// copy has run.
+func BenchmarkPinnedStaging(b *testing.B) {
+	eachChunk(b, func(b *testing.B, dev *gpu.Device, s *gpu.Scope, src []byte, chunk int) {
+		st, err := s.NewStream()
+		require.NoError(b, err)
+		x, err := gpu.Alloc[byte](s, pinnedTotal)
+		require.NoError(b, err)
+		// One pass before the timer fills the cache, as the peers'
+		// harness does; misses/op shows whether the loop still asks the
+		// driver.
+		require.NoError(b, stage(s, st, x, src, chunk))
+		before := dev.Stats().PinnedMisses
+		b.SetBytes(pinnedTotal)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := stage(s, st, x, src, chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(dev.Stats().PinnedMisses-before)/float64(b.N), "misses/op")
+	})
 }
 
 // BenchmarkPinnedFill is the host half of BenchmarkPinnedStaging: 64 MiB
@@ -423,54 +434,47 @@ func BenchmarkPinnedStaging(b *testing.B) {
 // to the device. Against the staging figure it tells the cost of filling
 // the buffers from that of the transfers.
 func BenchmarkPinnedFill(b *testing.B) {
-	gpu.RecordStacks(false)
-	defer gpu.RecordStacks(true)
-	const total = 64 << 20
-	src := make([]byte, total)
-	for i := range src {
-		src[i] = byte(i)
-	}
-	for _, chunk := range []int{1 << 20, 4 << 20, 16 << 20} {
-		b.Run(fmt.Sprintf("chunk=%dMiB", chunk>>20), func(b *testing.B) {
-			dev := testDevice(b, 0)
-			s, err := dev.NewScope()
-			require.NoError(b, err)
-			defer s.Close()
-			fill := func() error {
-				for off := 0; off < total; off += chunk {
-					h, err := gpu.AllocHost[byte](s, chunk)
-					if err != nil {
-						return err
-					}
-					if err := h.Use(func(v []byte) error { copy(v, src[off:]); return nil }); err != nil {
-						return err
-					}
-					if err := h.Free(); err != nil {
-						return err
-					}
+	eachChunk(b, func(b *testing.B, _ *gpu.Device, s *gpu.Scope, src []byte, chunk int) {
+		fill := func() error {
+			for off := 0; off < len(src); off += chunk {
+				h, err := filled(s, src, off, chunk)
+				if err != nil {
+					return err
 				}
-				return nil
-			}
-			require.NoError(b, fill())
-			b.SetBytes(total)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := fill(); err != nil {
-					b.Fatal(err)
+				if err := h.Free(); err != nil {
+					return err
 				}
 			}
-		})
+			return nil
+		}
+		require.NoError(b, fill())
+		b.SetBytes(pinnedTotal)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := fill(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// filled returns page-locked memory holding chunk bytes of src from off.
+func filled(s *gpu.Scope, src []byte, off, chunk int) (gpu.HostSlice[byte], error) {
+	h, err := gpu.AllocHost[byte](s, chunk)
+	if err != nil {
+		return h, err
 	}
+	if err := h.Use(func(v []byte) error { copy(v, src[off:]); return nil }); err != nil {
+		return h, errors.Join(err, h.Free())
+	}
+	return h, nil
 }
 
 // stage copies src to x through page-locked chunks and waits for st.
 func stage(s *gpu.Scope, st *gpu.Stream, x gpu.Slice[byte], src []byte, chunk int) error {
 	for off := 0; off < len(src); off += chunk {
-		h, err := gpu.AllocHost[byte](s, chunk)
+		h, err := filled(s, src, off, chunk)
 		if err != nil {
-			return err
-		}
-		if err := h.Use(func(v []byte) error { copy(v, src[off:]); return nil }); err != nil {
 			return err
 		}
 		dst, err := x.View(off, off+chunk)

@@ -25,7 +25,9 @@ build() {
   # carry larger.
   local name dir
   while read -r name dir; do
-    if go list -tags cuda -test -deps "./$dir" | grep -qx 'github.com/gpuscope/gpuscope/gpu/cuda'; then
+    # grep reads all of go list's output: with -q it would stop at the
+    # match, and go list, cut off, would fail the pipeline (pipefail).
+    if go list -tags cuda -test -deps "./$dir" | grep -x 'github.com/gpuscope/gpuscope/gpu/cuda' >/dev/null; then
       echo "$name $dir"
     else
       rm -f ".gpubin/$name.gz"

@@ -44,7 +44,7 @@ run)
   logs=${2:-$bin/logs}
   mkdir -p "$logs"
   logs=$(cd "$logs" && pwd)
-  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1' || ! nvidia-smi -L >/dev/null 2>&1; then
+  if ! ldconfig -p 2>/dev/null | grep 'libcuda.so.1' >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu-test: no NVIDIA driver or GPU on this machine: the CUDA tests were NOT run" >&2
     exit 2
   fi

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/registry"
@@ -19,8 +20,12 @@ type TestingT interface {
 
 // Find returns an error describing every open scope, live buffer and
 // other resource a scope owns (streams, events, modules, page-locked
-// memory) on the devices open now, or nil. It retries with a bounded backoff first, so
-// that a scope another goroutine is closing is not reported.
+// memory) on the devices open now, and every scope a device's Close found
+// open, or nil. It retries with a bounded backoff first, so that a scope
+// another goroutine is closing is not reported. What it reports, a later
+// Find or VerifyNone leaves out (a leak fails one test, not every test
+// after it), but for what is new in a scope it reported: a buffer
+// allocated there since, say.
 func Find(opts ...Option) error {
 	o := buildOptions(opts)
 	if err := o.validFor("Find", false); err != nil {
@@ -30,6 +35,7 @@ func Find(opts ...Option) error {
 }
 
 func find(o *options) error {
+	o.reported = registry.Reported()
 	forced := forcedCloses(o) // taken once: they do not come back on a retry
 	if dropped := registry.TakeDroppedErrors(o.devices...); len(dropped) > 0 {
 		// Errors no caller could receive: a failure, not a leak to wait out.
@@ -42,6 +48,7 @@ func find(o *options) error {
 			return nil
 		}
 		if attempt >= o.maxRetries {
+			markReported(leaks)
 			return errors.New(report(leaks))
 		}
 		if o.onRetry != nil {
@@ -67,23 +74,57 @@ func VerifyNone(t TestingT, opts ...Option) {
 	}
 }
 
+// A leak is a scope with what it holds, open now or ended by its device's
+// Close.
+type leak struct {
+	gpu.ScopeSnapshot
+	ended bool // by Device.Close, which freed its memory
+}
+
+// The keys under which the registry remembers what a check reported: a
+// scope's and a resource's IDs apart, and a buffer's key.
+type (
+	scopeKey    uint64
+	resourceKey uint64
+	bufferKey   struct{ key any }
+)
+
+// markReported remembers what a report names, so that later checks leave
+// it out. Scopes a device's Close ended need no mark: they were taken.
+func markReported(leaks []leak) {
+	var keys []any
+	for _, l := range leaks {
+		if l.ended {
+			continue
+		}
+		keys = append(keys, scopeKey(l.ID))
+		for _, b := range l.Buffers {
+			keys = append(keys, bufferKey{b.Key})
+		}
+		for _, r := range l.Resources {
+			keys = append(keys, resourceKey(r.ID))
+		}
+	}
+	registry.MarkReported(keys)
+}
+
 // forcedCloses lists the scopes a device's Close found open since the last
-// look, not ignored: their memory is gone, the leak is not.
-func forcedCloses(o *options) []gpu.ScopeSnapshot {
-	var leaks []gpu.ScopeSnapshot
+// look, neither ignored nor reported open before the Close: their memory is
+// gone, the leak is not.
+func forcedCloses(o *options) []leak {
+	var leaks []leak
 	for _, s := range registry.TakeForcedCloses[gpu.ScopeSnapshot](o.devices...) {
 		if o.ignored(s) {
 			continue
 		}
-		s.Path += " (closed by Device.Close)"
-		leaks = append(leaks, s)
+		leaks = append(leaks, leak{s, true})
 	}
 	return leaks
 }
 
-// collect lists what is live and not ignored.
-func collect(o *options) []gpu.ScopeSnapshot {
-	var leaks []gpu.ScopeSnapshot
+// collect lists what is live, not ignored and not reported before.
+func collect(o *options) []leak {
+	var leaks []leak
 	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
 		if len(o.devices) > 0 && !slices.Contains(o.devices, snap.Device) {
 			continue
@@ -97,74 +138,111 @@ func collect(o *options) []gpu.ScopeSnapshot {
 			}
 			var bufs []gpu.BufferSnapshot
 			for _, b := range s.Buffers {
-				if !o.ignoredBufs[b.Key] {
+				if !o.knownBuffer(b.Key) {
 					bufs = append(bufs, b)
 				}
 			}
 			var res []gpu.ResourceSnapshot
 			for _, r := range s.Resources {
-				if !o.ignoredRes[r.ID] {
+				if !o.knownResource(r.ID) {
 					res = append(res, r)
 				}
 			}
-			if o.ignoredScopes[s.ID] && len(bufs) == 0 && len(res) == 0 {
+			if o.knownScope(s.ID) && len(bufs) == 0 && len(res) == 0 {
 				continue
 			}
 			s.Buffers, s.Resources = bufs, res
-			leaks = append(leaks, s)
+			leaks = append(leaks, leak{ScopeSnapshot: s})
 		}
 	}
 	return leaks
 }
 
-// ignored reports whether s is ignored by name or as a scope live at
-// IgnoreCurrent, with nothing new in it.
+// ignored reports whether s is ignored by name, or was live at
+// IgnoreCurrent or reported by an earlier check, with nothing new in it.
 func (o *options) ignored(s gpu.ScopeSnapshot) bool {
 	if slices.Contains(o.ignoredNames, s.Name) || slices.ContainsFunc(o.ignoredNames, func(n string) bool {
 		return s.Path == n || strings.HasPrefix(s.Path, n+"/")
 	}) {
 		return true
 	}
-	if !o.ignoredScopes[s.ID] {
+	if !o.knownScope(s.ID) {
 		return false
 	}
 	for _, b := range s.Buffers {
-		if !o.ignoredBufs[b.Key] {
+		if !o.knownBuffer(b.Key) {
 			return false
 		}
 	}
 	for _, r := range s.Resources {
-		if !o.ignoredRes[r.ID] {
+		if !o.knownResource(r.ID) {
 			return false
 		}
 	}
 	return true
 }
 
+// knownScope, knownBuffer and knownResource report whether IgnoreCurrent
+// saw the thing or an earlier check reported it.
+func (o *options) knownScope(id uint64) bool {
+	return o.ignoredScopes[id] || o.reported[scopeKey(id)]
+}
+
+func (o *options) knownBuffer(key any) bool {
+	return o.ignoredBufs[key] || o.reported[bufferKey{key}]
+}
+
+func (o *options) knownResource(id uint64) bool {
+	return o.ignoredRes[id] || o.reported[resourceKey(id)]
+}
+
 // report writes one block per leak, most useful line first, stack after.
-func report(leaks []gpu.ScopeSnapshot) string {
-	var b strings.Builder
-	var total int64
-	n := 0
-	for _, s := range leaks {
-		for _, buf := range s.Buffers {
-			total += buf.Size
-			n++
+func report(leaks []leak) string {
+	var open, ended, openBufs, endedBufs, others int
+	var openBytes, endedBytes int64
+	for _, l := range leaks {
+		n, bytes := &openBufs, &openBytes
+		if l.ended {
+			ended++
+			n, bytes = &endedBufs, &endedBytes
+		} else {
+			open++
+			others += len(l.Resources)
+		}
+		for _, buf := range l.Buffers {
+			*bytes += buf.Size
+			*n++
 		}
 	}
-	others := 0
-	for _, s := range leaks {
-		others += len(s.Resources)
+	var parts []string
+	if open > 0 {
+		p := fmt.Sprintf("%s open, %s (%s) live", units.Count(open, "scope"), units.Count(openBufs, "buffer"), gpu.Bytes(openBytes))
+		if others > 0 {
+			p += ", and " + units.Count(others, "stream, event, module or page-locked allocation",
+				"streams, events, modules or page-locked allocations")
+		}
+		parts = append(parts, p)
 	}
-	fmt.Fprintf(&b, "found unexpected GPU memory: %s open, %s (%s) live",
-		units.Count(len(leaks), "scope"), units.Count(n, "buffer"), gpu.Bytes(total))
-	if others > 0 {
-		fmt.Fprintf(&b, ", and %s", units.Count(others, "stream, event, module or page-locked allocation",
-			"streams, events, modules or page-locked allocations"))
+	if ended > 0 {
+		p := units.Count(ended, "scope") + " left open, ended by Device.Close"
+		if endedBufs > 0 {
+			p += fmt.Sprintf(" with %s (%s)", units.Count(endedBufs, "buffer"), gpu.Bytes(endedBytes))
+		}
+		parts = append(parts, p)
 	}
-	b.WriteString("\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "found unexpected GPU memory: %s\n", strings.Join(parts, "; "))
 	for _, s := range leaks {
-		fmt.Fprintf(&b, "\n[Scope %q open on device %s, %s live]\n", s.Path, s.Device, gpu.Bytes(s.Live))
+		by := ""
+		if test := openingTest(s.OpenedAt); test != "" {
+			by = ", opened by " + test
+		}
+		if s.ended {
+			fmt.Fprintf(&b, "\n[Scope %q on device %s left open%s, ended by Device.Close with %s in use]\n",
+				s.Path, s.Device, by, gpu.Bytes(s.Live))
+		} else {
+			fmt.Fprintf(&b, "\n[Scope %q open on device %s%s, %s live]\n", s.Path, s.Device, by, gpu.Bytes(s.Live))
+		}
 		writeStack(&b, "opened at", s.OpenedAt)
 		for _, buf := range s.Buffers {
 			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
@@ -185,6 +263,28 @@ func report(leaks []gpu.ScopeSnapshot) string {
 		}
 	}
 	return b.String()
+}
+
+// openingTest returns the name of the test, benchmark, fuzz target or
+// example whose function is on frames ("function file:line", innermost
+// first), the outermost such, or "" where none is.
+func openingTest(frames []string) string {
+	for _, f := range slices.Backward(frames) {
+		fn, at, _ := strings.Cut(f, " ")
+		if !strings.Contains(at, "_test.go:") {
+			continue
+		}
+		fn = fn[strings.LastIndex(fn, "/")+1:] // "pkg.TestX.func1"
+		_, name, _ := strings.Cut(fn, ".")
+		name, _, _ = strings.Cut(name, ".")
+		for _, prefix := range []string{"Test", "Benchmark", "Fuzz", "Example"} {
+			// As go test's rule: TestX or Test, not Testing.
+			if rest, ok := strings.CutPrefix(name, prefix); ok && (rest == "" || !unicode.IsLower(rune(rest[0]))) {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 func writeStack(b *strings.Builder, what string, frames []string) {

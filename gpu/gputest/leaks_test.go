@@ -135,11 +135,73 @@ func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1, "the memory went back with Close; the leak is still reported")
-	assert.Contains(t, ft.errs[0], `[Scope "forgotten (closed by Device.Close)" open on device host`)
+	assert.Contains(t, ft.errs[0], "1 scope left open, ended by Device.Close with 1 buffer (4.00 KiB)\n")
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host left open, ended by Device.Close with 4.00 KiB in use]`)
+	assert.NotContains(t, ft.errs[0], " live", "nothing is live after Close")
 	assert.Contains(t, ft.errs[0], "[Buffer of 4.00 KiB")
 	ft = &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	assert.Empty(t, ft.errs, "reported once")
+}
+
+// The scene of a leak in a test suite: test A leaks a scope, its check
+// reports it, its cleanup closes the device; test B, on a device of its
+// own, leaks nothing and passes.
+func TestALeakFailsTheTestThatLeakedItAndNoLaterOne(t *testing.T) {
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
+	testA := &fakeT{}
+	func() {
+		dev, err := gpu.OpenHost()
+		require.NoError(t, err)
+		defer func() { _ = dev.Close() }() // runs after the check, as a t.Cleanup would
+		s, err := dev.NewScope(gpu.Name("forgotten"))
+		require.NoError(t, err)
+		_, err = s.Alloc(4096)
+		require.NoError(t, err)
+		gputest.VerifyNone(testA, fast())
+	}()
+	require.Len(t, testA.errs, 1)
+	assert.Contains(t, testA.errs[0], `[Scope "forgotten" open on device host, opened by TestALeakFailsTheTestThatLeakedItAndNoLaterOne, 4.00 KiB live]`,
+		"the report names the test that opened the scope")
+
+	testB := &fakeT{}
+	func() {
+		dev, err := gpu.OpenHost()
+		require.NoError(t, err)
+		defer func() { _ = dev.Close() }()
+		err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(4096)
+			return err
+		})
+		require.NoError(t, err)
+		gputest.VerifyNone(testB, fast())
+	}()
+	assert.Empty(t, testB.errs, "test A's leak, reported and then ended by Close, is not test B's")
+	assert.NoError(t, gputest.Find(fast()), "nor anyone's after")
+}
+
+func TestAReportedScopeStillOpenIsReportedAgainOnlyForWhatIsNew(t *testing.T) {
+	dev := openHost(t)
+	s, err := dev.NewScope(gpu.Name("kept"))
+	require.NoError(t, err)
+	_, err = s.Alloc(4096)
+	require.NoError(t, err)
+	ft := &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	require.Len(t, ft.errs, 1)
+
+	ft = &fakeT{}
+	gputest.VerifyNone(ft, fast())
+	assert.Empty(t, ft.errs, "reported once")
+
+	b, err := s.Alloc(64)
+	require.NoError(t, err)
+	gputest.VerifyNone(ft, fast())
+	require.Len(t, ft.errs, 1, "a buffer allocated since is new")
+	assert.Contains(t, ft.errs[0], "1 scope open, 1 buffer (64 B) live")
+	require.NoError(t, s.Free(b))
+	require.NoError(t, s.Close())
 }
 
 func TestACheckOfSomeDevicesLeavesTheOthersReports(t *testing.T) {
@@ -149,7 +211,7 @@ func TestACheckOfSomeDevicesLeavesTheOthersReports(t *testing.T) {
 	assert.Empty(t, ft.errs, "not a leak of cuda:0")
 	gputest.VerifyNone(ft, fast(), gputest.Devices("host"))
 	require.Len(t, ft.errs, 1, "the host device's check still sees it")
-	assert.Contains(t, ft.errs[0], `[Scope "forgotten (closed by Device.Close)" open on device host`)
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host left open, ended by Device.Close`)
 }
 
 func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {

@@ -20,6 +20,7 @@ type options struct {
 	ignoredBufs   map[any]bool    // by BufferSnapshot.Key
 	ignoredRes    map[uint64]bool // resources, by ID
 	ignoredNames  []string
+	reported      map[any]bool // what earlier checks reported, by the keys of markReported
 	devices       []string
 	maxRetries    int
 	maxSleep      time.Duration

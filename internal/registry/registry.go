@@ -1,12 +1,13 @@
 // Package registry is the one piece of process-wide state: the devices open
-// now, the scopes a device's Close found open, and the release errors no
-// caller could receive, so that gputest can look for leaks across all
-// devices. Package gpu writes it; gputest (and gpu's tests) read it. It
+// now, the scopes a device's Close found open, the release errors no
+// caller could receive, and what a leak check reported already, so that
+// gputest can look for leaks across all devices and report each once. Package gpu writes it; gputest (and gpu's tests) read it. It
 // holds gpu's values as they are; a reader names their type when it takes
 // them ([Snapshots], [TakeForcedCloses]).
 package registry
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,11 +32,12 @@ type droppedError struct {
 }
 
 var state struct {
-	mu      sync.Mutex // protects the fields below but stacks
-	devices []*Device
-	forced  []forcedClose  // scopes that Device.Close closed, until taken
-	dropped []droppedError // release errors no caller could receive, until taken
-	stacks  atomic.Bool
+	mu       sync.Mutex // protects the fields below but stacks
+	devices  []*Device
+	forced   []forcedClose  // scopes that Device.Close closed, until taken
+	dropped  []droppedError // release errors no caller could receive, until taken
+	reported map[any]bool   // what a leak check reported, by the check's keys
+	stacks   atomic.Bool
 }
 
 // Register adds an open device, and sets its recording of stacks as
@@ -136,4 +138,25 @@ func take[R any](records []R, devices []string, device func(R) string, taken fun
 		}
 	}
 	return kept
+}
+
+// MarkReported remembers keys of what a leak check reported (scopes,
+// buffers, resources, under keys of the checker's choosing), so that a
+// later check can leave them out: a leak is reported once.
+func MarkReported(keys []any) {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if state.reported == nil {
+		state.reported = map[any]bool{}
+	}
+	for _, k := range keys {
+		state.reported[k] = true
+	}
+}
+
+// Reported returns a copy of the keys [MarkReported] remembered.
+func Reported() map[any]bool {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	return maps.Clone(state.reported)
 }

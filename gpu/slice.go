@@ -55,7 +55,8 @@ func (x Slice[T]) View(i, j int) (Slice[T], error) {
 	return Slice[T]{Buffer: b, n: j - i}, nil
 }
 
-// CopyFromHost copies src, at most Len elements, to the start of x.
+// CopyFromHost copies src to the start of x. src may be shorter than x;
+// longer, it is refused with an error, and nothing is copied.
 func (x Slice[T]) CopyFromHost(src []T) error {
 	if err := x.fits("CopyFromHost", len(src), "into"); err != nil {
 		return err

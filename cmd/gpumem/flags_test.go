@@ -144,3 +144,52 @@ func TestOutputsNeverOverwriteTheTrace(t *testing.T) {
 	}
 	assert.Equal(t, data, mustRead(t, f), "the trace is whole")
 }
+
+// A cap below one page holds nothing: --max-reserved 10 once replayed with
+// every allocation failing (exit 3). It is a bad flag, which names the
+// least cap that can hold an allocation there.
+func TestACapBelowOnePageIsABadFlag(t *testing.T) {
+	tiny := filepath.Join(t.TempDir(), "tiny.csv")
+	require.NoError(t, os.WriteFile(tiny, []byte("alloc,4096,512,0\nfree_requested,4096,512,0\n"), 0o600))
+	for _, c := range []struct {
+		flags []string
+		least string
+	}{
+		{[]string{"--max-reserved", "10"}, "2MiB"},                        // the simulated H200's page
+		{[]string{"--max-reserved", "1MiB", "--expand", "never"}, "2MiB"}, // a segment of small blocks
+		{[]string{"--page-size", "64KiB", "--max-reserved", "32KiB"}, "64KiB"},
+	} {
+		code, out, errb := gpumem(t, nil, append(append([]string{"replay"}, c.flags...), tiny)...)
+		assert.Equal(t, 1, code, "%q: %s", c.flags, errb)
+		assert.Empty(t, out, "%q: nothing replayed", c.flags)
+		assert.Contains(t, errb, "want 0 (no cap) or at least "+c.least, "%q", c.flags)
+		assert.Contains(t, errb, "gpumem help replay", "%q: a bad flag's hint", c.flags)
+	}
+	for _, flags := range [][]string{{"--max-reserved", "2MiB"}, {"--page-size", "64KiB", "--max-reserved", "64KiB"}} {
+		code, _, errb := gpumem(t, nil, append(append([]string{"replay"}, flags...), tiny)...)
+		assert.Zero(t, code, "%q: one page holds the trace's 512 bytes: %s", flags, errb)
+	}
+}
+
+// The help spells every flag as the help texts and the errors do,
+// --name (-o, the one letter, aside), says size for every size, and
+// speaks of a FILE only for commands that read one.
+func TestTheHelpSpellsFlagsOneWay(t *testing.T) {
+	for _, cmd := range commands {
+		_, out, _ := gpumem(t, nil, "help", cmd.name)
+		assert.NotRegexp(t, `(^|[\s(])-[a-z][a-z-]+`, strings.ReplaceAll(out, "-tags cuda", ""), "%s: a long flag with one dash", cmd.name)
+		fs := flagSet(cmd.name, cmd.make())
+		fs.VisitAll(func(f *flag.Flag) {
+			value, _ := flag.UnquoteUsage(f)
+			if _, ok := f.Value.(*byteFlag); ok {
+				assert.Equal(t, "size", value, "%s --%s", cmd.name, f.Name)
+			}
+			dashes := "--"
+			if len(f.Name) == 1 {
+				dashes = "-"
+			}
+			assert.Contains(t, out, "\n  "+dashes+f.Name+" "+value+"\n", "%s lists --%s", cmd.name, f.Name)
+		})
+		assert.Equal(t, cmd.takesFile, strings.Contains(out, "FILE"), "%s: FILE in its help", cmd.name)
+	}
+}

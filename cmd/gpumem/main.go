@@ -118,11 +118,12 @@ type command interface {
 var commands = []struct {
 	name, summary string
 	usage         string // the first lines of its help: synopsis and what it does
+	takesFile     bool   // whether it reads a trace FILE
 	make          func() command
 }{
-	{"replay", "replay a trace through gpuscope's pool; print its figures as JSON", replayUsage, func() command { return new(replayOptions) }},
-	{"plot", "draw a trace's memory over its events, as SVG or HTML", plotUsage, func() command { return new(plotOptions) }},
-	{"stress", "open and end nested scopes from many goroutines; check nothing is left", stressUsage, func() command { return new(stressOptions) }},
+	{"replay", "replay a trace through gpuscope's pool; print its figures as JSON", replayUsage, true, func() command { return new(replayOptions) }},
+	{"plot", "draw a trace's memory over its events, as SVG or HTML", plotUsage, true, func() command { return new(plotOptions) }},
+	{"stress", "open and end nested scopes from many goroutines; check nothing is left", stressUsage, false, func() command { return new(stressOptions) }},
 }
 
 // dispatch runs the command args name.
@@ -241,12 +242,32 @@ func help(w io.Writer, args []string) error {
 	for _, cmd := range commands {
 		if cmd.name == args[0] {
 			fmt.Fprint(w, cmd.usage)
-			fmt.Fprintf(w, "\nflags (before or after FILE; a \"--\" ends them):\n")
-			fs := flagSet(cmd.name, cmd.make())
-			fs.SetOutput(w)
-			fs.PrintDefaults()
+			if cmd.takesFile {
+				fmt.Fprintf(w, "\nflags (before or after FILE; a \"--\" ends them):\n")
+			} else {
+				fmt.Fprintf(w, "\nflags:\n")
+			}
+			printFlags(w, flagSet(cmd.name, cmd.make()))
 			return nil
 		}
 	}
 	return usageErrorf("", "help %q: no such command; the commands are %s", args[0], andList(commandNames()))
+}
+
+// printFlags writes fs's flags as the help lists them: spelt as the help
+// texts and the errors spell them (--name; -o, the one letter), the word
+// for the value, what the flag does, and its default where it has one.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		value, usage := flag.UnquoteUsage(f)
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-"
+		}
+		fmt.Fprintf(w, "  %s%s %s\n    \t%s", dashes, f.Name, value, usage)
+		if f.DefValue != "" && f.DefValue != "0" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }

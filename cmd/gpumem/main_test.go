@@ -231,7 +231,7 @@ func FuzzArgs(f *testing.F) {
 		"plot\x00-o\x00OUT.svg\x00TRACE", "plot\x00-\x00-o\x00OUT.html", "stress\x00--seconds\x000.01\x00--goroutines\x002",
 		"help\x00replay", "replay\x00-h", "replay\x00--max-reserved=-5\x00TRACE", "stress\x00--seconds\x00NaN",
 		"replay\x00--page-size\x004611686018427387904\x00TRACE", "replay\x00--capacity\x000\x00TRACE",
-		"replay\x00--capacity\x001KiB\x00--expand\x00never\x00TRACE", "replay\x00--driver\x00cuda\x00TRACE", "",
+		"replay\x00--capacity\x001KiB\x00--expand\x00never\x00TRACE", "replay\x00--driver\x00cuda\x00TRACE", "replay\x00--max-reserved\x0010\x00TRACE", "",
 	} {
 		f.Add(seed, []byte("alloc,1,64,0\nfree_requested,1,64,0\n"))
 	}

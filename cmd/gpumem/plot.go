@@ -73,7 +73,12 @@ func (o *plotOptions) run(c *call) error {
 	if strings.HasSuffix(o.out, ".html") {
 		page = tl.html(name, page)
 	}
-	return os.WriteFile(o.out, []byte(page), 0o644)
+	if err := os.WriteFile(o.out, []byte(page), 0o644); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "wrote %s: %s, %d events; peak requested %s, peak reserved %s\n",
+		o.out, name, tl.events, units.FormatBytes(tl.peakRequested), units.FormatBytes(tl.peakReserved))
+	return err
 }
 
 // timeline is a trace drawn in columns: for each, the bytes requested by

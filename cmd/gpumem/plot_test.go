@@ -130,3 +130,14 @@ func TestPlotDrawsAnyNameAsValidXML(t *testing.T) {
 		assert.Less(t, len(data), 64<<10, "a long name is cut")
 	}
 }
+
+// plot says what it wrote, where a replay prints its figures: the file,
+// the trace and the peaks the figure marks.
+func TestPlotSaysWhatItWrote(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "mlp.svg")
+	code, out, errb := gpumem(t, nil, "plot", "-o", svg, traceFile("mlp_train"))
+	require.Zero(t, code, errb)
+	assert.Empty(t, errb)
+	assert.Equal(t, "wrote "+svg+": mlp_train.csv.gz, 329 events; peak requested 467.94 MiB, peak reserved 494.00 MiB\n", out)
+	assert.FileExists(t, svg)
+}

@@ -53,10 +53,10 @@ func (o *replayOptions) declare(fs *flag.FlagSet) {
 	bytesVar(fs, &o.pageSize, "page-size", sim.DefaultPageSize, byteFlag{min: 64 << 10, max: 1 << 30, pow2: true},
 		"with --driver sim: the `size` of a mapped page (a GPU's granularity: 2MiB on an H200)")
 	choiceVar(fs, &o.expand, "expand", "auto", []string{"auto", "never", "always"}, "`when` to map pages: where the source can (auto), never, or always")
-	bytesVar(fs, &o.maxReserved, "max-reserved", 0, byteFlag{max: maxBytes, zero: "no cap"}, "the most `bytes` the pool reserves, with either driver (0: no cap)")
+	bytesVar(fs, &o.maxReserved, "max-reserved", 0, byteFlag{max: maxBytes, zero: "no cap"}, "the most the pool reserves, a `size`, with either driver (0: no cap; else at least one page, the least the pool maps)")
 	bytesVar(fs, &o.maxSplit, "max-split", 0, byteFlag{max: maxBytes, zero: "unlimited"}, "blocks of this `size` or more are not split for smaller requests; with --expand never (0: unlimited; else more than 20MiB)")
 	bytesVar(fs, &o.threshold, "release-threshold", -1, byteFlag{max: maxBytes, minusOne: "keep everything"},
-		"the pool gives cached memory back to the device down to this many `bytes` when a stream synchronizes (-1: keep everything)")
+		"the pool gives cached memory back to the device down to this `size` when a stream synchronizes (-1: keep everything)")
 	intVar(fs, &o.repeat, "repeat", 1, 1, maxRepeat, "replay the trace this many `times`, freeing what is still live between repetitions")
 	fs.StringVar(&o.timeline, "timeline", "", "write the bytes requested and reserved after every event of the first pass to this CSV `file` (slows the replay: time it without)")
 	bytesVar(fs, &o.step, "growth-step", pool.DefaultGrowthStep, byteFlag{max: maxBytes, zero: "by exactly what a request lacks"}, "large mapped arenas grow by multiples of this `size` (0: by exactly what a request lacks)")
@@ -118,12 +118,17 @@ func (o *replayOptions) run(c *call) error {
 	if err := o.check(c); err != nil {
 		return err
 	}
+	src, closeSrc, err := o.openSource()
+	if err != nil {
+		return err
+	}
+	defer closeSrc()
 	file := c.args[0]
 	in, err := openInput(c.ctx, file, c.stdin, o.repeat, c.stderr)
 	if err != nil {
 		return err
 	}
-	res, err := o.replay(in)
+	res, err := o.replay(src, in)
 	if err = errors.Join(err, in.close()); err != nil {
 		return fmt.Errorf("%s: %w", inputName(file), err)
 	}
@@ -132,13 +137,37 @@ func (o *replayOptions) run(c *call) error {
 	return report(c.stdout, res)
 }
 
-// replay makes the source and the pool and replays in on them.
-func (o *replayOptions) replay(in *input) (res result, err error) {
+// classicSegment is the least the pool reserves at once where it maps no
+// pages: a segment of small blocks, 2 MiB as PyTorch's (pool/arena.go).
+const classicSegment = 2 << 20
+
+// leastCap is the smallest --max-reserved under which an allocation can
+// fit on src: one page, the least the pool reserves at once (the source's
+// granularity where the pool maps pages, a classic segment where not).
+func (o *replayOptions) leastCap(src pool.Source) int64 {
+	if m, ok := src.(pool.PageMapper); ok && o.expand != "never" {
+		return max(m.Granularity(), pool.Alignment)
+	}
+	return classicSegment
+}
+
+// openSource opens the source the flags ask for, and refuses a cap too
+// small for it.
+func (o *replayOptions) openSource() (pool.Source, func(), error) {
 	src, closeSrc, err := openSource(o.driver, o.capacity, o.pageSize)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
-	defer closeSrc()
+	if least := o.leastCap(src); o.maxReserved != 0 && o.maxReserved < least {
+		closeSrc()
+		return nil, nil, usageErrorf("replay", "--max-reserved %s: a cap below one page holds nothing, so every allocation would fail; want 0 (no cap) or at least %s, the least the pool reserves at once here",
+			units.ExactBytes(o.maxReserved), units.ExactBytes(least))
+	}
+	return src, closeSrc, nil
+}
+
+// replay makes the pool on src and replays in on it.
+func (o *replayOptions) replay(src pool.Source, in *input) (res result, err error) {
 	var model sim.CostTable
 	if o.driver == "sim" {
 		model = sim.H200

@@ -61,7 +61,20 @@ func runOn(w io.Writer, dev *gpu.Device) error {
 	fmt.Fprintf(w, "allocated at the end: the leak's %d results (%s) and the cache's %d (%s), %s in all\n",
 		l.Allocations, gpu.Bytes(l.Live), c.Allocations, gpu.Bytes(c.Live), gpu.Bytes(l.Live+c.Live))
 	fmt.Fprint(w, dev.Summary())
+	explainCache(w, dev.Stats())
 	return nil
+}
+
+// explainCache says why the Summary's "served from the cache" and
+// "cached" differ: one counts allocations since the device opened, the
+// other is free memory now.
+func explainCache(w io.Writer, st gpu.Stats) {
+	fmt.Fprintf(w, "%d served from the cache beside cached %s: served counts allocations since the device opened, cached is free memory now.\n",
+		st.ServedFromCache, gpu.Bytes(st.Cached))
+	fmt.Fprintf(w, "%d of the %d allocations found free memory the pool held (a result the cache had freed, or room left in memory reserved for an earlier one) and made no driver call; the other %d made the pool reserve more.\n",
+		st.ServedFromCache, st.Allocs, st.Allocs-st.ServedFromCache)
+	fmt.Fprintf(w, "Now %s of the %s reserved is in live results, so %s is cached.\n",
+		gpu.Bytes(st.Allocated), gpu.Bytes(st.Reserved), gpu.Bytes(st.Cached))
 }
 
 // loop runs one loop under gputest.Steady: before each step it calls the

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/examples/internal/demotest"
 )
@@ -30,4 +34,21 @@ func TestTheFiguresAddUp(t *testing.T) {
 	assert.Regexp(t, `\n  leak\s+12.00 MiB\s+peak\s+12.00 MiB\s+12 buffers`, s)
 	// The cache makes room before it computes: it never holds a fifth.
 	assert.Regexp(t, `\n  cache\s+4.00 MiB\s+peak\s+4.00 MiB\s+4 buffers`, s)
+}
+
+// The Summary's "served from the cache" beside "cached 0 B" is explained,
+// with the Summary's own figures: one counts allocations since the device
+// opened, the other is free memory now.
+func TestServedFromTheCacheBesideNothingCachedIsExplained(t *testing.T) {
+	s := demotest.Output(t, run)
+	summary := regexp.MustCompile(`in all\s+(\d+) allocations .*, (\d+) served from the cache`).FindStringSubmatch(s)
+	require.NotNil(t, summary, s)
+	allocs, served := summary[1], summary[2]
+	cached := regexp.MustCompile(`\n  cached\s+(\S+ \S*B)\s`).FindStringSubmatch(s)
+	require.NotNil(t, cached, s)
+	assert.Contains(t, s, served+" served from the cache beside cached "+cached[1]+": served counts allocations since the device opened, cached is free memory now.\n")
+	n, _ := strconv.Atoi(allocs)
+	m, _ := strconv.Atoi(served)
+	assert.Contains(t, s, fmt.Sprintf("%d of the %d allocations found free memory the pool held (a result the cache had freed, or room left in memory reserved for an earlier one) and made no driver call; the other %d made the pool reserve more.\n", m, n, n-m))
+	assert.Regexp(t, `\nNow 16.00 MiB of the \S+ \S+ reserved is in live results, so `+regexp.QuoteMeta(cached[1])+` is cached.\n`, s)
 }

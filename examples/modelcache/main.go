@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/gpuscope/gpuscope/examples/internal/demo"
 	"github.com/gpuscope/gpuscope/gpu"
@@ -39,6 +40,12 @@ func run(w io.Writer) error {
 // runOn is the example on dev, which run opened.
 func runOn(w io.Writer, dev *gpu.Device) (err error) {
 	fmt.Fprintf(w, "%d models of %s on a device of %s\n", len(models), gpu.Bytes(modelElems*4), gpu.Bytes(capacity))
+	var priorities []string
+	for _, name := range models {
+		priorities = append(priorities, fmt.Sprintf("%s %d", name, priorityOf(name)))
+	}
+	fmt.Fprintf(w, "priorities: %s; a full device evicts the idle model of the lowest priority, the least recently used among equals\n",
+		strings.Join(priorities, ", "))
 	c := &cache{dev: dev, loaded: map[string]*model{}}
 	defer func() { err = errors.Join(err, c.close()) }()
 	for i, name := range requests {
@@ -76,6 +83,15 @@ type model struct {
 // evicted reports whether the device evicted m to make room.
 func (m *model) evicted() bool { return errors.Is(context.Cause(m.s.Context()), gpu.ErrEvicted) }
 
+// priorityOf is the eviction priority of model name: "a", the popular
+// one, is evicted last.
+func priorityOf(name string) int {
+	if name == "a" {
+		return 1
+	}
+	return 0
+}
+
 // get returns the model name, loading it if it is not on the device, and
 // says how: "hit", "load" or "reload".
 func (c *cache) get(name string) (*model, string, error) {
@@ -87,11 +103,7 @@ func (c *cache) get(name string) (*model, string, error) {
 		how = "reload"
 		c.reloads++
 	}
-	priority := 0
-	if name == "a" {
-		priority = 1
-	}
-	s, err := c.dev.NewScope(gpu.Name(name), gpu.Evictable(priority))
+	s, err := c.dev.NewScope(gpu.Name(name), gpu.Evictable(priorityOf(name)))
 	if err != nil {
 		return nil, "", err
 	}
@@ -117,7 +129,7 @@ func (c *cache) evictedSince() string {
 	var gone []string
 	for name, m := range c.loaded {
 		if m.evicted() {
-			gone = append(gone, name)
+			gone = append(gone, fmt.Sprintf("%s, priority %d", name, priorityOf(name)))
 			m.s.Close() // ended already: Close forgets it
 			delete(c.loaded, name)
 		}
@@ -126,7 +138,7 @@ func (c *cache) evictedSince() string {
 		return ""
 	}
 	slices.Sort(gone)
-	return fmt.Sprintf("   (evicted %v)", gone)
+	return fmt.Sprintf("   (evicted %s)", strings.Join(gone, "; "))
 }
 
 // close closes the scopes of the models loaded, ending them.

@@ -54,7 +54,7 @@ func (b Buffer) View(off, size int64) (Buffer, error) {
 		return Buffer{}, errZeroBuffer
 	}
 	if off < 0 || size <= 0 || off > b.size || size > b.size-off {
-		return Buffer{}, prefixed.Kind(ErrInvalidSize, "view of %d bytes at %d in a %d-byte buffer", size, off, b.size)
+		return Buffer{}, prefixed.Kind("gpu", ErrInvalidSize, "view of %d bytes at %d in a %d-byte buffer", size, off, b.size)
 	}
 	if err := b.Use(func(uintptr) error { return nil }); err != nil {
 		return Buffer{}, err
@@ -68,7 +68,7 @@ func (b Buffer) View(off, size int64) (Buffer, error) {
 }
 
 // errZeroBuffer is what the methods of the zero Buffer return.
-var errZeroBuffer = prefixed.Kind(ErrWrongScope, "zero Buffer")
+var errZeroBuffer = prefixed.Kind("gpu", ErrWrongScope, "zero Buffer")
 
 // Use calls fn with the device address while the buffer is live; the
 // buffer cannot be released until fn returns. Use it to launch kernels.
@@ -121,7 +121,7 @@ func (b Buffer) CopyToHost(dst []byte) error {
 // return before the copy has run; Synchronize that stream to wait.
 func (b Buffer) CopyFrom(src Buffer) error {
 	if src.IsZero() {
-		return prefixed.Kind(ErrWrongScope, "zero source Buffer")
+		return prefixed.Kind("gpu", ErrWrongScope, "zero source Buffer")
 	}
 	return b.useOn(func(dst, stream uintptr) error {
 		n := src.Size()
@@ -171,7 +171,7 @@ func (b Buffer) RecordUse(st *Stream) error {
 		return errZeroBuffer
 	}
 	if st == nil || st.dev != b.dev {
-		return prefixed.Kind(ErrWrongScope, "RecordUse needs a stream of the buffer's device")
+		return prefixed.Kind("gpu", ErrWrongScope, "RecordUse needs a stream of the buffer's device")
 	}
 	return st.life.use(errStreamEnded, func() error { return deviceError(b.ref.RecordUse(st.id)) })
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/scope"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 func TestBadFrees(t *testing.T) {
@@ -107,7 +107,7 @@ func TestUseReturnsTheCallersErrorAsItIs(t *testing.T) {
 		require.NoError(t, err)
 		for _, mine := range []error{
 			errors.New("pool: a message of the caller's that starts as the pool's do"),
-			fmt.Errorf("scope %q: %w", "mine", scope.ErrFreed),
+			fmt.Errorf("scope %q: %w", "mine", pool.ErrInvalidBlock),
 			gpu.ErrOutOfMemory,
 		} {
 			assert.Same(t, mine, b.Use(func(uintptr) error { return mine }))

@@ -61,7 +61,7 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 // error.
 func OpenDriver(drv driver.Driver, name string, opts ...DeviceOption) (*Device, error) {
 	if drv == nil {
-		return nil, prefixed.Kind(ErrNoDevice, "OpenDriver(nil)")
+		return nil, prefixed.Kind("gpu", ErrNoDevice, "OpenDriver(nil)")
 	}
 	o, err := buildDeviceOptions(opts)
 	if err == nil && o.hostMemory != 0 {
@@ -95,7 +95,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 func (d *Device) valid() bool { return d != nil && d.pool != nil }
 
 // errNilDevice is what the methods of a nil or zero *Device return.
-var errNilDevice = prefixed.Kind(ErrNoDevice, "nil or zero Device (use Open or OpenHost)")
+var errNilDevice = prefixed.Kind("gpu", ErrNoDevice, "nil or zero Device (use Open or OpenHost)")
 
 // dropped hands an error no caller can receive to the device's
 // OnReleaseError, or keeps it for gputest.
@@ -182,7 +182,7 @@ func (d *Device) SetMaxReservedFraction(f float64) error {
 		return err
 	}
 	if !(f > 0 && f <= 1) {
-		return prefixed.Kind(ErrInvalidSize, "SetMaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f)
+		return prefixed.Kind("gpu", ErrInvalidSize, "SetMaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f)
 	}
 	return deviceError(d.pool.SetMaxReservedFraction(f))
 }

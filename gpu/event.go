@@ -140,11 +140,11 @@ func (ev *Event) doneLocked() (bool, error) {
 func (ev *Event) valid() bool { return ev != nil && ev.st != nil }
 
 // errNilEvent is what the methods of a nil or zero *Event return.
-var errNilEvent = prefixed.Kind(ErrScopeClosed, "nil or zero Event")
+var errNilEvent = prefixed.Kind("gpu", ErrScopeClosed, "nil or zero Event")
 
 // errEventEnded is what an Event's methods return once it was released or
 // its stream ended.
-var errEventEnded = prefixed.Kind(ErrScopeClosed, "the event was released or ended with its stream")
+var errEventEnded = prefixed.Kind("gpu", ErrScopeClosed, "the event was released or ended with its stream")
 
 // Done reports whether the work before the event has completed.
 func (ev *Event) Done() (bool, error) {

@@ -212,7 +212,7 @@ func (e *evictor) evictOne(d *Device, skip func(*Scope, *evictState) bool, size 
 			return ev.streamsDone(d, lastUse, append(streams, c.owned...))
 		}
 		bytes, ok, err := c.s.s.TryEvict(idle, func(path string) {
-			cause := prefixed.Kind(ErrEvicted, "%q, to make room for %s", path, Bytes(size))
+			cause := prefixed.Kind("gpu", ErrEvicted, "%q, to make room for %s", path, Bytes(size))
 			ev.cause.Store(&cause)
 			ev.cancel(cause)
 		})

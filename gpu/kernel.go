@@ -42,7 +42,7 @@ func (s *Scope) LoadModule(image []byte) (*Module, error) {
 	}
 	kl, ok := s.dev.drv.(driver.KernelLauncher)
 	if !ok {
-		return nil, prefixed.Kind(ErrNotSupported, "device %s loads no kernels", s.dev.name)
+		return nil, prefixed.Kind("gpu", ErrNotSupported, "device %s loads no kernels", s.dev.name)
 	}
 	if len(image) == 0 {
 		return nil, prefixed.Errorf("gpu", "LoadModule: empty image")
@@ -65,12 +65,12 @@ func (m *Module) end() error {
 }
 
 // errModuleEnded is what a Module's methods return once it was unloaded.
-var errModuleEnded = prefixed.Kind(ErrScopeClosed, "the module was unloaded with its scope")
+var errModuleEnded = prefixed.Kind("gpu", ErrScopeClosed, "the module was unloaded with its scope")
 
 // Function returns the kernel called name.
 func (m *Module) Function(name string) (*Function, error) {
 	if m == nil || m.kl == nil {
-		return nil, prefixed.Kind(ErrScopeClosed, "nil or zero Module")
+		return nil, prefixed.Kind("gpu", ErrScopeClosed, "nil or zero Module")
 	}
 	var id uintptr
 	err := m.life.use(errModuleEnded, func() error {
@@ -102,7 +102,7 @@ func (b Buffer) buffer() Buffer { return b }
 // st has passed the kernel).
 func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...any) error {
 	if f == nil || f.mod == nil || f.mod.kl == nil {
-		return prefixed.Kind(ErrScopeClosed, "nil or zero Function")
+		return prefixed.Kind("gpu", ErrScopeClosed, "nil or zero Function")
 	}
 	if st == nil {
 		return f.launch(grid, block, sharedBytes, 0, args)
@@ -111,7 +111,7 @@ func (f *Function) Launch(grid, block Dim, sharedBytes int, st *Stream, args ...
 		return errNilStream
 	}
 	if st.dev != f.mod.dev {
-		return prefixed.Kind(ErrWrongScope, "a stream of device %s for a kernel of %s", st.dev.name, f.mod.dev.name)
+		return prefixed.Kind("gpu", ErrWrongScope, "a stream of device %s for a kernel of %s", st.dev.name, f.mod.dev.name)
 	}
 	return st.life.use(errStreamEnded, func() error { return f.launch(grid, block, sharedBytes, st.id, args) })
 }
@@ -126,7 +126,7 @@ func (f *Function) launch(grid, block Dim, sharedBytes int, stream uintptr, args
 		case kernelArg:
 			b := v.buffer()
 			if b.IsZero() || b.dev != m.dev {
-				return prefixed.Kind(ErrWrongScope, "kernel %q argument %d: a buffer of another device, or none", f.name, i)
+				return prefixed.Kind("gpu", ErrWrongScope, "kernel %q argument %d: a buffer of another device, or none", f.name, i)
 			}
 			bufs = append(bufs, i)
 		case int:

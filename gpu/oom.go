@@ -3,10 +3,156 @@ package gpu
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/gpuscope/gpuscope/internal/units"
+	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
+
+// OOMError is an allocation refused for want of memory, as a user of this
+// package receives it. Exactly one of Limit and Device is set: a scope's
+// Limit refused it, or the device had no room. It is ErrOutOfMemory, and
+// errors.As finds its cause (*LimitError, *pool.OOMError) too.
+type OOMError struct {
+	Scope     string // the path of the scope that allocated
+	Requested int64  // bytes asked for
+
+	Limit  *LimitError    // the scope whose limit refused it, the limit, and what the scope held
+	Device *pool.OOMError // the device's figures when it had no room: allocated, reserved, free
+
+	// Holders are the scopes that hold the most memory, largest first (at
+	// most three): on the device, or within the limited scope. Sites are
+	// the allocation sites that hold the most, where stacks are recorded
+	// ([RecordStacks]).
+	Holders []Holder
+	Sites   []Site
+	Cached  int64 // bytes the device's pool keeps free for reuse
+	device  string
+}
+
+// Holder is a scope and the memory its own buffers hold.
+type Holder struct {
+	Scope   string // its path
+	Bytes   int64
+	Buffers int
+	Site    string // where its first buffer was allocated, where stacks are recorded
+}
+
+// Site is an allocation site and the bytes live from it.
+type Site struct {
+	Site  string // "function file:line"
+	Bytes int64
+}
+
+// Error leads with what refused the allocation, then what holds the
+// memory, then what would help for that cause.
+func (e *OOMError) Error() string { return "gpu: " + e.Text() }
+
+// Text is the message without the prefix, for a layer above that wraps it.
+func (e *OOMError) Text() string {
+	var b strings.Builder
+	b.WriteString("out of memory: ")
+	switch {
+	case e.Limit != nil:
+		l := e.Limit
+		fmt.Fprintf(&b, "the limit of scope %q (%s) refused %s", l.Path, units.FormatBytes(l.Limit), units.FormatBytes(l.Requested))
+		if e.Scope != l.Path {
+			fmt.Fprintf(&b, " for scope %q", e.Scope)
+		}
+		fmt.Fprintf(&b, ": %s live in it", units.FormatBytes(l.Live))
+	case e.Device != nil && e.capRefused():
+		d := e.Device
+		fmt.Fprintf(&b, "the pool's cap (%s) refused %s in scope %q on device %s: %s reserved under it, %s allocated (largest free block %s)",
+			units.FormatBytes(d.Limit), units.FormatBytes(e.Requested), e.Scope, e.device, units.FormatBytes(d.Reserved),
+			units.FormatBytes(d.Allocated), units.FormatBytes(d.LargestFree))
+		b.WriteString("; raise it with Device.SetMaxReserved, or with the MaxReserved or MaxReservedFraction option at Open")
+		if d.DeviceTotal >= 0 {
+			fmt.Fprintf(&b, "; the device has %s free of %s", units.FormatBytes(d.DeviceFree), units.FormatBytes(d.DeviceTotal))
+		}
+	case e.Device != nil:
+		d := e.Device
+		fmt.Fprintf(&b, "device %s has no room for %s in scope %q: %s allocated, %s reserved (largest free block %s)",
+			e.device, units.FormatBytes(e.Requested), e.Scope, units.FormatBytes(d.Allocated), units.FormatBytes(d.Reserved),
+			units.FormatBytes(d.LargestFree))
+		if d.Limit > 0 {
+			fmt.Fprintf(&b, ", the pool's cap %s", units.FormatBytes(d.Limit))
+		}
+		if d.DeviceTotal >= 0 {
+			fmt.Fprintf(&b, ", %s free of %s on the device", units.FormatBytes(d.DeviceFree), units.FormatBytes(d.DeviceTotal))
+			if e.Requested > d.DeviceTotal {
+				b.WriteString(" (the request is larger than the device)")
+			}
+		}
+	default:
+		fmt.Fprintf(&b, "%s in scope %q", units.FormatBytes(e.Requested), e.Scope)
+	}
+	e.writeHolders(&b)
+	e.writeHelp(&b)
+	return b.String()
+}
+
+// writeHolders writes the scopes and the sites that hold the most.
+func (e *OOMError) writeHolders(b *strings.Builder) {
+	if len(e.Holders) > 0 {
+		b.WriteString("; largest holders:")
+		for i, h := range e.Holders {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(b, " scope %q %s in %s", h.Scope, units.FormatBytes(h.Bytes), units.Count(h.Buffers, "buffer"))
+			if h.Site != "" {
+				fmt.Fprintf(b, " (first allocated at %s)", h.Site)
+			}
+		}
+	}
+	if len(e.Sites) > 0 {
+		b.WriteString("; largest allocation sites:")
+		for i, s := range e.Sites {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(b, " %s %s", s.Site, units.FormatBytes(s.Bytes))
+		}
+	}
+}
+
+// writeHelp writes what would help, for what refused the allocation.
+func (e *OOMError) writeHelp(b *strings.Builder) {
+	switch {
+	case e.Limit != nil:
+		fmt.Fprintf(b, "; to fit, free buffers in scope %q early (Scope.Free), raise its Limit, or allocate less at once", e.Limit.Path)
+	case e.capRefused():
+		b.WriteString("; to fit, raise the cap, free buffers early, or use smaller batches")
+	default:
+		b.WriteString("; to fit, free buffers early, put a Limit on the scopes that grow, or use smaller batches")
+		if e.Cached > 0 {
+			fmt.Fprintf(b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", units.FormatBytes(e.Cached))
+		}
+	}
+}
+
+// capRefused reports whether the pool's cap refused the allocation, where
+// the device itself would have had room for it: the pool then names no
+// cause of the driver's.
+func (e *OOMError) capRefused() bool {
+	d := e.Device
+	return d != nil && d.Err == nil && d.Limit > 0 && (d.DeviceTotal < 0 || e.Requested <= d.DeviceTotal)
+}
+
+// Unwrap returns ErrOutOfMemory, which an OOMError is, and its cause: the
+// *LimitError or the *pool.OOMError.
+func (e *OOMError) Unwrap() []error {
+	switch {
+	case e.Limit != nil:
+		return []error{ErrOutOfMemory, e.Limit}
+	case e.Device != nil:
+		return []error{ErrOutOfMemory, e.Device}
+	}
+	return []error{ErrOutOfMemory}
+}
 
 // outOfMemory makes the error a user receives for an out-of-memory error
 // of an allocation of size bytes in scope path: an *OOMError that says

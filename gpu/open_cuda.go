@@ -3,7 +3,6 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/gpu/cuda"
@@ -22,10 +21,7 @@ func Open(i int, opts ...DeviceOption) (*Device, error) {
 		return nil, prefixed.Errorf("gpu", "HostMemory is for OpenHost; a GPU's memory is what it has (MaxReserved or MaxReservedFraction caps what its pool takes)")
 	}
 	drv, err := cuda.Open(i)
-	if errors.Is(err, cuda.ErrNoDevice) {
-		return nil, prefixed.KindWrap(ErrNoDevice, err, "")
-	}
-	if err != nil {
+	if err != nil { // a bad ordinal is ErrNoDevice
 		return nil, deviceError(err)
 	}
 	return newDevice(drv, fmt.Sprintf("cuda:%d", i), o)
@@ -45,7 +41,7 @@ func Devices() ([]DeviceInfo, error) {
 		return nil, deviceError(err)
 	}
 	if n == 0 {
-		return nil, prefixed.Kind(ErrNoDevice, "the CUDA driver reports no device")
+		return nil, prefixed.Kind("gpu", ErrNoDevice, "the CUDA driver reports no device")
 	}
 	out := make([]DeviceInfo, n)
 	for i := range out {

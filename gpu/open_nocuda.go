@@ -7,7 +7,7 @@ import "github.com/gpuscope/gpuscope/internal/prefixed"
 // Open opens CUDA device i. This build has no CUDA support: it always fails
 // with ErrNoDevice. Build with -tags cuda (docs/gpu-validation.md says how).
 func Open(i int, opts ...DeviceOption) (*Device, error) {
-	return nil, prefixed.Kind(ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda "+
+	return nil, prefixed.Kind("gpu", ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda "+
 		"(scripts/cuda-sdk.sh fetches what the build needs), or use gpu.OpenHost")
 }
 
@@ -21,7 +21,7 @@ type DeviceInfo struct {
 // Devices lists the CUDA devices. This build has none: it returns
 // ErrNoDevice.
 func Devices() ([]DeviceInfo, error) {
-	return nil, prefixed.Kind(ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda")
+	return nil, prefixed.Kind("gpu", ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda")
 }
 
 // CUDA reports whether this build has CUDA support (-tags cuda). A

@@ -34,11 +34,11 @@ func HostMemory(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		switch {
 		case bytes <= 0:
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "HostMemory(%d): must be positive", bytes))
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "HostMemory(%d): must be positive", bytes))
 		case bytes < host.PageSize:
 			// The pool takes memory a page at a time: on a smaller device
 			// no allocation could ever succeed.
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "HostMemory(%d): at least %s, the host device's page", bytes, Bytes(host.PageSize)))
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "HostMemory(%d): at least %s, the host device's page", bytes, Bytes(host.PageSize)))
 		}
 		o.hostMemory = bytes
 		return o
@@ -53,7 +53,7 @@ func MaxReserved(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		switch {
 		case bytes < 0:
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReserved(%d): the cap must not be negative (0: none)", bytes))
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "MaxReserved(%d): the cap must not be negative (0: none)", bytes))
 		case bytes > 0:
 			o.pool = append(o.pool, pool.MaxReserved(bytes))
 		}
@@ -67,7 +67,7 @@ func MaxReserved(bytes int64) DeviceOption {
 func MaxReservedFraction(f float64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
 		if !(f > 0 && f <= 1) {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f))
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "MaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f))
 			return o
 		}
 		o.pool = append(o.pool, pool.MaxReservedFraction(f))
@@ -187,7 +187,7 @@ func Name(name string) ScopeOption {
 func Reserve(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 || bytes > pool.MaxSize {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "Reserve(%d)", bytes))
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Reserve(%d)", bytes))
 		}
 		o.reserve = bytes
 		return o
@@ -204,7 +204,7 @@ func Reserve(bytes int64) ScopeOption {
 func Limit(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		if bytes <= 0 {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "Limit(%d)", bytes))
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Limit(%d)", bytes))
 		}
 		o.limit = bytes
 		return o

@@ -35,15 +35,15 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	}
 	size := int64(unsafe.Sizeof(*new(T)))
 	if n <= 0 || int64(n) > math.MaxInt64/size {
-		return HostSlice[T]{}, prefixed.Kind(ErrInvalidSize, "%d elements of %d bytes", n, size)
+		return HostSlice[T]{}, prefixed.Kind("gpu", ErrInvalidSize, "%d elements of %d bytes", n, size)
 	}
 	if s.dev.host.drv == nil {
-		return HostSlice[T]{}, prefixed.Kind(ErrNotSupported, "device %s has no page-locked host memory", s.dev.name)
+		return HostSlice[T]{}, prefixed.Kind("gpu", ErrNotSupported, "device %s has no page-locked host memory", s.dev.name)
 	}
 	b, err := s.dev.host.get(int64(n) * size)
 	if err != nil {
 		if pool.IsSourceOutOfMemory(err) {
-			return HostSlice[T]{}, prefixed.KindWrap(ErrOutOfMemory, err, "AllocHost of %s", Bytes(int64(n)*size))
+			return HostSlice[T]{}, prefixed.KindWrap("gpu", ErrOutOfMemory, err, "AllocHost of %s", Bytes(int64(n)*size))
 		}
 		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))
 	}
@@ -68,7 +68,7 @@ func (s *Scope) ownBlock(b *hostBlock) (scope.Owned, error) {
 }
 
 // errPinnedEnded is what a HostSlice's methods return once it was freed.
-var errPinnedEnded = prefixed.Kind(ErrScopeClosed, "the host memory was freed, or its scope ended")
+var errPinnedEnded = prefixed.Kind("gpu", ErrScopeClosed, "the host memory was freed, or its scope ended")
 
 // Free gives the memory back before its scope ends, to the device's cache,
 // which reuses it once the copies queued on it have completed. Use and
@@ -76,7 +76,7 @@ var errPinnedEnded = prefixed.Kind(ErrScopeClosed, "the host memory was freed, o
 // idempotent.
 func (h HostSlice[T]) Free() error {
 	if h.b == nil {
-		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
+		return prefixed.Kind("gpu", ErrWrongScope, "zero HostSlice")
 	}
 	b := h.b
 	if !b.gen.CompareAndSwap(h.gen, h.gen+1) {
@@ -107,7 +107,7 @@ func (h HostSlice[T]) Use(fn func(v []T) error) error {
 // hold calls fn with the address of the memory while it is live.
 func (h HostSlice[T]) hold(fn func(p unsafe.Pointer) error) error {
 	if h.b == nil {
-		return prefixed.Kind(ErrWrongScope, "zero HostSlice")
+		return prefixed.Kind("gpu", ErrWrongScope, "zero HostSlice")
 	}
 	defer h.b.leave()
 	if !h.b.enter(h.gen) {
@@ -132,10 +132,10 @@ func (x Slice[T]) CopyToHostAsync(h HostSlice[T], st *Stream) error {
 
 func (x Slice[T]) copyAsync(h HostSlice[T], st *Stream, toDevice bool) error {
 	if x.IsZero() {
-		return prefixed.Kind(ErrWrongScope, "zero Slice")
+		return prefixed.Kind("gpu", ErrWrongScope, "zero Slice")
 	}
 	if h.b == nil || h.b.cache.dev != x.dev || st == nil || st.dev != x.dev {
-		return prefixed.Kind(ErrWrongScope, "an asynchronous copy needs host memory and a stream of the slice's device")
+		return prefixed.Kind("gpu", ErrWrongScope, "an asynchronous copy needs host memory and a stream of the slice's device")
 	}
 	if h.n > x.n {
 		return prefixed.Errorf("gpu", "asynchronous copy of %d elements with a slice of %d", h.n, x.n)

@@ -65,7 +65,7 @@ func WithScope(ctx context.Context, dev *Device, fn func(s *Scope) error, opts .
 			err = errors.Join(err, evicted)
 		}
 		if torn && !errors.Is(err, ErrDeviceClosed) {
-			err = errors.Join(err, prefixed.Kind(ErrDeviceClosed, "while the scope was open (WithScope)"))
+			err = errors.Join(err, prefixed.Kind("gpu", ErrDeviceClosed, "while the scope was open (WithScope)"))
 		}
 		err = errors.Join(err, deviceError(cerr))
 	}()
@@ -90,7 +90,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	var stream uintptr
 	if o.stream != nil {
 		if o.stream.dev != d {
-			return nil, prefixed.Kind(ErrWrongScope, "OnStream: a stream of device %s for a scope of %s", o.stream.dev.name, d.name)
+			return nil, prefixed.Kind("gpu", ErrWrongScope, "OnStream: a stream of device %s for a scope of %s", o.stream.dev.name, d.name)
 		}
 		if o.stream.life.ended() {
 			return nil, prefixed.Wrap("gpu", errStreamEnded, "OnStream")
@@ -167,10 +167,10 @@ func (s *Scope) Context() context.Context {
 }
 
 // errNilScope is what the methods of a nil or zero *Scope return.
-var errNilScope = prefixed.Kind(ErrScopeClosed, "nil or zero Scope")
+var errNilScope = prefixed.Kind("gpu", ErrScopeClosed, "nil or zero Scope")
 
 // errEnded is the cause of the Context of a Scope that has ended.
-var errEnded = prefixed.Kind(ErrScopeClosed, "the scope has ended")
+var errEnded = prefixed.Kind("gpu", ErrScopeClosed, "the scope has ended")
 
 // Alloc allocates size bytes owned by the scope. In a scope opened with
 // [WaitForMemory] (or inside one) it waits for memory rather than fail.
@@ -235,10 +235,10 @@ func (s *Scope) owns(dev *Device, view int64, verb string) error {
 		return errZeroBuffer
 	}
 	if dev != s.dev {
-		return prefixed.Kind(ErrWrongScope, "buffer of device %s %s through a scope of %s", dev.name, verb, s.dev.name)
+		return prefixed.Kind("gpu", ErrWrongScope, "buffer of device %s %s through a scope of %s", dev.name, verb, s.dev.name)
 	}
 	if view != 0 {
-		return prefixed.Kind(ErrWrongScope, "a view cannot be %s; its buffer can", verb)
+		return prefixed.Kind("gpu", ErrWrongScope, "a view cannot be %s; its buffer can", verb)
 	}
 	return nil
 }

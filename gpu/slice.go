@@ -26,7 +26,7 @@ type Slice[T Elem] struct {
 func Alloc[T Elem](s *Scope, n int) (Slice[T], error) {
 	size := int64(unsafe.Sizeof(*new(T)))
 	if n <= 0 || int64(n) > math.MaxInt64/size {
-		return Slice[T]{}, prefixed.Kind(ErrInvalidSize, "%d elements of %d bytes", n, size)
+		return Slice[T]{}, prefixed.Kind("gpu", ErrInvalidSize, "%d elements of %d bytes", n, size)
 	}
 	b, err := s.Alloc(int64(n) * size)
 	if err != nil {
@@ -42,10 +42,10 @@ func (x Slice[T]) Len() int { return x.n }
 // that shares x's lifetime (see [Buffer.View]).
 func (x Slice[T]) View(i, j int) (Slice[T], error) {
 	if x.IsZero() {
-		return Slice[T]{}, prefixed.Kind(ErrWrongScope, "zero Slice")
+		return Slice[T]{}, prefixed.Kind("gpu", ErrWrongScope, "zero Slice")
 	}
 	if i < 0 || j <= i || j > x.n {
-		return Slice[T]{}, prefixed.Kind(ErrInvalidSize, "view [%d:%d] of a slice of %d", i, j, x.n)
+		return Slice[T]{}, prefixed.Kind("gpu", ErrInvalidSize, "view [%d:%d] of a slice of %d", i, j, x.n)
 	}
 	size := int64(unsafe.Sizeof(*new(T)))
 	b, err := x.Buffer.View(int64(i)*size, int64(j-i)*size)
@@ -76,7 +76,7 @@ func (x Slice[T]) CopyToHost(dst []T) error {
 // memory fit in, for op; dir says which way in its error: "into", "from".
 func (x Slice[T]) fits(op string, n int, dir string) error {
 	if x.IsZero() {
-		return prefixed.Kind(ErrWrongScope, "zero Slice")
+		return prefixed.Kind("gpu", ErrWrongScope, "zero Slice")
 	}
 	if n > x.n {
 		return prefixed.Errorf("gpu", "%s: %d elements %s a slice of %d", op, n, dir, x.n)
@@ -100,11 +100,11 @@ func bytesOf[T Elem](s []T) []byte {
 // runs on scope-owned memory without a copy.
 func (x Slice[T]) UseHost(fn func(v []T) error) error {
 	if x.IsZero() {
-		return prefixed.Kind(ErrWrongScope, "zero Slice")
+		return prefixed.Kind("gpu", ErrWrongScope, "zero Slice")
 	}
 	ha, ok := x.dev.drv.(driver.HostAddressable)
 	if !ok {
-		return prefixed.Kind(ErrNotSupported, "device %s's memory is not the program's to address", x.dev.name)
+		return prefixed.Kind("gpu", ErrNotSupported, "device %s's memory is not the program's to address", x.dev.name)
 	}
 	return x.Use(func(ptr uintptr) error {
 		mem, err := ha.HostBytes(ptr, x.Size())

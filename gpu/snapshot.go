@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -143,7 +144,7 @@ func frames(pcs []uintptr) []string {
 // buffers, largest first.
 func (d *Device) Summary() string {
 	if err := d.usable(); err != nil {
-		return "gpu: no summary: " + ownText(err)
+		return "gpu: no summary: " + prefixed.Text(err)
 	}
 	st := d.Stats()
 	var b strings.Builder

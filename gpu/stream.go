@@ -58,10 +58,10 @@ func (st *Stream) ID() uintptr {
 func (st *Stream) valid() bool { return st != nil && st.dev != nil }
 
 // errNilStream is what the methods of a nil or zero *Stream return.
-var errNilStream = prefixed.Kind(ErrScopeClosed, "nil or zero Stream")
+var errNilStream = prefixed.Kind("gpu", ErrScopeClosed, "nil or zero Stream")
 
 // errStreamEnded is what the methods of a Stream return once it has ended.
-var errStreamEnded = prefixed.Kind(ErrScopeClosed, "the stream ended with its scope")
+var errStreamEnded = prefixed.Kind("gpu", ErrScopeClosed, "the stream ended with its scope")
 
 // Synchronize waits until the work queued on the stream has completed, and
 // reports the first error of work that ran asynchronously.

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/spares"
 )
 
@@ -29,10 +28,6 @@ func Rounded(n int64) int64 { return roundSize(n) }
 
 // MaxSize is the largest size Alloc accepts: 256 TiB, beyond any device.
 const MaxSize int64 = 1 << 48
-
-// ErrInvalidSize means a size that is zero, negative, or larger than any
-// device could hold (MaxSize).
-var ErrInvalidSize = prefixed.New("pool", "invalid size")
 
 // roundSize rounds a request up to a multiple of minBlock.
 func roundSize(n int64) int64 {

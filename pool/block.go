@@ -5,8 +5,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-
-	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // This file is the bottom of the pool: the memory it holds, as segments
@@ -57,10 +55,6 @@ type Block struct {
 	blk    *block
 	gen    uint64
 }
-
-// ErrInvalidBlock means a Block that this pool did not hand out, one that
-// was already freed (a double free), or the zero Block.
-var ErrInvalidBlock = prefixed.New("pool", "invalid block")
 
 // Ptr returns the device address of the block.
 func (b Block) Ptr() uintptr { return b.ptr }

@@ -4,13 +4,34 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
 
-// ErrOutOfMemory means the source could not provide the memory, even after
-// the pool released what it caches. The error also is an *OOMError.
-var ErrOutOfMemory = prefixed.New("pool", "out of memory")
+// Sentinel errors, for errors.Is. All but ErrInvalidBlock are package
+// gpu's, declared once (internal/errdefs) for every layer that reports the
+// failure: pool.ErrOutOfMemory is gpu.ErrOutOfMemory, so a pool's user
+// and a gpu's test the same sentinel. The errors the pool returns say
+// "pool: " and the sentinel's text.
+var (
+	// ErrOutOfMemory means the source could not provide the memory, even
+	// after the pool released what it caches, or the cap refused it. The
+	// error also is an *OOMError.
+	ErrOutOfMemory = errdefs.OutOfMemory
+	// ErrInvalidSize means a size that is zero, negative, or larger than
+	// any device could hold (MaxSize), or a cap or option out of range.
+	ErrInvalidSize = errdefs.InvalidSize
+	// ErrClosed means the pool was closed: [Pool.Close] makes later
+	// allocations fail with it. It is gpu's ErrDeviceClosed.
+	ErrClosed = errdefs.Closed
+	// ErrInvalidBlock means a Block that this pool did not hand out, one
+	// that was already freed (a double free), or the zero Block.
+	ErrInvalidBlock = prefixed.New("pool", "invalid block")
+)
+
+// errClosed is ErrClosed in the pool's words.
+var errClosed = prefixed.Kind("pool", ErrClosed, "")
 
 // OOMError describes an allocation the pool could not satisfy.
 type OOMError struct {
@@ -25,8 +46,12 @@ type OOMError struct {
 	Err         error   // what the source said, or nil when the limit refused it
 }
 
-func (e *OOMError) Error() string {
-	msg := fmt.Sprintf("pool: out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
+func (e *OOMError) Error() string { return "pool: " + e.Text() }
+
+// Text is the message without the package's prefix, for a layer above
+// that wraps it.
+func (e *OOMError) Text() string {
+	msg := fmt.Sprintf("out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
 		units.FormatBytes(e.Requested), units.FormatBytes(e.Allocated), units.FormatBytes(e.Reserved), units.FormatBytes(e.LargestFree))
 	if e.Limit > 0 {
 		msg += fmt.Sprintf(", limit %s", units.FormatBytes(e.Limit))

@@ -162,7 +162,7 @@ var exported = []string{
 	"EventSource", "Expand", "ExpandAlways", "ExpandAuto", "ExpandNever", "Expansion",
 	"GrowthStep", "IsSourceOutOfMemory", "IsStreamGone",
 	"MaxReserved", "MaxReservedFraction", "MaxSize", "MaxSplitSize", "New", "NewRegion",
-	"OOMError", "OOMError.Error", "OOMError.Unwrap", "Option", "PageMapper",
+	"OOMError", "OOMError.Error", "OOMError.Text", "OOMError.Unwrap", "Option", "PageMapper",
 	"Pool", "Pool.Alloc", "Pool.AllocContext", "Pool.AllocOn", "Pool.Close", "Pool.EmptyCache",
 	"Pool.Expandable", "Pool.Free", "Pool.MaxReserved", "Pool.Observe", "Pool.RecordUse",
 	"Pool.ResetPeaks", "Pool.RetireStream", "Pool.SetMaxReserved", "Pool.SetMaxReservedFraction",

@@ -71,7 +71,7 @@ func (l *ledger) addReserved(n int64) {
 // none.
 func (l *ledger) fractionOf(f float64) (int64, error) {
 	if !(f > 0 && f <= 1) {
-		return 0, prefixed.Kind(ErrInvalidSize, "a fraction of the device must be in (0, 1], not %v", f)
+		return 0, prefixed.Kind("pool", ErrInvalidSize, "a fraction of the device must be in (0, 1], not %v", f)
 	}
 	if l.total <= 0 {
 		return 0, prefixed.Errorf("pool", "a fraction of the device needs its total memory, and the source reported %d", l.total)

@@ -69,7 +69,7 @@ func buildOptions(opts []Option) (options, error) {
 func MaxReserved(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes <= 0 {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReserved(%d): must be positive", bytes))
+			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "MaxReserved(%d): must be positive", bytes))
 		}
 		o.limit = bytes
 	})
@@ -80,7 +80,7 @@ func MaxReserved(bytes int64) Option {
 func MaxReservedFraction(f float64) Option {
 	return optionFunc(func(o *options) {
 		if !(f > 0 && f <= 1) {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxReservedFraction(%v): must be in (0, 1]", f))
+			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "MaxReservedFraction(%v): must be in (0, 1]", f))
 		}
 		o.limitFraction = f
 	})
@@ -93,7 +93,7 @@ func MaxReservedFraction(f float64) Option {
 func ReleaseThreshold(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes < 0 {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "ReleaseThreshold(%d): must not be negative", bytes))
+			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "ReleaseThreshold(%d): must not be negative", bytes))
 		}
 		o.releaseThreshold = bytes
 	})
@@ -107,7 +107,7 @@ func ReleaseThreshold(bytes int64) Option {
 func MaxSplitSize(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes <= midSegment {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "MaxSplitSize(%d): must be larger than %d", bytes, midSegment))
+			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "MaxSplitSize(%d): must be larger than %d", bytes, midSegment))
 		}
 		o.maxSplit = bytes
 	})
@@ -128,7 +128,7 @@ func Expand(e Expansion) Option {
 func Shards(n int) Option {
 	return optionFunc(func(o *options) {
 		if n < 1 || n > 1024 {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "Shards(%d): must be in [1, 1024]", n))
+			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "Shards(%d): must be in [1, 1024]", n))
 		}
 		o.shards = n
 	})
@@ -151,7 +151,7 @@ const DefaultGrowthStep = 10 << 20
 func GrowthStep(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes < 0 || bytes > MaxSize {
-			o.errs = append(o.errs, prefixed.Kind(ErrInvalidSize, "GrowthStep(%d): must be in [0, MaxSize]", bytes))
+			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "GrowthStep(%d): must be in [0, MaxSize]", bytes))
 		}
 		o.growthStep = bytes
 	})

@@ -148,10 +148,10 @@ func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
 // (docs/pool.md has the figures).
 func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Block, error) {
 	if size <= 0 || size > MaxSize {
-		return Block{}, prefixed.Kind(ErrInvalidSize, "%d bytes", size)
+		return Block{}, prefixed.Kind("pool", ErrInvalidSize, "%d bytes", size)
 	}
 	if p.closed.Load() {
-		return Block{}, ErrClosed
+		return Block{}, errClosed
 	}
 	r := roundSize(size)
 	if r > smallMax {
@@ -219,7 +219,7 @@ func (p *Pool) Observe(fn func(alloc bool, b Block)) {
 func (p *Pool) Free(b Block) error {
 	blk := b.blk
 	if blk == nil {
-		return prefixed.Kind(ErrInvalidBlock, "zero Block")
+		return prefixed.Kind("pool", ErrInvalidBlock, "zero Block")
 	}
 	sh := p.front.lockOwner(blk)
 	if sh == nil || blk.live != b.gen {
@@ -227,9 +227,9 @@ func (p *Pool) Free(b Block) error {
 			sh.mu.Unlock()
 		}
 		if blk.seg.guard != &p.mu {
-			return prefixed.Kind(ErrInvalidBlock, "block at %#x belongs to another pool", b.ptr)
+			return prefixed.Kind("pool", ErrInvalidBlock, "block at %#x belongs to another pool", b.ptr)
 		}
-		return prefixed.Kind(ErrInvalidBlock, "block at %#x (%d bytes) was already freed", b.ptr, b.size)
+		return prefixed.Kind("pool", ErrInvalidBlock, "block at %#x (%d bytes) was already freed", b.ptr, b.size)
 	}
 	blk.live = 0
 	if o := p.observer.Load(); o != nil {
@@ -321,7 +321,7 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 	if p.closed.Load() {
 		// It passed the check at its start, and Close has emptied the pool
 		// since: growing now would leave memory nobody releases.
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	retried, squeeze := false, false
 	for range maxGrowAttempts {
@@ -542,10 +542,6 @@ func (p *Pool) freeSegments(segs []*segment) []error {
 	return errs
 }
 
-// ErrClosed means the pool was closed: [Pool.Close] makes later allocations
-// fail with it.
-var ErrClosed = prefixed.New("pool", "closed")
-
 // Close releases everything the pool caches and makes later allocations
 // fail with ErrClosed. If blocks are still live it returns an error saying
 // how many; their memory is released when they are freed. Close is
@@ -662,7 +658,7 @@ func (p *Pool) Snapshot() Snapshot {
 // each such stream and reuses b only after they have completed.
 func (p *Pool) RecordUse(b Block, stream uintptr) error {
 	blk := b.blk
-	notLive := prefixed.Kind(ErrInvalidBlock, "RecordUse on a block that is not live")
+	notLive := prefixed.Kind("pool", ErrInvalidBlock, "RecordUse on a block that is not live")
 	if blk == nil || blk.seg.guard != &p.mu {
 		return notLive
 	}
@@ -696,7 +692,7 @@ func (p *Pool) RecordUse(b Block, stream uintptr) error {
 func (p *Pool) WaitForUses(b Block, except uintptr) error {
 	blk := b.blk
 	if blk == nil || blk.seg.guard != &p.mu {
-		return prefixed.Kind(ErrInvalidBlock, "WaitForUses on a block of another pool, or none")
+		return prefixed.Kind("pool", ErrInvalidBlock, "WaitForUses on a block of another pool, or none")
 	}
 	streams := p.streams.usersOf(blk, b.stream)
 	streams = slices.DeleteFunc(streams, func(s uintptr) bool { return s == except })
@@ -743,10 +739,10 @@ func (p *Pool) MaxReserved() int64 { return p.ledger.limit.Load() }
 // new cap holds all the same). Safe for concurrent use with allocations.
 func (p *Pool) SetMaxReserved(bytes int64) error {
 	if bytes < 0 {
-		return prefixed.Kind(ErrInvalidSize, "SetMaxReserved(%d): the cap must not be negative (0 removes it)", bytes)
+		return prefixed.Kind("pool", ErrInvalidSize, "SetMaxReserved(%d): the cap must not be negative (0 removes it)", bytes)
 	}
 	if p.closed.Load() {
-		return ErrClosed
+		return errClosed
 	}
 	// Under growMu no growth is half done: each one after this sees the
 	// new cap from its start.

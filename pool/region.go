@@ -22,7 +22,7 @@ type Region struct {
 // NewRegion returns a Region over [ptr, ptr+size).
 func NewRegion(ptr uintptr, size int64) (*Region, error) {
 	if size < minBlock || size > MaxSize {
-		return nil, prefixed.Kind(ErrInvalidSize, "region of %d bytes", size)
+		return nil, prefixed.Kind("pool", ErrInvalidSize, "region of %d bytes", size)
 	}
 	r := &Region{live: map[uintptr]*block{}, base: ptr, size: size}
 	r.a.key.small = true // split any remainder of minBlock or more
@@ -60,7 +60,7 @@ func (r *Region) Free(ptr uintptr) error {
 	defer r.mu.Unlock()
 	b, ok := r.live[ptr]
 	if !ok {
-		return prefixed.Kind(ErrInvalidBlock, "%#x is not a live allocation of this region", ptr)
+		return prefixed.Kind("pool", ErrInvalidBlock, "%#x is not a live allocation of this region", ptr)
 	}
 	delete(r.live, ptr)
 	r.used -= b.size

@@ -55,6 +55,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"func NewTree",
 		"method LimitError.Error",
 		"method LimitError.Is",
+		"method LimitError.Text",
 		"method Owned.Disown",
 		"method Owned.Reown",
 		"method Ref.RecordUse",
@@ -91,9 +92,5 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"field TreeOptions.Evicted",
 		"field TreeOptions.OnRelease",
 		"field TreeOptions.Scrub",
-		"var ErrClosed",
-		"var ErrFreed",
-		"var ErrNotKept",
-		"var ErrWrongScope",
 	}, apitest.Fields())
 }

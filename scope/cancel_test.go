@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -43,9 +44,9 @@ func TestAClosedScopeRefusesEverything(t *testing.T) {
 	require.NoError(t, s.Close(), "Close is idempotent")
 
 	_, err = s.Alloc(512)
-	assert.ErrorIs(t, err, scope.ErrClosed)
-	assert.ErrorIs(t, s.Free(a), scope.ErrClosed)
+	assert.ErrorIs(t, err, errdefs.ScopeClosed)
+	assert.ErrorIs(t, s.Free(a), errdefs.ScopeClosed)
 	_, err = tr.Open(s.Context(), s, scope.Options{})
-	assert.ErrorIs(t, err, scope.ErrClosed)
+	assert.ErrorIs(t, err, errdefs.ScopeClosed)
 	assert.True(t, s.Closed())
 }

@@ -3,12 +3,22 @@ package scope
 import (
 	"fmt"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
+// The sentinels of the failures a scope reports are package gpu's, declared
+// once (internal/errdefs): a scope's errors say "scope: " and the
+// sentinel's text, and match gpu.ErrScopeClosed, gpu.ErrFreed,
+// gpu.ErrWrongScope, gpu.ErrNotKept, gpu.ErrInvalidSize and
+// gpu.ErrOutOfMemory.
+
+// errTreeClosed is what opening a scope in a closed tree fails with.
+var errTreeClosed = prefixed.Kind("scope", errdefs.ScopeClosed, "the tree was closed (Tree.Close)")
+
 // LimitError reports an allocation that would take a scope past its limit.
-// It is an out-of-memory error: errors.Is(err, pool.ErrOutOfMemory).
+// It is an out-of-memory error: errors.Is(err, gpu.ErrOutOfMemory).
 type LimitError struct {
 	Path      string // the path of the scope whose limit refused it
 	Scope     Scope  // that scope
@@ -17,10 +27,14 @@ type LimitError struct {
 	Requested int64
 }
 
-func (e *LimitError) Error() string {
-	return fmt.Sprintf("scope: out of memory: %q limit %s: %s live, %s requested",
-		e.Path, units.FormatBytes(e.Limit), units.FormatBytes(e.Live), units.FormatBytes(e.Requested))
+func (e *LimitError) Error() string { return "scope: " + e.Text() }
+
+// Text is the message without the package's prefix, for a layer above
+// that wraps it.
+func (e *LimitError) Text() string {
+	return fmt.Sprintf("out of memory: the limit of scope %q (%s) refused %s: %s live in it",
+		e.Path, units.FormatBytes(e.Limit), units.FormatBytes(e.Requested), units.FormatBytes(e.Live))
 }
 
-// Is makes a LimitError match pool.ErrOutOfMemory.
-func (e *LimitError) Is(target error) bool { return target == pool.ErrOutOfMemory }
+// Is makes a LimitError match gpu.ErrOutOfMemory.
+func (e *LimitError) Is(target error) bool { return target == errdefs.OutOfMemory }

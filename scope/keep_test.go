@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -26,10 +27,10 @@ func TestKeepHandsTheAllocationToTheParent(t *testing.T) {
 	assert.Equal(t, int64(4096), parent.Stats().Live, "the parent counted it all along")
 	require.NoError(t, child.Close())
 	assert.NoError(t, a.Use(func(uintptr) error { return nil }), "it outlives the child")
-	assert.ErrorIs(t, child.Keep(a), scope.ErrClosed, "the child has ended")
-	assert.ErrorIs(t, parent.Keep(a), scope.ErrNotKept, "a root has no parent")
+	assert.ErrorIs(t, child.Keep(a), errdefs.ScopeClosed, "the child has ended")
+	assert.ErrorIs(t, parent.Keep(a), errdefs.NotKept, "a root has no parent")
 	require.NoError(t, parent.Free(a))
-	assert.ErrorIs(t, parent.Free(a), scope.ErrFreed)
+	assert.ErrorIs(t, parent.Free(a), errdefs.Freed)
 }
 
 func TestKeepOutOfTheScopesOwnReservationIsRefused(t *testing.T) {
@@ -41,7 +42,7 @@ func TestKeepOutOfTheScopesOwnReservationIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	a, err := child.Alloc(4096)
 	require.NoError(t, err)
-	assert.ErrorIs(t, child.Keep(a), scope.ErrNotKept)
+	assert.ErrorIs(t, child.Keep(a), errdefs.NotKept)
 	assert.Equal(t, child, a.Owner(), "a refused Keep changes nothing")
 	require.NoError(t, child.Close())
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -25,7 +26,7 @@ func TestALimitCountsChildrenAndRefusesWithoutCharging(t *testing.T) {
 	var le *scope.LimitError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, scope.LimitError{Path: "root", Scope: root, Limit: 64 << 10, Live: 48 << 10, Requested: 32 << 10}, *le)
-	assert.ErrorIs(t, err, pool.ErrOutOfMemory, "a limit is an out-of-memory error")
+	assert.ErrorIs(t, err, errdefs.OutOfMemory, "a limit is an out-of-memory error")
 	assert.Equal(t, int64(48<<10), root.Stats().Live, "the refused bytes are not counted")
 	assert.Equal(t, int64(48<<10), child.Stats().Live)
 
@@ -45,5 +46,5 @@ func TestALimitCountsRoundedBytes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pool.Rounded(1), s.Stats().Live, "a 1-byte buffer holds a rounded block")
 	_, err = s.Alloc(1024)
-	assert.ErrorIs(t, err, pool.ErrOutOfMemory)
+	assert.ErrorIs(t, err, errdefs.OutOfMemory)
 }

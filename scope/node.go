@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -239,7 +240,7 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 // usable reports why the scope cannot allocate, if it cannot.
 func (n *node) usable() error {
 	if n.closed() {
-		return prefixed.Kind(ErrClosed, "scope %q has ended", n.pathName())
+		return prefixed.Kind("scope", errdefs.ScopeClosed, "scope %q has ended", n.pathName())
 	}
 	select {
 	case <-n.done:
@@ -282,16 +283,13 @@ func (n *node) uncharge(size int64, stop *node) {
 	}
 }
 
-// ErrWrongScope means the allocation belongs to another scope or device.
-var ErrWrongScope = prefixed.New("scope", "allocation belongs to another scope")
-
 // detach checks that n owns the allocation r names, live, and takes it off
 // the list, marking it with state to. The state of the allocations on n's
 // list changes only under n.mu, so that Close, Free and Keep agree on who
 // ends each one. Called with n.mu held.
 func (n *node) detach(r Ref, to uint64) error {
 	if r.slot == nil {
-		return prefixed.Kind(ErrWrongScope, "zero buffer")
+		return prefixed.Kind("scope", errdefs.WrongScope, "zero buffer")
 	}
 	if err := r.err(); err != nil {
 		return err
@@ -299,11 +297,11 @@ func (n *node) detach(r Ref, to uint64) error {
 	sl := r.slot
 	switch o := sl.owner.Load(); {
 	case o == nil:
-		return prefixed.Kind(ErrWrongScope, "it is being kept by a parent scope")
+		return prefixed.Kind("scope", errdefs.WrongScope, "it is being kept by a parent scope")
 	case o.tree != n.tree:
-		return prefixed.Kind(ErrWrongScope, "it was allocated on another device")
+		return prefixed.Kind("scope", errdefs.WrongScope, "it was allocated on another device")
 	case o != n:
-		return prefixed.Kind(ErrWrongScope, "owned by another scope, freed through %q", n.pathName())
+		return prefixed.Kind("scope", errdefs.WrongScope, "owned by another scope, freed through %q", n.pathName())
 	}
 	if to != live && !sl.mark(to) {
 		panic("scope: bug: an allocation on a scope's list is not live")

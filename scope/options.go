@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -30,10 +31,10 @@ func (o Options) check() error {
 // negative limit.
 func (o Options) checkReserve() error {
 	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return prefixed.Kind(pool.ErrInvalidSize, "reserve %d, limit %d", o.Reserve, o.Limit)
+		return prefixed.Kind("scope", errdefs.InvalidSize, "reserve %d, limit %d", o.Reserve, o.Limit)
 	}
 	if o.Limit > 0 && o.Reserve > o.Limit {
-		return prefixed.Kind(pool.ErrInvalidSize, "reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+		return prefixed.Kind("scope", errdefs.InvalidSize, "reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
 	}
 	if o.Reserve > 0 && o.Stream != 0 {
 		// A reservation is memory of one stream that its children share;

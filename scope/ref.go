@@ -3,6 +3,7 @@ package scope
 import (
 	"runtime"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
@@ -15,13 +16,18 @@ type Ref struct {
 	gen  uint64
 }
 
-// ErrFreed means the allocation was freed already.
-var ErrFreed = prefixed.New("scope", "allocation already freed")
+// The errors a stale Ref fails with: made once, since a use of a stale
+// handle must not allocate.
+var (
+	errRefFreed = prefixed.Kind("scope", errdefs.Freed, "the buffer was freed (Scope.Free); its handle is stale")
+	errRefEnded = prefixed.Kind("scope", errdefs.ScopeClosed,
+		"the buffer's scope has ended (Scope.Keep hands a buffer to the parent scope, to outlive its own)")
+)
 
 // WithPtr calls fn with the device address off bytes into the allocation
 // (a view's address) and the stream the allocation's owner orders its work
 // on, holding the allocation live until fn returns: it cannot be released
-// meanwhile. Once the allocation has ended it returns ErrFreed or ErrClosed
+// meanwhile. Once the allocation has ended it returns gpu.ErrFreed or gpu.ErrScopeClosed
 // without calling fn; otherwise it returns what fn returns. The caller
 // keeps off within the allocation.
 func (r Ref) WithPtr(off uintptr, fn func(ptr, stream uintptr) error) error {
@@ -68,7 +74,7 @@ func (r Ref) RecordUse(stream uintptr) error {
 // r is live.
 func (r Ref) acquire() error {
 	if r.slot == nil {
-		return ErrFreed
+		return errRefFreed
 	}
 	for {
 		w := r.slot.word.Load()
@@ -88,7 +94,7 @@ func (r Ref) acquire() error {
 // check returns why r cannot be used, given its slot's word w.
 func (r Ref) check(w uint64) error {
 	if genOf(w) != r.gen {
-		return ErrFreed // the slot serves another allocation now
+		return errRefFreed // the slot serves another allocation now
 	}
 	if s := stateOf(w); s == evicted {
 		return r.slot.tree.evicted
@@ -98,7 +104,7 @@ func (r Ref) check(w uint64) error {
 
 func (r Ref) err() error {
 	if r.slot == nil {
-		return ErrFreed
+		return errRefFreed
 	}
 	return r.check(r.slot.word.Load())
 }
@@ -106,9 +112,9 @@ func (r Ref) err() error {
 func stateErr(state uint64) error {
 	switch state {
 	case freed:
-		return ErrFreed
+		return errRefFreed
 	case released:
-		return ErrClosed
+		return errRefEnded
 	}
 	return nil
 }

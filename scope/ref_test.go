@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -31,7 +32,7 @@ func TestWithPtrPassesTheAddressOffBytesInWhileTheAllocationIsLive(t *testing.T)
 
 	require.NoError(t, s.Free(r))
 	called := false
-	assert.ErrorIs(t, r.WithPtr(0, func(_, _ uintptr) error { called = true; return nil }), scope.ErrFreed)
-	assert.ErrorIs(t, r.WithPtr(0, func(uintptr, uintptr) error { called = true; return nil }), scope.ErrFreed)
+	assert.ErrorIs(t, r.WithPtr(0, func(_, _ uintptr) error { called = true; return nil }), errdefs.Freed)
+	assert.ErrorIs(t, r.WithPtr(0, func(uintptr, uintptr) error { called = true; return nil }), errdefs.Freed)
 	assert.False(t, called, "fn is not called once the allocation has ended")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -39,8 +40,8 @@ func TestAllocationsComeFromTheNearestReservationThenThePool(t *testing.T) {
 	require.NoError(t, child.Close())
 	assert.Equal(t, fromPool, p.Stats().Allocated, "the pool's block went back; the reservation stays")
 	assert.Equal(t, int64(1<<20), root.Stats().Live, "only the reservation is left")
-	assert.ErrorIs(t, a.Use(func(uintptr) error { return nil }), scope.ErrClosed)
-	assert.ErrorIs(t, big.Use(func(uintptr) error { return nil }), scope.ErrClosed)
+	assert.ErrorIs(t, a.Use(func(uintptr) error { return nil }), errdefs.ScopeClosed)
+	assert.ErrorIs(t, big.Use(func(uintptr) error { return nil }), errdefs.ScopeClosed)
 
 	require.NoError(t, root.Close())
 	assert.Zero(t, p.Stats().Allocated, "closing the root gave its reservation back")
@@ -49,7 +50,7 @@ func TestAllocationsComeFromTheNearestReservationThenThePool(t *testing.T) {
 func TestAReservationBeyondTheDeviceIsRefusedWithNothingHeld(t *testing.T) {
 	tr := newTree(t)
 	_, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Reserve: pool.MaxSize + 1})
-	assert.ErrorIs(t, err, pool.ErrInvalidSize)
+	assert.ErrorIs(t, err, errdefs.InvalidSize)
 	_, err = tr.Open(context.Background(), scope.Scope{}, scope.Options{Reserve: 1 << 20, Limit: 1 << 10})
 	assert.ErrorContains(t, err, "exceeds the scope's limit")
 	assert.Empty(t, tr.Scopes())
@@ -108,7 +109,7 @@ func TestAReservingChildWhoseParentEndsMeanwhileGivesEverythingBack(t *testing.T
 	})
 	_, err = tr.Open(context.Background(), parent, scope.Options{Name: "child", Reserve: 1 << 20})
 	restore()
-	require.ErrorIs(t, err, scope.ErrClosed)
+	require.ErrorIs(t, err, errdefs.ScopeClosed)
 	<-parentEnded
 	require.NoError(t, parentErr)
 

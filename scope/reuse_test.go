@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
@@ -27,8 +28,8 @@ func TestGenerationWrapsAroundAndStaleRefsStillFail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), b.Gen(), "after the last generation comes 1, never 0")
 	assert.False(t, b.IsZero())
-	assert.ErrorIs(t, last.Use(func(uintptr) error { return nil }), scope.ErrFreed, "the handle from before the wrap is stale")
-	assert.ErrorIs(t, s.Free(last), scope.ErrFreed)
+	assert.ErrorIs(t, last.Use(func(uintptr) error { return nil }), errdefs.Freed, "the handle from before the wrap is stale")
+	assert.ErrorIs(t, s.Free(last), errdefs.Freed)
 	// a had generation 1 too: a handle 2^48 uses of its slot old names
 	// the slot's use again. That is the bound the 48 bits set.
 	assert.Equal(t, a.Gen(), b.Gen())
@@ -52,11 +53,11 @@ func TestEndedScopesNodesAreReusedOnce(t *testing.T) {
 				for range 10 {
 					c, err := tr.Open(parent.Context(), scope.Scope{}, scope.Options{})
 					if err != nil {
-						assert.ErrorIs(t, err, scope.ErrClosed)
+						assert.ErrorIs(t, err, errdefs.ScopeClosed)
 						return
 					}
 					if _, err := c.Alloc(100); err != nil {
-						assert.ErrorIs(t, err, scope.ErrClosed)
+						assert.ErrorIs(t, err, errdefs.ScopeClosed)
 					}
 					assert.NoError(t, c.Close())
 				}

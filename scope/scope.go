@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -14,7 +15,7 @@ import (
 // A Scope is a small value, a handle to a node of the tree and the epoch
 // of the node's use it names: nodes are reused once their scope ends, and
 // every method of a Scope whose node has moved on acts as on a closed
-// scope (ErrClosed, zero stats), never on the scope that uses the node now.
+// scope (gpu.ErrScopeClosed, zero stats), never on the scope that uses the node now.
 // The zero Scope is closed.
 type Scope struct {
 	n      *node
@@ -22,10 +23,6 @@ type Scope struct {
 	zeroed bool // copies of the node's flags, which do not change during a use
 	waits  bool
 }
-
-// ErrClosed means the scope, or the scope that owned an allocation, has
-// ended.
-var ErrClosed = prefixed.New("scope", "closed")
 
 // lock locks the node and reports whether s still names its use; on false
 // the node is unlocked.
@@ -59,11 +56,11 @@ func (s Scope) Path() string {
 // Context returns a context that carries the scope, so that a scope opened
 // with it is a child of this one. It is done when the context the scope was
 // opened with is done. Once the scope has ended it is a context already
-// done with ErrClosed as its cause: a scope opened from it fails.
+// done with gpu.ErrScopeClosed as its cause: a scope opened from it fails.
 func (s Scope) Context() context.Context {
 	if !s.lock() {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(ErrClosed)
+		cancel(errdefs.ScopeClosed)
 		return ctx
 	}
 	defer s.n.mu.Unlock()
@@ -105,11 +102,11 @@ func (s Scope) Closed() bool {
 	return e != s.epoch || e&1 == 0
 }
 
-// Err returns why the scope cannot allocate, as Alloc would: ErrClosed
+// Err returns why the scope cannot allocate, as Alloc would: gpu.ErrScopeClosed
 // once it ended, its context's cause once that is done; nil otherwise.
 func (s Scope) Err() error {
 	if !s.lock() {
-		return prefixed.Kind(ErrClosed, "the scope has ended")
+		return prefixed.Kind("scope", errdefs.ScopeClosed, "the scope has ended")
 	}
 	defer s.n.mu.Unlock()
 	return s.n.usable()
@@ -144,10 +141,10 @@ func (s Scope) children() []Scope {
 // that recording the allocation takes anyway.
 func (s Scope) Alloc(size int64) (Ref, error) {
 	if size <= 0 || size > pool.MaxSize {
-		return Ref{}, prefixed.Kind(pool.ErrInvalidSize, "%d bytes", size)
+		return Ref{}, prefixed.Kind("scope", errdefs.InvalidSize, "%d bytes", size)
 	}
 	if !s.lock() {
-		return Ref{}, prefixed.Kind(ErrClosed, "allocating through a scope that has ended")
+		return Ref{}, prefixed.Kind("scope", errdefs.ScopeClosed, "allocating through a scope that has ended")
 	}
 	defer s.n.mu.Unlock()
 	r, err := s.n.allocLocked(size)
@@ -164,10 +161,10 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 // Once Free has taken the allocation it is freed, whatever happens to its
 // memory after: an error from giving memory back to the device (a driver
 // that fails to free) says so, and the allocation is not to be freed again
-// (a second Free is ErrFreed, as after any other).
+// (a second Free is gpu.ErrFreed, as after any other).
 func (s Scope) Free(r Ref) error {
 	if !s.lock() {
-		return prefixed.Kind(ErrClosed, "Free through a scope that has ended")
+		return prefixed.Kind("scope", errdefs.ScopeClosed, "Free through a scope that has ended")
 	}
 	n := s.n
 	if err := n.detach(r, freed); err != nil {
@@ -202,17 +199,13 @@ func (s Scope) Free(r Ref) error {
 	return nil
 }
 
-// ErrNotKept means Keep cannot move the allocation to the parent: the scope
-// is a root, or the allocation lies in the scope's own reservation.
-var ErrNotKept = prefixed.New("scope", "allocation cannot be kept")
-
 // Keep moves the allocation r names to the parent scope, so that it
 // outlives this one; r stays valid. It fails for a root scope, a closed
 // parent, and memory in this scope's own reservation, which ends with the
 // scope.
 func (s Scope) Keep(r Ref) error {
 	if !s.lock() {
-		return prefixed.Kind(ErrClosed, "Keep through a scope that has ended")
+		return prefixed.Kind("scope", errdefs.ScopeClosed, "Keep through a scope that has ended")
 	}
 	n := s.n
 	defer n.mu.Unlock()
@@ -221,7 +214,7 @@ func (s Scope) Keep(r Ref) error {
 	}
 	p := n.parent
 	if p == nil {
-		return prefixed.Kind(ErrNotKept, "Keep in %q: a root scope has no parent", n.pathName())
+		return prefixed.Kind("scope", errdefs.NotKept, "Keep in %q: a root scope has no parent", n.pathName())
 	}
 	if err := n.detach(r, live); err != nil {
 		return err
@@ -234,13 +227,13 @@ func (s Scope) Keep(r Ref) error {
 		return err
 	}
 	if sl.reservedIn == n {
-		return stay(prefixed.Kind(ErrNotKept, "Keep in %q: the buffer lies in this scope's reservation, which ends with it", n.pathName()))
+		return stay(prefixed.Kind("scope", errdefs.NotKept, "Keep in %q: the buffer lies in this scope's reservation, which ends with it", n.pathName()))
 	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed() {
-		return stay(prefixed.Kind(ErrClosed, "Keep in %q: its parent has ended", n.pathName()))
+		return stay(prefixed.Kind("scope", errdefs.ScopeClosed, "Keep in %q: its parent has ended", n.pathName()))
 	}
 	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
@@ -272,14 +265,14 @@ func (s Scope) Keep(r Ref) error {
 // released, then r.Final is called (last owned first). Work queued on a
 // stream must complete in End for its memory to go back safely; what the
 // release itself may queue on the stream (zeroing freed memory) must come
-// before Final destroys it. It fails with ErrClosed, calling nothing, once
+// before Final destroys it. It fails with gpu.ErrScopeClosed, calling nothing, once
 // the scope has ended.
 func (s Scope) OwnResource(r Resource) (Owned, error) {
 	if r.End == nil && r.Final == nil {
 		return Owned{}, prefixed.Errorf("scope", "OwnResource: no function")
 	}
 	if !s.lock() {
-		return Owned{}, prefixed.Kind(ErrClosed, "Own through a scope that has ended")
+		return Owned{}, prefixed.Kind("scope", errdefs.ScopeClosed, "Own through a scope that has ended")
 	}
 	defer s.n.mu.Unlock()
 	if r.Allocation {
@@ -302,7 +295,7 @@ func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 		return nil, prefixed.Errorf("scope", "the parent belongs to another tree")
 	}
 	if !s.lock() {
-		return nil, prefixed.Kind(ErrClosed, "opening a scope in one that has ended")
+		return nil, prefixed.Kind("scope", errdefs.ScopeClosed, "opening a scope in one that has ended")
 	}
 	// Read the parent under its lock. A child without a reservation is
 	// listed under this same hold; one with a reservation, after taking it
@@ -321,7 +314,7 @@ func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 // adopt registers child c. It fails if s has ended.
 func (s Scope) adopt(c *node) error {
 	if !s.lock() {
-		return prefixed.Kind(ErrClosed, "opening a scope in one that has ended")
+		return prefixed.Kind("scope", errdefs.ScopeClosed, "opening a scope in one that has ended")
 	}
 	defer s.n.mu.Unlock()
 	s.n.children.push(c, &c.siblings)

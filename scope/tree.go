@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/spares"
 	"github.com/gpuscope/gpuscope/pool"
@@ -45,13 +46,13 @@ type TreeOptions struct {
 	// allocations wait for memory).
 	OnRelease func()
 	// Evicted, if not nil, is the error a use of an allocation of a scope
-	// that Scope.TryEvict ended fails with; without it, ErrClosed.
+	// that Scope.TryEvict ended fails with; without it, gpu.ErrScopeClosed.
 	Evicted error
 }
 
 // NewTree returns an empty tree over p, for the device named device.
 func NewTree(p *pool.Pool, device string, o TreeOptions) *Tree {
-	t := &Tree{pool: p, device: device, scrub: o.Scrub, onRelease: o.OnRelease, evicted: cmp.Or(o.Evicted, ErrClosed)}
+	t := &Tree{pool: p, device: device, scrub: o.Scrub, onRelease: o.OnRelease, evicted: cmp.Or(o.Evicted, errdefs.ScopeClosed)}
 	t.useDone.L = &t.useMu
 	return t
 }
@@ -115,7 +116,7 @@ func (t *Tree) openRoot(ctx context.Context, o *Options, stack []uintptr) (Scope
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return Scope{}, ErrClosed
+		return Scope{}, errTreeClosed
 	}
 	n := t.freeNode()
 	n.setUp(ctx, nil, o, stack)
@@ -176,7 +177,7 @@ func (t *Tree) attach(n *node, parent Scope) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return ErrClosed
+		return errTreeClosed
 	}
 	t.roots.push(n, &n.siblings)
 	return nil

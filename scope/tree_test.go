@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -31,7 +32,7 @@ func TestTreeListsScopesParentsFirst(t *testing.T) {
 	assert.Equal(t, []string{"a"}, left)
 	assert.True(t, child.Closed(), "closing a parent closes its children")
 	_, err = tr.Open(context.Background(), scope.Scope{}, scope.Options{})
-	assert.ErrorIs(t, err, scope.ErrClosed)
+	assert.ErrorIs(t, err, errdefs.ScopeClosed)
 }
 
 func TestContextScopeOfSameTreeIsParent(t *testing.T) {
@@ -74,7 +75,7 @@ func TestChildrenOpeningAsTheirParentEndsHoldNothing(t *testing.T) {
 				<-start
 				child, err := tr.Open(context.Background(), parent, scope.Options{Reserve: reserve})
 				if err != nil {
-					assert.ErrorIs(t, err, scope.ErrClosed)
+					assert.ErrorIs(t, err, errdefs.ScopeClosed)
 					return
 				}
 				children[i] = child
@@ -112,11 +113,11 @@ func TestScopesOpenedWhileOthersEndShowNoBytesOfTheirs(t *testing.T) {
 				<-start
 				c, err := tr.Open(context.Background(), p, scope.Options{Reserve: int64(i%2) * (64 << 10)})
 				if err != nil {
-					assert.ErrorIs(t, err, scope.ErrClosed)
+					assert.ErrorIs(t, err, errdefs.ScopeClosed)
 					return
 				}
 				if _, err := c.Alloc(4096); err != nil {
-					assert.ErrorIs(t, err, scope.ErrClosed)
+					assert.ErrorIs(t, err, errdefs.ScopeClosed)
 				}
 				_ = c.Close()
 			})

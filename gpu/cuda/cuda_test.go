@@ -16,6 +16,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/cuda"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -36,9 +37,9 @@ func TestOpenBadOrdinal(t *testing.T) {
 	n, err := cuda.Count()
 	require.NoError(t, err)
 	_, err = cuda.Open(n)
-	assert.ErrorIs(t, err, cuda.ErrNoDevice)
+	assert.ErrorIs(t, err, errdefs.NoDevice)
 	_, err = cuda.Open(-1)
-	assert.ErrorIs(t, err, cuda.ErrNoDevice)
+	assert.ErrorIs(t, err, errdefs.NoDevice)
 }
 
 func TestErrorsKeepTheCUDAResult(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/closing"
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/handles"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
@@ -52,7 +53,7 @@ func Info(ordinal int) (name string, total int64, err error) {
 		return "", 0, err
 	}
 	if ordinal < 0 || ordinal >= n {
-		return "", 0, prefixed.Kind(ErrNoDevice, "ordinal %d of %d", ordinal, n)
+		return "", 0, prefixed.Kind("cuda", errdefs.NoDevice, "ordinal %d of %d", ordinal, n)
 	}
 	d, err := cu.GetDevice(ordinal)
 	if err != nil {

@@ -5,12 +5,7 @@ package cuda
 import (
 	"fmt"
 	"reflect"
-
-	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
-
-// ErrNoDevice: no CUDA device with that ordinal.
-var ErrNoDevice = prefixed.New("cuda", "no such device")
 
 // cudaErrorOutOfMemory is CUDA_ERROR_OUT_OF_MEMORY.
 const cudaErrorOutOfMemory = 2

@@ -11,14 +11,16 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/vmm"
 )
 
-// ErrClosed is what every driver returns once it is closed; package gpu's
-// ErrDeviceClosed is the same error, so that errors.Is holds whichever layer
-// noticed first.
-var ErrClosed = prefixed.New("gpu", "device closed")
+// ErrClosed is what every driver returns once it is closed. It is declared
+// once for every layer (internal/errdefs): package gpu's ErrDeviceClosed
+// and package pool's ErrClosed are the same error, so that errors.Is holds
+// whichever layer noticed first.
+var ErrClosed = errdefs.Closed
 
 // Driver is one device.
 type Driver interface {
@@ -98,9 +100,11 @@ type NoStreamError struct {
 	Stream uintptr
 }
 
-func (e *NoStreamError) Error() string {
-	return fmt.Sprintf("%s: stream %#x does not exist", e.Driver, e.Stream)
-}
+func (e *NoStreamError) Error() string { return e.Driver + ": " + e.Text() }
+
+// Text is the message without the driver's prefix, for a layer above that
+// wraps it.
+func (e *NoStreamError) Text() string { return fmt.Sprintf("stream %#x does not exist", e.Stream) }
 
 // StreamGone reports true: the stream's work, if it ever had any, is done.
 func (e *NoStreamError) StreamGone() bool { return true }

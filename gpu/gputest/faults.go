@@ -199,7 +199,7 @@ func (d *faultDriver) inject(op Op, method string, size int64) error {
 	if size > 0 {
 		what += " of " + gpu.Bytes(size).String()
 	}
-	return prefixed.Kind(ErrInjected, "%s, %v call %d, by %s", what, op, c.N, rule)
+	return prefixed.Kind("gputest", ErrInjected, "%s, %v call %d, by %s", what, op, c.N, rule)
 }
 
 // failOr returns the injected failure of a call, if one is due, and else

@@ -3,9 +3,10 @@
 // its prefix: each error keeps its package's prefix apart from its text. A
 // layer's own users read "pool: invalid size: 0 bytes"; a layer above,
 // wrapping it, writes its own prefix once and the text after it
-// ("gpu: invalid size: 0 bytes"), and may name a lower sentinel in its own
-// words ([TextAs]). Nothing here reads an error's message to decide
-// anything: the structure is in the types.
+// ("gpu: invalid size: 0 bytes"). The sentinels are one set, declared once
+// (package errdefs), so the texts need no translation between layers.
+// Nothing here reads an error's message to decide anything: the structure
+// is in the types.
 package prefixed
 
 import (
@@ -38,14 +39,11 @@ type Error struct {
 	subject string // what the error is about, for a layer above ([Subject])
 }
 
-// Kind returns an error of the kind of sentinel kind (made by [New]), in
-// kind's package: "pool: invalid size: " and the formatted text.
-func Kind(kind error, format string, args ...any) error {
-	e := &Error{kind: kind, text: fmt.Sprintf(format, args...)}
-	if s, ok := kind.(*Sentinel); ok {
-		e.pkg = s.pkg
-	}
-	return e
+// Kind returns package pkg's error of the kind of sentinel kind (made by
+// [New], maybe in another package): "pool: invalid size: " and the
+// formatted text, where kind reads "gpu: invalid size".
+func Kind(pkg string, kind error, format string, args ...any) error {
+	return &Error{pkg: pkg, kind: kind, text: fmt.Sprintf(format, args...)}
 }
 
 // Wrap returns package pkg's error that says what it was doing (the
@@ -84,8 +82,8 @@ func Subject(err error) (string, bool) {
 }
 
 // KindWrap is [Kind] with a cause.
-func KindWrap(kind error, cause error, format string, args ...any) error {
-	e := Kind(kind, format, args...).(*Error)
+func KindWrap(pkg string, kind, cause error, format string, args ...any) error {
+	e := Kind(pkg, kind, format, args...).(*Error)
 	e.cause = cause
 	return e
 }
@@ -98,18 +96,16 @@ func Errorf(pkg, format string, args ...any) error {
 func (e *Error) Error() string { return e.pkg + ": " + e.Text() }
 
 // Text is the message without the package's prefix.
-func (e *Error) Text() string { return e.textAs(nil) }
-
-func (e *Error) textAs(words func(error) string) string {
+func (e *Error) Text() string {
 	parts := make([]string, 0, 3)
 	if e.kind != nil {
-		parts = append(parts, TextAs(e.kind, words))
+		parts = append(parts, Text(e.kind))
 	}
 	if e.text != "" {
 		parts = append(parts, e.text)
 	}
 	if e.cause != nil {
-		parts = append(parts, TextAs(e.cause, words))
+		parts = append(parts, Text(e.cause))
 	}
 	return strings.Join(parts, ": ")
 }
@@ -137,19 +133,8 @@ type Texter interface {
 // Text is err's message without its package's prefix where err is one of
 // the layers' errors (a [Texter], or errors.Join of them), and its message
 // otherwise (a context's error, a system call's).
-func Text(err error) string { return TextAs(err, nil) }
-
-// TextAs is [Text] where words, if not nil, names sentinels in another
-// package's words: a sentinel for which words returns "" keeps its own.
-func TextAs(err error, words func(error) string) string {
-	if words != nil {
-		if w := words(err); w != "" {
-			return w
-		}
-	}
+func Text(err error) string {
 	switch e := err.(type) {
-	case *Error:
-		return e.textAs(words)
 	case Texter:
 		return e.Text()
 	case interface{ Unwrap() []error }:
@@ -158,7 +143,7 @@ func TextAs(err error, words func(error) string) string {
 		}
 		var parts []string
 		for _, u := range e.Unwrap() {
-			parts = append(parts, TextAs(u, words))
+			parts = append(parts, Text(u))
 		}
 		return strings.Join(parts, "\n")
 	}

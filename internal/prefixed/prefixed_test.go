@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var errLow = prefixed.New("low", "invalid size")
 
 func TestAnErrorSaysItsPrefixOnceWhereverItIsWrapped(t *testing.T) {
-	low := prefixed.Kind(errLow, "%d bytes", 0)
+	low := prefixed.Kind("low", errLow, "%d bytes", 0)
 	assert.EqualError(t, low, "low: invalid size: 0 bytes")
 	mid := prefixed.Wrap("mid", low, "reserving for %q", "a")
 	assert.EqualError(t, mid, `mid: reserving for "a": invalid size: 0 bytes`)
@@ -39,16 +39,10 @@ func TestJoinedErrorsLoseTheirPrefixesLineByLine(t *testing.T) {
 	assert.EqualError(t, prefixed.Wrap("top", j, "closing"), "top: closing: one\ntwo")
 }
 
-func TestTextAsNamesSentinelsInAnotherPackagesWords(t *testing.T) {
-	mine := prefixed.New("top", "bad size")
-	words := func(err error) string {
-		if err == errLow {
-			return prefixed.Text(mine)
-		}
-		return ""
-	}
-	err := prefixed.KindWrap(errLow, context.Canceled, "%d bytes", 3)
-	assert.Equal(t, "bad size: 3 bytes: context canceled", prefixed.TextAs(err, words))
+func TestAKindSaysTheLayersPrefixAndTheSentinelsText(t *testing.T) {
+	err := prefixed.KindWrap("mid", errLow, context.Canceled, "%d bytes", 3)
+	assert.EqualError(t, err, "mid: invalid size: 3 bytes: context canceled")
+	assert.ErrorIs(t, err, errLow)
 	assert.ErrorIs(t, err, context.Canceled)
 }
 

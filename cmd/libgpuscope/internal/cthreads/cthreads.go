@@ -1,0 +1,27 @@
+// Package cthreads runs testdata/cthreads.c, which calls libgpuscope's
+// entry points from threads that Go did not make, and threads that call a
+// gpu/capi.Allocator, inside a Go program:
+// there the race detector sees the Go side of every call, which it cannot
+// where the entry points are a shared library that a C program loads.
+package cthreads
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../.. -pthread
+#cgo LDFLAGS: -pthread
+int cthreads_main(void);
+int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
+*/
+import "C"
+
+import "github.com/gpuscope/gpuscope/gpu/capi" // the entry points it calls
+
+// Run runs the C program's checks and returns its exit status: 0 where all
+// held. It prints what failed to standard output.
+func Run() int { return int(C.cthreads_main()) }
+
+// RunAllocator calls a's functions from threads C threads, as a library
+// does, each leaving keep buffers allocated, and returns how many
+// allocations failed.
+func RunAllocator(a capi.Allocator, threads, keep int) int {
+	return int(C.ctx_threads(a.Ctx, a.Alloc, a.Free, C.int(threads), C.int(keep)))
+}

@@ -1,0 +1,69 @@
+package cthreads_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/cthreads"
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/capi"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+)
+
+// The device the C calls opened stays open, as in a process that loads the
+// library, with its root scope: the C program checks that nothing is live
+// in it when it is done.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(gputest.Wrap(m, gputest.IgnoreScope("libgpuscope")))
+}
+
+// TestCThreads: good calls, bad calls, scopes, and eight C threads
+// allocating while scopes begin and end under them.
+func TestCThreads(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	require.Equal(t, 0, cthreads.Run())
+}
+
+// TestAllocatorFromCThreads: a Go scope handed to C threads in the context
+// form. What they leave allocated is the scope's; Close stops the form,
+// and the scope's end frees what they left.
+func TestAllocatorFromCThreads(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(256 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	s, err := dev.NewScope(gpu.Name("onnx"))
+	require.NoError(t, err)
+	a, err := capi.For(s)
+	require.NoError(t, err)
+
+	require.Zero(t, cthreads.RunAllocator(a, 8, 2))
+	require.Equal(t, 16, s.Stats().Allocations, "8 threads leave 2 buffers each")
+	require.Contains(t, dev.Summary(), "onnx")
+
+	require.NoError(t, a.Close())
+	require.Equal(t, 16, s.Stats().Allocations, "Close freed what the library holds")
+	require.Equal(t, 8*1000, cthreads.RunAllocator(a, 8, 0), "allocations through a closed Allocator")
+	require.NoError(t, s.Close())
+	require.Zero(t, dev.Stats().ActiveBlocks)
+}
+
+// TestAllocatorAfterItsScopeEnded: calls through an Allocator whose scope
+// ended fail, and lose nothing; the buffers the library held ended with
+// the scope.
+func TestAllocatorAfterItsScopeEnded(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	s, err := dev.NewScope(gpu.Name("ggml"))
+	require.NoError(t, err)
+	a, err := capi.For(s)
+	require.NoError(t, err)
+	require.Zero(t, cthreads.RunAllocator(a, 2, 3))
+	require.NoError(t, s.Close())
+	require.Zero(t, dev.Stats().ActiveBlocks)
+	require.Equal(t, 2*1000, cthreads.RunAllocator(a, 2, 0), "allocations in an ended scope")
+	require.NoError(t, a.Close())
+	require.Error(t, a.Close())
+}

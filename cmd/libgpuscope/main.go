@@ -1,0 +1,15 @@
+// Command libgpuscope is gpuscope's C allocator as a shared library, for
+// PyTorch, CuPy and any C caller:
+//
+//	go build -buildmode=c-shared -o libgpuscope.so ./cmd/libgpuscope
+//
+// serves the host-memory device (device 0, for tests and CI); with
+// -tags cuda, GPU i through gpu.Open(i), opened on first use. gpuscope.h
+// declares what it exports.
+package main
+
+import "C"
+
+import _ "github.com/gpuscope/gpuscope/gpu/capi" // the exported functions
+
+func main() {}

@@ -1,0 +1,217 @@
+// cthreads calls libgpuscope's entry points from C, on the host device,
+// from threads that Go did not make: good calls, bad calls, scopes, and
+// many threads at once. It prints what failed and exits 1 if anything did.
+// cmd/libgpuscope's tests build and run it (TestCThreads).
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuscope.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                        \
+	do {                                                    \
+		if (!(cond)) {                                  \
+			failures++;                             \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);                    \
+			printf("\n");                           \
+		}                                               \
+	} while (0)
+
+static char text[1 << 16];
+
+// stat returns the number after "key": in device 0's stats.
+static long long stat(const char *key) {
+	size_t n = gpuscope_stats(0, text, sizeof text);
+	if (n >= sizeof text) {
+		printf("FAIL: stats of %zu bytes\n", n);
+		exit(1);
+	}
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	char *p = strstr(text, pat);
+	if (p == NULL) {
+		printf("FAIL: no %s in %s\n", key, text);
+		exit(1);
+	}
+	return atoll(p + strlen(pat));
+}
+
+static const char *summary(void) {
+	gpuscope_summary(0, text, sizeof text);
+	return text;
+}
+
+static void good_calls(void) {
+	void *p = gpuscope_alloc(1000, 0, NULL);
+	CHECK(p != NULL, "alloc of 1000 bytes failed");
+	CHECK(((uintptr_t)p & 255) == 0, "%p is not aligned to 256 bytes", p);
+	CHECK(stat("active_blocks") == 1, "one buffer live, stats say %lld", stat("active_blocks"));
+	gpuscope_free(p, 1000, 0, NULL);
+	CHECK(stat("active_blocks") == 0, "none live after free, stats say %lld", stat("active_blocks"));
+
+	intptr_t q = gpuscope_cupy_malloc(0, 4096, 0);
+	CHECK(q != 0, "cupy malloc failed");
+	gpuscope_cupy_free(0, q, 0);
+	CHECK(stat("active_blocks") == 0, "none live after cupy free");
+	CHECK(stat("c_failures") == 0, "good calls counted as failures: %s", text);
+
+	// snprintf's convention: the length it needs, whatever fits.
+	char small[8];
+	size_t n = gpuscope_stats(0, small, sizeof small);
+	CHECK(n > sizeof small && strlen(small) == sizeof small - 1, "stats into 8 bytes: %zu, %s", n, small);
+	CHECK(gpuscope_summary(0, NULL, 0) > 0, "summary's length");
+}
+
+static void bad_calls(void) {
+	long long before = stat("c_failures");
+	void *live = gpuscope_alloc(512, 0, NULL);
+	CHECK(live != NULL, "alloc failed");
+
+	static char never[1024];
+	gpuscope_free(never, 1024, 0, NULL); // a pointer the library never got
+	gpuscope_free((char *)live + 256, 256, 0, NULL); // inside a live allocation
+	gpuscope_free(live, 4096, 0, NULL); // the wrong size: not freed
+	gpuscope_free(live, 512, 3, NULL); // a device that does not exist
+	gpuscope_cupy_free(0, (intptr_t)never, 0);
+	CHECK(stat("active_blocks") == 1, "a bad free freed something: %s", text);
+	CHECK(stat("c_failures") == before + 5, "5 bad frees, %lld failures counted", stat("c_failures") - before);
+
+	gpuscope_free(live, 512, 0, NULL);
+	gpuscope_free(live, 512, 0, NULL); // a double free
+	CHECK(stat("active_blocks") == 0, "the good free did not free");
+	CHECK(stat("c_failures") == before + 6, "the double free is not counted");
+	CHECK(strstr(text, "not a live allocation") != NULL, "the last error says nothing clear: %s", text);
+	gpuscope_free(NULL, 0, 0, NULL); // free(NULL) does nothing
+
+	before = stat("c_failures");
+	CHECK(gpuscope_alloc(0, 0, NULL) == NULL, "size 0 allocated");
+	CHECK(gpuscope_alloc(-1, 0, NULL) == NULL, "size -1 allocated");
+	CHECK(gpuscope_alloc((ssize_t)1 << 40, 0, NULL) == NULL, "1 TiB allocated on the host device");
+	CHECK(gpuscope_alloc(512, 7, NULL) == NULL, "device 7 allocated");
+	CHECK(gpuscope_alloc(512, -1, NULL) == NULL, "device -1 allocated");
+	CHECK(gpuscope_cupy_malloc(0, (size_t)-1, 0) == 0, "SIZE_MAX allocated");
+	CHECK(gpuscope_cupy_malloc(12345, 512, 0) == 0, "a scope that never was allocated");
+	CHECK(gpuscope_scope_begin(9, "x") < 0, "a scope on device 9");
+	CHECK(gpuscope_scope_end(12345, 0) < 0, "a scope that never was ended");
+	CHECK(gpuscope_set_max_reserved(5, 1 << 20) < 0, "a cap on device 5");
+	CHECK(stat("c_failures") == before + 10, "10 bad calls, %lld failures counted", stat("c_failures") - before);
+	CHECK(stat("active_blocks") == 0, "a bad call left memory live");
+}
+
+static void scopes(void) {
+	int64_t outer = gpuscope_scope_begin(0, "outer");
+	CHECK(outer > 0, "begin outer: %lld", (long long)outer);
+	void *a = gpuscope_alloc(2048, 0, NULL);
+	int64_t inner = gpuscope_scope_begin(0, "inner");
+	CHECK(inner > 0, "begin inner");
+	void *b = gpuscope_alloc(4096, 0, NULL);
+	void *c = gpuscope_alloc(8192, 0, NULL);
+	CHECK(strstr(summary(), "inner") != NULL, "the summary does not show inner:\n%s", text);
+	gpuscope_free(c, 8192, 0, NULL);
+
+	CHECK(gpuscope_scope_end(outer, 0) < 0, "outer ended with inner open");
+	CHECK(gpuscope_scope_end(inner, 0) == 0, "end inner");
+	CHECK(gpuscope_scope_end(inner, 0) < 0, "inner ended twice");
+	CHECK(stat("active_blocks") == 2, "end of inner freed b: %s", text);
+	CHECK(strstr(text, "passed to") != NULL, "the end does not report what passed on: %s", text);
+	CHECK(strstr(summary(), "inner") == NULL, "inner is still in the summary");
+	gpuscope_free(b, 4096, 0, NULL); // now outer's
+	CHECK(stat("active_blocks") == 1, "b not freed through its new scope");
+
+	// The caller says the library is done: what it holds is freed.
+	void *d = gpuscope_alloc(512, 0, NULL);
+	CHECK(gpuscope_scope_end(outer, GPUSCOPE_FREE_LIVE) == 0, "end outer");
+	CHECK(stat("active_blocks") == 0, "outer's end with GPUSCOPE_FREE_LIVE left memory live");
+	long long before = stat("c_failures");
+	gpuscope_free(a, 2048, 0, NULL); // freed by its scope's end
+	gpuscope_free(d, 512, 0, NULL);
+	CHECK(stat("c_failures") == before + 2, "frees after the scope freed them were not refused");
+
+	// CuPy's param names a scope: each framework in its own.
+	int64_t cupy = gpuscope_scope_begin(0, "cupy");
+	int64_t torch = gpuscope_scope_begin(0, "torch");
+	intptr_t q = gpuscope_cupy_malloc(cupy, 1 << 20, 0);
+	void *t = gpuscope_alloc(1 << 20, 0, NULL);
+	summary();
+	CHECK(q != 0 && t != NULL, "cupy and torch allocations");
+	CHECK(strstr(text, "cupy") && strstr(text, "torch"), "the summary misses a framework:\n%s", text);
+	gpuscope_free(t, 1 << 20, 0, NULL);
+	CHECK(gpuscope_scope_end(torch, 0) == 0, "end torch");
+	gpuscope_cupy_free(cupy, q, 0);
+	CHECK(gpuscope_scope_end(cupy, 0) == 0, "end cupy");
+	CHECK(stat("active_blocks") == 0, "cupy and torch left memory live");
+
+	CHECK(gpuscope_set_max_reserved(0, 1 << 20) == 0, "cap");
+	CHECK(gpuscope_alloc(4 << 20, 0, NULL) == NULL, "allocated past the cap");
+	CHECK(gpuscope_set_max_reserved(0, 0) == 0, "uncap");
+}
+
+enum { threads = 8, rounds = 2000, held = 16 };
+
+static void *worker(void *arg) {
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	void *ptrs[held] = {0};
+	ssize_t sizes[held] = {0};
+	for (int i = 0; i < rounds; i++) {
+		int k = rand_r(&seed) % held;
+		if (ptrs[k] != NULL) {
+			gpuscope_free(ptrs[k], sizes[k], 0, NULL);
+		}
+		sizes[k] = 1 + rand_r(&seed) % (64 << 10);
+		ptrs[k] = gpuscope_alloc(sizes[k], 0, NULL);
+		if (ptrs[k] == NULL) {
+			printf("FAIL: thread %u: alloc of %zd failed\n", (unsigned)(uintptr_t)arg, sizes[k]);
+			__atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+			return NULL;
+		}
+		if (i % 97 == 0) {
+			char buf[256];
+			gpuscope_stats(0, buf, sizeof buf);
+		}
+	}
+	for (int k = 0; k < held; k++) {
+		gpuscope_free(ptrs[k], sizes[k], 0, NULL);
+	}
+	return NULL;
+}
+
+// Threads allocate and free while scopes begin and end under them: what a
+// thread allocated in an ended scope passes to the enclosing one, and its
+// free finds it there.
+static void many_threads(void) {
+	long long before = stat("c_failures");
+	pthread_t t[threads];
+	for (int i = 0; i < threads; i++) {
+		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+	}
+	for (int i = 0; i < 200; i++) {
+		int64_t s = gpuscope_scope_begin(0, "churn");
+		int64_t s2 = gpuscope_scope_begin(0, "churn-inner");
+		CHECK(s > 0 && s2 > 0, "begin during the threads' work");
+		CHECK(gpuscope_scope_end(s2, 0) == 0, "end during the threads' work");
+		CHECK(gpuscope_scope_end(s, 0) == 0, "end during the threads' work");
+	}
+	for (int i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+	}
+	CHECK(stat("active_blocks") == 0, "threads left memory live: %s", text);
+	CHECK(stat("c_failures") == before, "calls of the threads failed: %s", text);
+	CHECK(stat("open_scopes") == 1, "scopes left open: %s", text);
+}
+
+int main(void) {
+	good_calls();
+	bad_calls();
+	scopes();
+	many_threads();
+	if (failures > 0) {
+		printf("%d checks failed\n", failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}

@@ -1,0 +1,120 @@
+package foreign
+
+import (
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+)
+
+// tbl holds every live allocation made through this package.
+var tbl table
+
+// Alloc allocates size bytes on device i, in the scope current on it, for
+// work on stream, and returns the address.
+func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
+	d := openDeviceAt(i)
+	if d == nil {
+		var err error
+		if d, err = deviceAt(i); err != nil {
+			return 0, err
+		}
+	}
+	for {
+		// The current scope may end under the allocation: then the one
+		// current after it serves.
+		if ptr, ok, err := d.current.Load().alloc(size, stream); ok {
+			return ptr, err
+		}
+	}
+}
+
+// AllocIn allocates size bytes in the scope id, for work on stream (a
+// CuPy allocator's param, a context form's ctx). Where i >= 0 the scope's
+// device must be device i.
+func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
+	r := lookup(id)
+	if r == nil {
+		return 0, prefixed.Wrap("gpu", errNoScope, "scope %d", id)
+	}
+	if i >= 0 && (r.dev == nil || r.dev.index != i) {
+		return 0, prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a scope of device %s, not of device %d", id, r.gdev.Name(), i)
+	}
+	ptr, ok, err := r.alloc(size, stream)
+	if !ok {
+		return 0, prefixed.Wrap("gpu", errNoScope, "scope %d is ending", id)
+	}
+	return ptr, err
+}
+
+// alloc allocates in r; ok is false, and nothing done, where r has begun
+// to end.
+func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err error) {
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
+	if r.ending.Load() {
+		return 0, false, nil
+	}
+	if stream != 0 {
+		return 0, true, errStreams
+	}
+	buf, err := r.scope.Alloc(size)
+	if err != nil {
+		return 0, true, err
+	}
+	ptr = buf.Ptr()
+	h := hash(ptr)
+	s := tbl.shardOf(h)
+	s.mu.Lock()
+	s.put(entry{ptr: ptr, rec: r, buf: buf}, h)
+	s.mu.Unlock()
+	return ptr, true, nil
+}
+
+// Free frees the allocation at ptr. Where the caller says, it checks the
+// allocation's device (i >= 0) and size (size >= 0) first, and frees
+// nothing where they differ. A ptr of 0 is no allocation, and freeing it
+// does nothing, as C's free(NULL).
+func Free(i int, ptr uintptr, size int64, stream uintptr) error {
+	if ptr == 0 {
+		return nil
+	}
+	var want *gpu.Device
+	if i >= 0 {
+		d := openDeviceAt(i)
+		if d == nil {
+			return prefixed.Kind("gpu", gpu.ErrNoDevice, "freeing %#x on device %d, which is not open", ptr, i)
+		}
+		want = d.gpu
+	}
+	h := hash(ptr)
+	s := tbl.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.find(ptr, h)
+	if k < 0 {
+		return prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
+	}
+	e := &s.entries[k]
+	if want != nil && e.buf.Device() != want {
+		return prefixed.Kind("gpu", gpu.ErrWrongScope, "%#x belongs to device %s, freed as one of device %d: not freed", ptr, e.buf.Device().Name(), i)
+	}
+	if size >= 0 && size != e.buf.Size() {
+		return prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x was allocated with %d bytes, freed with %d: not freed", ptr, e.buf.Size(), size)
+	}
+	err := e.rec.scope.Free(e.buf)
+	s.remove(k)
+	if err != nil {
+		return prefixed.Wrap("gpu", err, "freeing %#x", ptr)
+	}
+	return nil
+}
+
+// errStreams: this version serves the default stream only.
+var errStreams = prefixed.Kind("gpu", gpu.ErrNotSupported, "streams other than the default one are not served yet")
+
+// RecordStream records that work on stream uses the allocation at ptr.
+func RecordStream(ptr, stream uintptr) error {
+	if stream == 0 {
+		return nil
+	}
+	return errStreams
+}

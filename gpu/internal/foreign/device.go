@@ -1,0 +1,127 @@
+package foreign
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+)
+
+// MaxDevices bounds the device indexes a call may name.
+const MaxDevices = 64
+
+// RootName is the name of each device's root scope: what libraries
+// allocate while no scope of theirs is open belongs to it.
+const RootName = "libgpuscope"
+
+// device is a device as C callers see it: the gpu.Device, its root scope
+// and the scope current now, for every thread of the process.
+type device struct {
+	index   int
+	gpu     *gpu.Device
+	root    *record
+	current atomic.Pointer[record] // the innermost open scope; root where none
+	lastEnd atomic.Pointer[string] // what the last End found still live
+
+	mu sync.Mutex // serializes Begin and End on the device
+}
+
+var devices struct {
+	mu     sync.Mutex // protects failed, and opening
+	open   [MaxDevices]atomic.Pointer[device]
+	failed [MaxDevices]error // why device i could not be opened, once it could not
+}
+
+// openDevice opens device i: GPU i in a build with -tags cuda, else the
+// host device as device 0, of GPUSCOPE_HOST_MEMORY bytes where that is set.
+func openDevice(i int) (*gpu.Device, error) {
+	if gpu.CUDA {
+		return gpu.Open(i)
+	}
+	if i != 0 {
+		return nil, prefixed.Kind("gpu", gpu.ErrNoDevice, "device %d: built without -tags cuda, the library serves the host device, device 0, only", i)
+	}
+	opts := []gpu.DeviceOption{}
+	if s := os.Getenv("GPUSCOPE_HOST_MEMORY"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, prefixed.Errorf("gpu", "GPUSCOPE_HOST_MEMORY=%q: not a number of bytes", s)
+		}
+		opts = append(opts, gpu.HostMemory(n))
+	}
+	return gpu.OpenHost(opts...)
+}
+
+// deviceAt returns device i, opening it on first use. Many threads may ask
+// at once; one opens it. A device that failed to open fails the same way
+// from then on.
+func deviceAt(i int) (*device, error) {
+	if i < 0 || i >= MaxDevices {
+		return nil, prefixed.Kind("gpu", gpu.ErrNoDevice, "device %d does not exist", i)
+	}
+	if d := devices.open[i].Load(); d != nil {
+		return d, nil
+	}
+	devices.mu.Lock()
+	defer devices.mu.Unlock()
+	if d := devices.open[i].Load(); d != nil {
+		return d, nil
+	}
+	if err := devices.failed[i]; err != nil {
+		return nil, err
+	}
+	g, err := openDevice(i)
+	if err != nil {
+		devices.failed[i] = err
+		return nil, err
+	}
+	s, err := g.NewScope(gpu.Name(RootName))
+	if err != nil {
+		err = errors.Join(err, g.Close())
+		devices.failed[i] = err
+		return nil, err
+	}
+	d := &device{index: i, gpu: g}
+	d.root = &record{dev: d, gdev: g, scope: s, name: RootName}
+	d.current.Store(d.root)
+	devices.open[i].Store(d)
+	return d, nil
+}
+
+// openDeviceAt returns device i if it is open, without opening it.
+func openDeviceAt(i int) *device {
+	if i < 0 || i >= MaxDevices {
+		return nil
+	}
+	return devices.open[i].Load()
+}
+
+// Shutdown ends every scope begun from C, frees what libraries still hold
+// and closes the devices this package opened, for tests and for a program
+// that is done with the C allocator. Pointers libraries still hold are
+// invalid after it. Later calls open the devices again.
+func Shutdown() error {
+	var errs []error
+	for i := range devices.open {
+		d := devices.open[i].Load()
+		if d == nil {
+			continue
+		}
+		d.mu.Lock()
+		for r := d.current.Load(); r != d.root; r = d.current.Load() {
+			errs = append(errs, r.endLocked(true))
+		}
+		errs = append(errs, d.root.endLocked(true))
+		devices.open[i].Store(nil)
+		d.mu.Unlock()
+		errs = append(errs, d.gpu.Close())
+	}
+	devices.mu.Lock()
+	clear(devices.failed[:])
+	devices.mu.Unlock()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,17 @@
+// Package foreign serves memory to code that is not Go: C libraries that
+// allocate through function pointers (PyTorch's pluggable allocator, CuPy's,
+// the context form of ONNX Runtime, RMM and ggml). It is the logic behind
+// the C entry points of cmd/libgpuscope and gpu/capi, in pure Go so that it
+// is tested without cgo.
+//
+// A call finds its device (GPU i opened on first use) and its scope, and
+// allocates a gpu.Buffer there: the same pool, cap, Summary and leak check
+// as Go code. What a library allocated belongs to the scope current when it
+// allocated; a scope's end passes what the library still holds to the
+// enclosing scope, or frees it where the caller says the library is done.
+//
+// A library frees by address. The table from address to Buffer (table.go)
+// is an open-addressed hash in shards, filled in place: no allocation per
+// call, nothing for the garbage collector to trace per allocation beyond
+// the Buffer itself.
+package foreign

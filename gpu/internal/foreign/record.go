@@ -1,0 +1,233 @@
+package foreign
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+)
+
+// record is a scope that libraries allocate in: one begun from C (Begin),
+// a device's root, or a Go scope handed to a library (Attach).
+type record struct {
+	id    int64
+	dev   *device     // the C device it was begun on; nil for a Go scope
+	gdev  *gpu.Device // its scope's device
+	scope *gpu.Scope
+	name  string
+
+	parent   *record // the enclosing record (Begin); nil for roots and Go scopes
+	children int     // open records begun inside it; under dev.mu
+
+	ending   atomic.Bool  // End has begun: allocations go elsewhere
+	inflight atomic.Int64 // allocations into it in progress
+
+	done   chan struct{} // closed by End: Begin's WithScope returns
+	result chan error    // what that WithScope returned
+}
+
+// errNoScope is what a call naming a scope that has ended, or never was,
+// fails with.
+var errNoScope = prefixed.Kind("gpu", gpu.ErrScopeClosed, "no such scope open (it ended, or was never begun)")
+
+// records finds a record by its id, without a lock: ids name a place in
+// chunks of records and a sequence number, so that an id of a record that
+// ended never names the record that took its place.
+var records struct {
+	mu     sync.Mutex // protects free, seq and the making of chunks
+	chunks [recordChunks]atomic.Pointer[[recordChunk]atomic.Pointer[record]]
+	free   []int64 // places no record holds
+	used   int64   // places taken from the chunks, in all
+	seq    int64
+}
+
+const (
+	recordChunk  = 1024
+	recordChunks = 1024
+	placeBits    = 20 // recordChunk * recordChunks places
+)
+
+// register gives r an id and makes it findable.
+func register(r *record) error {
+	records.mu.Lock()
+	defer records.mu.Unlock()
+	var place int64
+	if n := len(records.free); n > 0 {
+		place, records.free = records.free[n-1], records.free[:n-1]
+	} else {
+		if records.used == recordChunk*recordChunks {
+			return prefixed.Errorf("gpu", "%d scopes open from C at once: no room for another", records.used)
+		}
+		place = records.used
+		records.used++
+		if c := &records.chunks[place/recordChunk]; c.Load() == nil {
+			c.Store(new([recordChunk]atomic.Pointer[record]))
+		}
+	}
+	records.seq++
+	r.id = records.seq<<placeBits | place
+	records.chunks[place/recordChunk].Load()[place%recordChunk].Store(r)
+	return nil
+}
+
+// unregister makes r's id name nothing.
+func unregister(r *record) {
+	place := r.id & (1<<placeBits - 1)
+	records.mu.Lock()
+	defer records.mu.Unlock()
+	records.chunks[place/recordChunk].Load()[place%recordChunk].Store(nil)
+	records.free = append(records.free, place)
+}
+
+// lookup returns the open record with id, or nil.
+func lookup(id int64) *record {
+	if id <= 0 {
+		return nil
+	}
+	place := id & (1<<placeBits - 1)
+	c := records.chunks[place/recordChunk].Load()
+	if c == nil {
+		return nil
+	}
+	if r := c[place%recordChunk].Load(); r != nil && r.id == id {
+		return r
+	}
+	return nil
+}
+
+// Begin opens a scope named name on device i, inside the scope current on
+// it, and makes it current for every thread of the process: what libraries
+// allocate on the device from now on belongs to it, until End. It returns
+// the scope's id, > 0.
+func Begin(i int, name string) (int64, error) {
+	d, err := deviceAt(i)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	parent := d.current.Load()
+	r := &record{dev: d, gdev: d.gpu, name: name, parent: parent,
+		done: make(chan struct{}), result: make(chan error, 1)}
+	// A scope inside another is WithScope's, which ends when its function
+	// returns: the function waits for End.
+	opened := make(chan *gpu.Scope, 1)
+	go func() {
+		r.result <- gpu.WithScope(parent.scope.Context(), d.gpu, func(s *gpu.Scope) error {
+			opened <- s
+			<-r.done
+			return nil
+		}, gpu.Name(name))
+	}()
+	select {
+	case r.scope = <-opened:
+	case err := <-r.result:
+		return 0, prefixed.Wrap("gpu", err, "opening scope %q", name)
+	}
+	if err := register(r); err != nil {
+		close(r.done)
+		return 0, errors.Join(err, <-r.result)
+	}
+	parent.children++
+	d.current.Store(r)
+	return r.id, nil
+}
+
+// End ends the scope id begun by Begin. What libraries still hold in it
+// passes to the enclosing scope, unless freeLive says the libraries are done
+// with it: then it is freed. The report says what was still live. A scope
+// with scopes still open inside it does not end. What it found still live
+// is in Stats' "last_scope_end".
+func End(id int64, freeLive bool) error {
+	r := lookup(id)
+	if r == nil {
+		return prefixed.Wrap("gpu", errNoScope, "scope %d", id)
+	}
+	if r.dev == nil {
+		return prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a Go scope: Go code ends it", id)
+	}
+	d := r.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if lookup(id) != r { // another End took it meanwhile
+		return prefixed.Wrap("gpu", errNoScope, "scope %d", id)
+	}
+	if r.children > 0 {
+		return prefixed.Errorf("gpu", "scope %q has %d scopes open inside it: end them first", r.scope.Path(), r.children)
+	}
+	path := r.scope.Path()
+	n, bytes, err := r.endLive(freeLive)
+	report := fmt.Sprintf("scope %q ended with no buffer live", path)
+	err = errors.Join(err, r.endLocked(freeLive))
+	if n > 0 {
+		verb := "passed to " + fmt.Sprintf("%q", r.parent.scope.Path())
+		if freeLive {
+			verb = "freed"
+		}
+		report = fmt.Sprintf("scope %q ended with %d buffers (%d bytes) that libraries still held: %s", path, n, bytes, verb)
+	}
+	d.lastEnd.Store(&report)
+	return err
+}
+
+// endLive stops allocations into r and settles what libraries hold in it:
+// passed to its parent, or, where free or r has no parent, left for the
+// scope's end to free. It returns how many buffers and bytes were live.
+func (r *record) endLive(free bool) (n int, bytes int64, err error) {
+	r.ending.Store(true)
+	if r.dev != nil && r.dev.current.Load() == r && r.parent != nil {
+		r.dev.current.Store(r.parent)
+	}
+	for r.inflight.Load() != 0 {
+		// An allocation that found r current before End is finishing:
+		// its entry must be in the table before the table is read.
+		yield()
+	}
+	var errs []error
+	tbl.each(func(e *entry) bool {
+		if e.rec != r {
+			return false
+		}
+		n++
+		bytes += e.buf.Size()
+		if free || r.parent == nil {
+			return true // the scope's end frees it
+		}
+		if err := r.scope.Keep(e.buf); err != nil {
+			errs = append(errs, prefixed.Wrap("gpu", err, "passing a buffer of %d bytes to %q", e.buf.Size(), r.parent.scope.Path()))
+			return true // and the scope's end frees it
+		}
+		e.rec = r.parent
+		return false
+	})
+	return n, bytes, errors.Join(errs...)
+}
+
+// endLocked ends r's scope, after endLive, and forgets r. Called with
+// r.dev.mu held.
+func (r *record) endLocked(free bool) error {
+	var err error
+	if !r.ending.Load() {
+		_, _, err = r.endLive(free)
+	}
+	if r.done != nil {
+		close(r.done)
+		err = errors.Join(err, <-r.result)
+	} else {
+		err = errors.Join(err, r.scope.Close())
+	}
+	if r.parent != nil {
+		r.parent.children--
+	}
+	if r.id != 0 {
+		unregister(r)
+	}
+	return err
+}
+
+// yield lets another goroutine run: an allocation in progress.
+func yield() { runtime.Gosched() }

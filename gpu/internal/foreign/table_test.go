@@ -1,0 +1,65 @@
+package foreign
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTableAgreesWithAMap puts and removes random addresses, many in one
+// probe run, and checks every lookup against a map.
+func TestTableAgreesWithAMap(t *testing.T) {
+	var s shard
+	want := map[uintptr]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		// Few distinct addresses, so that puts and removes meet often.
+		ptr := uintptr(1+rng.IntN(3000)) << 8
+		h := hash(ptr)
+		switch i := s.find(ptr, h); {
+		case rng.IntN(2) == 0:
+			s.put(entry{ptr: ptr}, h)
+			want[ptr] = true
+		case i >= 0:
+			s.remove(i)
+			delete(want, ptr)
+		default:
+			require.False(t, want[ptr], "%#x put but not found", ptr)
+		}
+	}
+	require.Equal(t, len(want), s.n)
+	for ptr := range want {
+		require.GreaterOrEqual(t, s.find(ptr, hash(ptr)), 0, "%#x lost", ptr)
+	}
+	n := 0
+	for _, e := range s.entries {
+		if e.ptr != 0 {
+			n++
+			require.True(t, want[e.ptr], "%#x removed but still there", e.ptr)
+		}
+	}
+	require.Equal(t, len(want), n)
+}
+
+func TestTableEachRemovesWhatItIsAskedTo(t *testing.T) {
+	var tb table
+	for i := range 5000 {
+		ptr := uintptr(i+1) << 8
+		h := hash(ptr)
+		tb.shardOf(h).put(entry{ptr: ptr}, h)
+	}
+	seen := map[uintptr]int{}
+	tb.each(func(e *entry) bool {
+		seen[e.ptr]++
+		return e.ptr>>8%3 == 0
+	})
+	left := 0
+	tb.each(func(e *entry) bool {
+		require.NotZero(t, e.ptr>>8%3, "%#x was to be removed", e.ptr)
+		left++
+		return false
+	})
+	require.Len(t, seen, 5000)
+	require.Equal(t, 5000-5000/3, left)
+}

@@ -33,6 +33,7 @@ type Device struct {
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
 	registered    *registry.Device // this device in the process's registry, for gputest
+	inject        requestInjector  // the driver, where it fails scopes' allocations (gputest); else nil
 }
 
 // OpenHost opens a device whose memory is host RAM, with the capacity given
@@ -79,6 +80,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 		return nil, deviceError(errors.Join(err, drv.Close()))
 	}
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
+	d.inject, _ = drv.(requestInjector)
 	d.host.init(d)
 	to := scope.TreeOptions{OnRelease: d.waiters.released, Evicted: ErrEvicted}
 	if o.scrub {

@@ -14,8 +14,9 @@ import (
 	"github.com/gpuscope/gpuscope/pool"
 )
 
-// faultOps are the kinds of driver calls that the pool and scopes make.
-var faultOps = []gputest.Op{gputest.OpAlloc, gputest.OpFree, gputest.OpCopy, gputest.OpReserve, gputest.OpMap, gputest.OpAccess, gputest.OpUnmap, gputest.OpEvent, gputest.OpStream}
+// faultOps are the kinds of driver calls that the pool and scopes make,
+// and the allocations the scopes ask for.
+var faultOps = []gputest.Op{gputest.OpAlloc, gputest.OpFree, gputest.OpCopy, gputest.OpReserve, gputest.OpMap, gputest.OpAccess, gputest.OpUnmap, gputest.OpEvent, gputest.OpStream, gputest.OpRequest}
 
 // faultWorkload grows the device, frees, keeps, moves memory under the cap,
 // empties the cache and closes a long-lived scope, and returns every error
@@ -115,7 +116,7 @@ func TestDriverFaultsAtCloseLeaveNothing(t *testing.T) {
 			_ = dev.Close() // may report the fault
 			assert.Zero(t, drv.Used(), "the closed driver holds nothing")
 			// No stream is left to end at close: the workload's ended with its scope.
-			if op != gputest.OpCopy && op != gputest.OpMap && op != gputest.OpAccess && op != gputest.OpAlloc && op != gputest.OpStream {
+			if op != gputest.OpCopy && op != gputest.OpMap && op != gputest.OpAccess && op != gputest.OpAlloc && op != gputest.OpStream && op != gputest.OpRequest {
 				assert.Positive(t, drv.Injected(), "closing makes %s calls, and the fault fired", op)
 			}
 		})

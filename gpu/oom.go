@@ -14,8 +14,10 @@ import (
 
 // OOMError is an allocation refused for want of memory, as a user of this
 // package receives it. Exactly one of Limit and Device is set: a scope's
-// Limit refused it, or the device had no room. It is ErrOutOfMemory, and
-// errors.As finds its cause (*LimitError, *pool.OOMError) too.
+// Limit refused it, or the device had no room; or, on a test's faulty
+// device, neither: a fault the test injected (gputest.OpRequest), which
+// errors.Is finds. It is ErrOutOfMemory, and errors.As finds its cause
+// (*LimitError, *pool.OOMError) too.
 type OOMError struct {
 	Scope     string // the path of the scope that allocated
 	Requested int64  // bytes asked for
@@ -31,6 +33,8 @@ type OOMError struct {
 	Sites   []Site
 	Cached  int64 // bytes the device's pool keeps free for reuse
 	device  string
+
+	injected *injectedFault // the fault a test injected into the request, or nil
 }
 
 // Holder is a scope and the memory its own buffers hold.
@@ -86,6 +90,8 @@ func (e *OOMError) Text() string {
 				b.WriteString(" (the request is larger than the device)")
 			}
 		}
+	case e.injected != nil:
+		fmt.Fprintf(&b, "%s in scope %q: %s", units.FormatBytes(e.Requested), e.Scope, e.injected.Text())
 	default:
 		fmt.Fprintf(&b, "%s in scope %q", units.FormatBytes(e.Requested), e.Scope)
 	}
@@ -122,6 +128,8 @@ func (e *OOMError) writeHolders(b *strings.Builder) {
 // writeHelp writes what would help, for what refused the allocation.
 func (e *OOMError) writeHelp(b *strings.Builder) {
 	switch {
+	case e.injected != nil:
+		// No memory was short: nothing to advise.
 	case e.Limit != nil:
 		fmt.Fprintf(b, "; to fit, free buffers in scope %q early (Scope.Free), raise its Limit, or allocate less at once", e.Limit.Path)
 	case e.capRefused():
@@ -143,13 +151,15 @@ func (e *OOMError) capRefused() bool {
 }
 
 // Unwrap returns ErrOutOfMemory, which an OOMError is, and its cause: the
-// *LimitError or the *pool.OOMError.
+// *LimitError, the *pool.OOMError, or a test's injected fault.
 func (e *OOMError) Unwrap() []error {
 	switch {
 	case e.Limit != nil:
 		return []error{ErrOutOfMemory, e.Limit}
 	case e.Device != nil:
 		return []error{ErrOutOfMemory, e.Device}
+	case e.injected != nil:
+		return []error{ErrOutOfMemory, e.injected}
 	}
 	return []error{ErrOutOfMemory}
 }
@@ -161,8 +171,8 @@ func (e *OOMError) Unwrap() []error {
 // limit), and what would help for that cause.
 func outOfMemory(d *Device, path string, size int64, err error) error {
 	e := &OOMError{Scope: path, Requested: size, device: d.name}
-	if !errors.As(err, &e.Limit) {
-		errors.As(err, &e.Device)
+	if !errors.As(err, &e.Limit) && !errors.As(err, &e.Device) {
+		errors.As(err, &e.injected)
 	}
 	within := withinLimit(e.Limit)
 	sites := map[string]int64{}         // allocation site -> bytes live from it

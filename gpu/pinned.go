@@ -40,6 +40,9 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	if s.dev.host.drv == nil {
 		return HostSlice[T]{}, prefixed.Kind("gpu", ErrNotSupported, "device %s has no page-locked host memory", s.dev.name)
 	}
+	if err := s.dev.injected("AllocHost", int64(n)*size); err != nil {
+		return HostSlice[T]{}, prefixed.KindWrap("gpu", ErrOutOfMemory, err, "AllocHost of %s", Bytes(int64(n)*size))
+	}
 	b, err := s.dev.host.get(int64(n) * size)
 	if err != nil {
 		if pool.IsSourceOutOfMemory(err) {

@@ -105,6 +105,11 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	}
 	so := scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream, Evictable: o.evictable}
+	if o.reserve > 0 {
+		if err := d.injected("Reserve", o.reserve); err != nil {
+			return nil, failReserve(ctx, d, so, ev, err)
+		}
+	}
 	h, err := d.tree.Open(ctx, scope.Scope{}, so)
 	if err != nil && o.reserve > 0 {
 		h, err = reserveEvicting(ctx, d, so, err)
@@ -123,6 +128,26 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		d.evict.add(s, ev)
 	}
 	return s, nil
+}
+
+// failReserve returns the out-of-memory error of a scope whose reservation
+// a test's driver failed (gputest.OpRequest), in the scope's words: it
+// opens the scope without its reservation, to learn its path, and ends it.
+func failReserve(ctx context.Context, d *Device, so scope.Options, ev *evictState, injected error) error {
+	if ev != nil {
+		defer ev.cancel(nil)
+	}
+	reserve := so.Reserve
+	so.Reserve = 0
+	h, err := d.tree.Open(ctx, scope.Scope{}, so)
+	if err != nil {
+		return deviceError(err) // it would not have opened: that, not the fault
+	}
+	path := h.Path()
+	if _, err := h.End(); err != nil {
+		return deviceError(err)
+	}
+	return outOfMemory(d, path, reserve, injected)
 }
 
 // valid reports whether s is a scope this package made: not nil, not a
@@ -177,6 +202,9 @@ var errEnded = prefixed.Kind("gpu", ErrScopeClosed, "the scope has ended")
 func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
 		return Buffer{}, errNilScope
+	}
+	if err := s.dev.injected("Alloc", size); err != nil {
+		return Buffer{}, outOfMemory(s.dev, s.s.Path(), size, err) // no wait, no eviction: a test said it fails
 	}
 	if s.s.Inherited().Wait {
 		return allocWaiting(s, size)

@@ -16,6 +16,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"const OpEvent",
 		"const OpFree",
 		"const OpMap",
+		"const OpRequest",
 		"const OpReserve",
 		"const OpStream",
 		"const OpUnmap",

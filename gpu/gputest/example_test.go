@@ -124,6 +124,43 @@ func ExampleOpenFaulty() {
 	// injected: true
 }
 
+// FailNth(OpRequest, n) fails the nth allocation the program asks for from
+// now, as out of memory, whether or not the pool's cache would serve it: a
+// test's "out of memory mid-request". OpAlloc fails the driver's calls,
+// which a warm pool does not make.
+func ExampleFaults_FailNth() {
+	dev, faults, err := gputest.OpenFaulty(64 << 20)
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	request := func() error { // three buffers of 1 MiB, freed when it ends
+		return gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			for range 3 {
+				if _, err := s.Alloc(1 << 20); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, gpu.Name("request"))
+	}
+	fmt.Println("first request:", request()) // the pool keeps its memory for the next
+
+	faults.FailNth(gputest.OpAlloc, 1)
+	fmt.Println("OpAlloc, warm pool:", request(), "injected", faults.Injected())
+	faults.FailNth(gputest.OpAlloc, 0)
+
+	faults.FailNth(gputest.OpRequest, 2)
+	err = request()
+	fmt.Println("OpRequest:", strings.SplitN(err.Error(), ";", 2)[0]) // then the largest holders
+	fmt.Println("out of memory:", errors.Is(err, gpu.ErrOutOfMemory), "injected:", errors.Is(err, gputest.ErrInjected))
+	// Output:
+	// first request: <nil>
+	// OpAlloc, warm pool: <nil> injected 0
+	// OpRequest: gpu: out of memory: 1.00 MiB in scope "request": injected fault: Alloc of 1.00 MiB, request 8, by FailNth
+	// out of memory: true injected: true
+}
+
 // Hold stands in for a long kernel: work queued on a held stream waits
 // until it is released.
 func ExampleFaults_Hold() {

@@ -16,14 +16,19 @@ import (
 // made it fail.
 var ErrInjected = prefixed.New("gputest", "injected fault")
 
-// Op is a kind of driver call that [Faults] can make fail. Each names the
-// methods of package gpu/driver's interfaces it covers.
+// Op is a kind of call that [Faults] can make fail: a driver call, each
+// naming the methods of package gpu/driver's interfaces it covers, or
+// (OpRequest) an allocation a scope asks for.
 type Op int
 
-// The kinds of driver calls. Name, MemInfo, Granularity and HostBytes
-// never fail.
+// The kinds of calls. Name, MemInfo, Granularity and HostBytes never fail.
+//
+// OpAlloc counts the driver's calls, which the pool makes only when it
+// takes more memory: a warm pool serves an allocation from its cache with
+// no call, so FailNth(OpAlloc, n) may not fire until EmptyCache. To fail
+// the nth allocation the program asks for, cached or not, use OpRequest.
 const (
-	OpAlloc   Op = iota + 1 // memory taken: Alloc, Create (a page the pool grows by), HostAlloc
+	OpAlloc   Op = iota + 1 // memory taken from the driver: Alloc, Create (a page the pool grows by), HostAlloc
 	OpFree                  // memory given back: Free, Release, HostFree
 	OpCopy                  // CopyHtoD, CopyDtoH, CopyDtoD, Memset, CopyHtoDAsync, CopyDtoHAsync
 	OpStream                // NewStream, Synchronize, DestroyStream
@@ -32,11 +37,18 @@ const (
 	OpMap                   // Map, a page into reserved address space
 	OpAccess                // SetAccess, which makes mapped pages usable
 	OpUnmap                 // Unmap
-	lastOp    = OpUnmap
+	// OpRequest is an allocation a scope asks for, before the pool sees
+	// it: Scope.Alloc (and gpu.Alloc), gpu.AllocHost, and a scope's
+	// gpu.Reserve (its Call's Method says which). Its injected failure is
+	// out of memory: errors.Is matches gpu.ErrOutOfMemory and
+	// ErrInjected. A scope that waits for memory (gpu.WaitForMemory)
+	// fails at once, and nothing is evicted for it.
+	OpRequest
+	lastOp = OpRequest
 )
 
 var opNames = [...]string{OpAlloc: "alloc", OpFree: "free", OpCopy: "copy", OpStream: "stream",
-	OpEvent: "event", OpReserve: "reserve", OpMap: "map", OpAccess: "access", OpUnmap: "unmap"}
+	OpEvent: "event", OpReserve: "reserve", OpMap: "map", OpAccess: "access", OpUnmap: "unmap", OpRequest: "request"}
 
 // String returns the op's name, such as "alloc".
 func (o Op) String() string {
@@ -46,20 +58,21 @@ func (o Op) String() string {
 	return opNames[o]
 }
 
-// Call is a driver call, as the function given to [Faults.FailWhen] sees
-// it.
+// Call is a driver call, or an allocation a scope asks for (OpRequest),
+// as the function given to [Faults.FailWhen] sees it.
 type Call struct {
 	Op     Op
-	Method string // the driver's method, such as "Alloc" or "Create"
+	Method string // the driver's method, such as "Alloc" or "Create"; for OpRequest "Alloc", "AllocHost" or "Reserve"
 	Size   int64  // the bytes it concerns; 0 where it does not say (streams, events, Release, HostFree)
 	N      int    // its number among the device's calls of its Op, from 1
 }
 
 // Faults controls the device [OpenFaulty] opened: which of its driver calls
-// fail, and which of its streams are held busy. A call fails when
-// [Faults.FailNth] or [Faults.FailWhen] says so, before it reaches the
-// driver: an injected failure changes nothing on the device, so the caller
-// may retry it. Its methods are safe for concurrent use.
+// and of its scopes' allocations fail, and which of its streams are held
+// busy. A call fails when [Faults.FailNth] or [Faults.FailWhen] says so,
+// before it reaches the driver (an allocation: the pool): an injected
+// failure changes nothing on the device, so the caller may retry it. Its
+// methods are safe for concurrent use.
 type Faults struct {
 	drv *faultDriver
 }
@@ -199,7 +212,17 @@ func (d *faultDriver) inject(op Op, method string, size int64) error {
 	if size > 0 {
 		what += " of " + gpu.Bytes(size).String()
 	}
+	if op == OpRequest {
+		return prefixed.Kind("gputest", ErrInjected, "%s, request %d, by %s", what, c.N, rule)
+	}
 	return prefixed.Kind("gputest", ErrInjected, "%s, %v call %d, by %s", what, op, c.N, rule)
+}
+
+// InjectRequest is what package gpu asks before it serves an allocation a
+// scope asks for: the failure FailNth or FailWhen injects (OpRequest), if
+// one is due; gpu returns it as out of memory.
+func (d *faultDriver) InjectRequest(method string, size int64) error {
+	return d.inject(OpRequest, method, size)
 }
 
 // failOr returns the injected failure of a call, if one is due, and else

@@ -3,8 +3,11 @@ package gputest_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -233,4 +236,136 @@ func TestFaultsAreSafeForConcurrentUse(t *testing.T) {
 	assert.Positive(t, faults.Injected())
 	require.NoError(t, dev.EmptyCache())
 	assert.Zero(t, faults.Used(), "every fault lost nothing")
+}
+
+// warm runs a request of three 1 MiB buffers in scope "request": once the
+// pool has served it, it serves it again from its cache.
+func warm(dev *gpu.Device) error {
+	return gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		for range 3 {
+			if _, err := s.Alloc(1 << 20); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, gpu.Name("request"))
+}
+
+func TestOpRequestFailsAnAllocationTheCacheWouldServe(t *testing.T) {
+	dev, faults := openFaulty(t)
+	require.NoError(t, warm(dev))
+	faults.FailNth(gputest.OpAlloc, 1)
+	require.NoError(t, warm(dev), "a warm pool makes no driver call: OpAlloc has nothing to fail")
+	assert.Zero(t, faults.Injected())
+	faults.FailNth(gputest.OpAlloc, 0)
+
+	before := dev.Stats()
+	faults.FailNth(gputest.OpRequest, 2) // the second allocation from now
+	err := warm(dev)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, gpu.ErrOutOfMemory, "it reads as what it stands for")
+	assert.ErrorIs(t, err, gputest.ErrInjected, "and a test tells it from a real one")
+	oom, ok := errors.AsType[*gpu.OOMError](err)
+	require.True(t, ok, "the error a real out of memory returns: %v", err)
+	assert.Equal(t, "request", oom.Scope)
+	assert.Equal(t, int64(1<<20), oom.Requested)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: 1.00 MiB in scope "request": injected fault: Alloc of 1.00 MiB, request 8, by FailNth; largest holders: scope "request" 1.00 MiB in 1 buffer`), msg)
+	assert.NotContains(t, msg, "to fit", "no advice: no memory was short")
+	assert.NotContains(t, msg, "EmptyCache")
+	assert.Equal(t, 1, faults.Injected())
+	after := dev.Stats()
+	assert.Equal(t, before.Allocs+1, after.Allocs, "the first allocation was served, the second never reached the pool")
+	assert.Equal(t, before.Reserved, after.Reserved)
+	assert.Zero(t, after.OOMs, "the device never ran out")
+	require.NoError(t, warm(dev), "once, and only once")
+}
+
+func TestOpRequestCoversEveryAllocationAScopeAsksFor(t *testing.T) {
+	dev, faults := openFaulty(t)
+	var seen []gputest.Call
+	faults.FailWhen(func(c gputest.Call) bool {
+		if c.Op == gputest.OpRequest {
+			seen = append(seen, c)
+			return true
+		}
+		return false
+	})
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(100)
+		assert.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		_, err = gpu.Alloc[float32](s, 10)
+		assert.ErrorIs(t, err, gputest.ErrInjected)
+		_, err = gpu.AllocHost[byte](s, 1000)
+		assert.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		assert.ErrorIs(t, err, gputest.ErrInjected)
+		assert.EqualError(t, err, "gpu: out of memory: AllocHost of 1000 B: injected fault: AllocHost of 1000 B, request 3, by FailWhen")
+		return nil
+	}, gpu.Name("outer"))
+	require.NoError(t, err)
+	_, err = dev.NewScope(gpu.Name("weights"), gpu.Reserve(1<<20))
+	assert.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	assert.ErrorIs(t, err, gputest.ErrInjected)
+	assert.EqualError(t, err, `gpu: out of memory: 1.00 MiB in scope "weights": injected fault: Reserve of 1.00 MiB, request 4, by FailWhen`)
+	assert.Equal(t, []gputest.Call{
+		{Op: gputest.OpRequest, Method: "Alloc", Size: 100, N: 1},
+		{Op: gputest.OpRequest, Method: "Alloc", Size: 40, N: 2},
+		{Op: gputest.OpRequest, Method: "AllocHost", Size: 1000, N: 3},
+		{Op: gputest.OpRequest, Method: "Reserve", Size: 1 << 20, N: 4},
+	}, seen)
+	st := dev.Stats()
+	assert.Zero(t, st.Allocs+st.Reserved+st.PinnedAllocated, "no request reached the pool")
+	assert.Zero(t, st.OpenScopes, "the scope whose reservation failed is not open")
+	assert.Equal(t, "request", gputest.OpRequest.String())
+}
+
+// An injected out of memory is the request's failure: a scope that would
+// wait for memory fails at once, and nothing is evicted to make room.
+func TestAnInjectedRequestNeitherWaitsNorEvicts(t *testing.T) {
+	dev, faults := openFaulty(t)
+	cached, err := dev.NewScope(gpu.Name("cached"), gpu.Evictable(0))
+	require.NoError(t, err)
+	defer cached.Close()
+	_, err = cached.Alloc(1 << 20)
+	require.NoError(t, err)
+	faults.FailNth(gputest.OpRequest, 1)
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		return err
+	}, gpu.WaitForMemory())
+	assert.ErrorIs(t, err, gputest.ErrInjected)
+	assert.Zero(t, dev.Stats().Evictions)
+	_, err = cached.Alloc(64)
+	assert.NoError(t, err, "the evictable scope is still there")
+}
+
+// docs/leaks.md quotes the errors an injected fault makes a scope's caller
+// receive: they are what the code prints.
+func TestLeaksMdQuotesTheInjectedErrorsTheCodePrints(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "leaks.md"))
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(doc)), " ") // the quotes wrap across lines
+
+	dev, faults := openFaulty(t)
+	faults.FailNth(gputest.OpAlloc, 1)
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		return err
+	}, gpu.Name("load"))
+	require.ErrorIs(t, err, gputest.ErrInjected)
+	assert.Contains(t, text, "`"+err.Error()+"`", "a driver call's fault, as leaks.md quotes it")
+
+	for range 6 { // requests 2 to 7: the 8th fails, as in leaks.md
+		require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(1 << 20)
+			return err
+		}))
+	}
+	faults.FailNth(gputest.OpRequest, 1)
+	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		return err
+	}, gpu.Name("request"))
+	require.ErrorIs(t, err, gputest.ErrInjected)
+	assert.Contains(t, text, "`"+err.Error()+"`", "a request's fault, as leaks.md quotes it")
 }

@@ -1,0 +1,37 @@
+package gpu
+
+import "github.com/gpuscope/gpuscope/internal/prefixed"
+
+// requestInjector is a driver that fails allocations a scope asks for
+// before the pool sees them: gputest's faulty device (gputest.OpRequest),
+// whose tests fail a warm allocation the pool would serve from its cache
+// with no driver call. It is no contract for drivers, and unexported.
+type requestInjector interface {
+	// InjectRequest returns the failure injected into an allocation of
+	// size bytes by method ("Alloc", "AllocHost" or "Reserve"), or nil.
+	InjectRequest(method string, size int64) error
+}
+
+// injected returns the failure d's driver injects into an allocation a
+// scope asks for, or nil: at once where the driver injects none.
+func (d *Device) injected(method string, size int64) error {
+	if d.inject == nil {
+		return nil
+	}
+	if err := d.inject.InjectRequest(method, size); err != nil {
+		return &injectedFault{err}
+	}
+	return nil
+}
+
+// injectedFault is a failure a test's driver injected into a request: the
+// cause of the out-of-memory error the request returns, which advises
+// nothing, since no memory was short.
+type injectedFault struct{ err error }
+
+func (f *injectedFault) Error() string { return f.err.Error() }
+func (f *injectedFault) Unwrap() error { return f.err }
+
+// Text is the fault's message without its package's prefix, as the
+// message of the error that wraps it writes it (prefixed.Texter).
+func (f *injectedFault) Text() string { return prefixed.Text(f.err) }

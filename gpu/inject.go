@@ -13,11 +13,20 @@ type requestInjector interface {
 }
 
 // injected returns the failure d's driver injects into an allocation a
-// scope asks for, or nil: at once where the driver injects none.
+// scope asks for, or nil: at once where the driver injects none (small
+// enough to inline on the hot path).
 func (d *Device) injected(method string, size int64) error {
 	if d.inject == nil {
 		return nil
 	}
+	return d.askInjector(method, size)
+}
+
+// askInjector is injected's question to a driver that injects faults,
+// kept out of injected so that injected inlines.
+//
+//go:noinline
+func (d *Device) askInjector(method string, size int64) error {
 	if err := d.inject.InjectRequest(method, size); err != nil {
 		return &injectedFault{err}
 	}
@@ -35,3 +44,11 @@ func (f *injectedFault) Unwrap() error { return f.err }
 // Text is the fault's message without its package's prefix, as the
 // message of the error that wraps it writes it (prefixed.Texter).
 func (f *injectedFault) Text() string { return prefixed.Text(f.err) }
+
+// injectedOOM is the out-of-memory error of an allocation of size bytes in
+// s that a test's driver failed.
+//
+//go:noinline
+func (s *Scope) injectedOOM(size int64, fault error) error {
+	return outOfMemory(s.dev, s.s.Path(), size, fault)
+}

@@ -204,7 +204,7 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 		return Buffer{}, errNilScope
 	}
 	if err := s.dev.injected("Alloc", size); err != nil {
-		return Buffer{}, outOfMemory(s.dev, s.s.Path(), size, err) // no wait, no eviction: a test said it fails
+		return Buffer{}, s.injectedOOM(size, err) // no wait, no eviction: a test said it fails
 	}
 	if s.s.Inherited().Wait {
 		return allocWaiting(s, size)

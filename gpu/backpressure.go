@@ -127,14 +127,7 @@ func allocWaiting(s *Scope, size int64) (Buffer, error) {
 // limit that refused them, the pool's cap, or the device.
 func neverFits(err error, size int64) bool {
 	var oom *OOMError
-	if !errors.As(err, &oom) {
-		return false
-	}
-	if l := oom.Limit; l != nil {
-		return size > l.Limit
-	}
-	d := oom.Device
-	return d != nil && (d.Limit > 0 && size > d.Limit || d.DeviceTotal >= 0 && size > d.DeviceTotal)
+	return errors.As(err, &oom) && oom.beyond(size) != ""
 }
 
 // waitError is the error of an allocation of a [WaitForMemory] scope whose

@@ -127,11 +127,18 @@ func (e *OOMError) writeHolders(b *strings.Builder) {
 
 // writeHelp writes what would help, for what refused the allocation.
 func (e *OOMError) writeHelp(b *strings.Builder) {
-	switch {
+	switch beyond := e.beyond(e.Requested); {
 	case e.injected != nil:
 		// No memory was short: nothing to advise.
+	case beyond == "limit":
+		fmt.Fprintf(b, "; to fit, raise the Limit of scope %q above the request, or allocate less at once", e.Limit.Path)
 	case e.Limit != nil:
 		fmt.Fprintf(b, "; to fit, free buffers in scope %q early (Scope.Free), raise its Limit, or allocate less at once", e.Limit.Path)
+	case beyond == "device":
+		// Neither freeing buffers nor emptying the cache makes room.
+		b.WriteString("; to fit, allocate less at once (smaller batches), or use a device with more memory")
+	case beyond == "cap":
+		b.WriteString("; to fit, raise the cap above the request, or use smaller batches")
 	case e.capRefused():
 		b.WriteString("; to fit, raise the cap, free buffers early, or use smaller batches")
 	default:
@@ -140,6 +147,27 @@ func (e *OOMError) writeHelp(b *strings.Builder) {
 			fmt.Fprintf(b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", units.FormatBytes(e.Cached))
 		}
 	}
+}
+
+// beyond names what size bytes alone exceed, so that no memory released
+// makes room for them: "limit" (the Limit that refused them), "device",
+// or "cap" (the pool's); "" where releasing memory could.
+func (e *OOMError) beyond(size int64) string {
+	if l := e.Limit; l != nil {
+		if size > l.Limit {
+			return "limit"
+		}
+		return ""
+	}
+	switch d := e.Device; {
+	case d == nil:
+		return ""
+	case d.DeviceTotal >= 0 && size > d.DeviceTotal:
+		return "device"
+	case d.Limit > 0 && size > d.Limit:
+		return "cap"
+	}
+	return ""
 }
 
 // capRefused reports whether the pool's cap refused the allocation, where

@@ -13,7 +13,7 @@ import (
 func TestCublasGEMMsTakeTheirWorkspaceFromAScope(t *testing.T) {
 	out := demotest.Output(t, run)
 	assert.Contains(t, out, `cuBLAS workspace: 32 MiB from scope "gemm/cublas workspace"`)
-	assert.Regexp(t, `(?m)^    cublas workspace +32\.0 MiB`, out, "the Summary shows the workspace's scope while the GEMMs run")
+	assert.Regexp(t, `(?m)^    cublas workspace +32\.00 MiB`, out, "the Summary shows the workspace's scope while the GEMMs run")
 	for _, line := range []string{
 		"sgemm 256x384x512: all 98304 results equal Go's",
 		"sgemm 1000x1x777: all 1000 results equal Go's",

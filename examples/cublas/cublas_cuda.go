@@ -66,6 +66,11 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/cuda"
 )
 
+// workspaceBytes is the workspace handed to cuBLAS: what cuBLAS asks for
+// on a Hopper GPU (32 MiB, by NVIDIA's cuBLAS documentation of
+// cublasSetWorkspace).
+const workspaceBytes = 32 << 20
+
 // cublas is a libcublas opened at run time.
 type cublas struct{ api C.cublas_api }
 

@@ -15,8 +15,3 @@ package main
 import "github.com/gpuscope/gpuscope/examples/internal/demo"
 
 func main() { demo.Main("cublas", run) }
-
-// workspaceBytes is the workspace handed to cuBLAS: what cuBLAS asks for
-// on a Hopper GPU (32 MiB, by NVIDIA's cuBLAS documentation of
-// cublasSetWorkspace).
-const workspaceBytes = 32 << 20

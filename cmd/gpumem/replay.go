@@ -134,7 +134,7 @@ func (o *replayOptions) run(c *call) error {
 	}
 	res.Trace = file
 	res.Driver = o.driver
-	return report(c.stdout, res)
+	return report(c.stdout, res, o.deviceNote())
 }
 
 // classicSegment is the least the pool reserves at once where it maps no
@@ -194,9 +194,25 @@ func (o *replayOptions) replay(src pool.Source, in *input) (res result, err erro
 	return res, errors.Join(err, m.streams.close(p), p.Close())
 }
 
+// deviceNote says, for an out-of-memory notice, what memory the device
+// had: the simulated device's capacity and the flag that sets it; "" for
+// a GPU, whose memory its driver reports; and the pool's cap, where one
+// was given.
+func (o *replayOptions) deviceNote() string {
+	var note string
+	if o.driver == "sim" {
+		note = fmt.Sprintf("; the simulated device has %s (--capacity)", units.WithBytes(o.capacity))
+	}
+	if o.maxReserved != 0 {
+		note += fmt.Sprintf("; the pool's cap is %s (--max-reserved)", units.WithBytes(o.maxReserved))
+	}
+	return note
+}
+
 // report writes a replay's result as JSON; allocations that ran out of
-// memory make it an error of exit status exitOutOfMemory.
-func report(stdout io.Writer, res result) error {
+// memory make it an error of exit status exitOutOfMemory, whose message
+// ends with note.
+func report(stdout io.Writer, res result, note string) error {
 	res.PeakRequested = units.FormatBytes(res.PeakRequestedBytes)
 	res.PeakAllocated = units.FormatBytes(res.PeakAllocatedBytes)
 	res.PeakReserved = units.FormatBytes(res.PeakReservedBytes)
@@ -206,8 +222,8 @@ func report(stdout io.Writer, res result) error {
 		return err
 	}
 	if res.OOMs > 0 {
-		return &exitStatus{exitOutOfMemory, fmt.Errorf("%s: %d of %d allocations ran out of memory (the pool reserved at most %s); peak_requested_bytes, %s, is the trace's own",
-			res.Trace, res.OOMs, res.Allocs, units.WithBytes(res.PeakReservedBytes), units.WithBytes(res.PeakRequestedBytes))}
+		return &exitStatus{exitOutOfMemory, fmt.Errorf("%s: %d of %d allocations ran out of memory (the pool reserved at most %s); peak_requested_bytes, %s, is the trace's own%s",
+			res.Trace, res.OOMs, res.Allocs, units.WithBytes(res.PeakReservedBytes), units.WithBytes(res.PeakRequestedBytes), note)}
 	}
 	return nil
 }

@@ -143,15 +143,18 @@ func (f *Faults) Injected() int {
 // Hold keeps st busy, as a long kernel would: work queued on it after
 // Hold, and events recorded on it, wait until release is called. release
 // may be called more than once; the device's Close waits for it. st must
-// be a stream of the Faults' device; the default stream (a nil st) is
-// refused, since its work never waits.
+// be a live stream of the Faults' device: another device's, or one whose
+// scope ended, is refused, as is the default stream (a nil st), whose
+// work never waits.
 func (f *Faults) Hold(st *gpu.Stream) (release func(), err error) {
 	if st.ID() == 0 {
 		return nil, errors.New("gputest: Hold: the default stream never waits")
 	}
 	release, err = f.drv.Driver.Hold(st.ID())
 	if err != nil {
-		return nil, prefixed.Wrap("gputest", err, "Hold")
+		// The host driver numbers its streams apart from every other's: one
+		// it does not know is another device's, or has ended.
+		return nil, prefixed.Wrap("gputest", err, "Hold: not a live stream of this device")
 	}
 	return release, nil
 }

@@ -187,6 +187,33 @@ func TestAHeldStreamRunsNothingUntilReleased(t *testing.T) {
 	assert.Zero(t, streams+events+pinned, "the scope's stream ended with it")
 }
 
+func TestHoldRefusesAStreamOfAnotherDevice(t *testing.T) {
+	dev, faults := openFaulty(t)
+	other, otherFaults := openFaulty(t)
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		mine, err := s.NewStream()
+		require.NoError(t, err)
+		return gpu.WithScope(context.Background(), other, func(o *gpu.Scope) error {
+			theirs, err := o.NewStream()
+			require.NoError(t, err)
+			held, err := faults.Hold(theirs)
+			assert.ErrorContains(t, err, "gputest: Hold: not a live stream of this device")
+			ev, err := mine.Record()
+			require.NoError(t, err)
+			done, err := ev.Done()
+			require.NoError(t, err)
+			assert.True(t, done, "the device's own stream was not held in its place")
+			if held != nil {
+				held()
+			}
+			release, err := otherFaults.Hold(theirs)
+			require.NoError(t, err, "its own device holds it")
+			release()
+			return nil
+		})
+	}))
+}
+
 func TestTheDefaultStreamIsNeverHeldAndRunsEnqueuedWorkAtOnce(t *testing.T) {
 	_, faults := openFaulty(t)
 	_, err := faults.Hold(nil)

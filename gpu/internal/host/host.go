@@ -100,8 +100,15 @@ func New(capacity int64) (*Driver, error) {
 		return nil, prefixed.Errorf("host", "capacity of %d bytes exceeds this machine's %d bytes of memory", capacity, ram)
 	}
 	openDrivers.Add(1)
-	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, pinned: map[unsafe.Pointer][]byte{}, nextID: 1, vm: newVM()}, nil
+	return &Driver{capacity: capacity, streams: map[uintptr]*stream{0: nil}, events: map[uintptr]event{}, pinned: map[unsafe.Pointer][]byte{},
+		nextID: uintptr(driversMade.Add(1) << 32), vm: newVM()}, nil
 }
+
+// driversMade numbers the drivers New made: each numbers its streams and
+// events from its own number times 2^32 (on 64-bit machines), so that a
+// stream of one is never a stream of another, as with CUDA, and a call
+// that mixes devices fails instead of reaching another device's stream.
+var driversMade atomic.Uint64
 
 // openDrivers counts the drivers not yet closed, whose memory and memfd an
 // unclosed driver would keep; the package's tests check it ends at zero.

@@ -1,5 +1,7 @@
 package scope
 
+import "context"
+
 type scopeKey struct{}
 
 // ctxScope is what a scope's Context carries: the scope, and what the
@@ -7,4 +9,11 @@ type scopeKey struct{}
 type ctxScope struct {
 	s     Scope
 	outer *ctxScope
+}
+
+// madeContext is the Context of a scope, made on its first call, with
+// the use of the node (its epoch) it carries.
+type madeContext struct {
+	epoch uint64
+	ctx   context.Context
 }

@@ -107,3 +107,10 @@ func (r Ref) Ptr() uintptr {
 	_ = r.WithPtr(0, func(p, _ uintptr) error { ptr = p; return nil })
 	return ptr
 }
+
+// HoldLock locks the scope's node, as an allocation waiting for memory
+// holds it, until unlock is called.
+func (s Scope) HoldLock() (unlock func()) {
+	s.n.mu.Lock()
+	return s.n.mu.Unlock
+}

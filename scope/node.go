@@ -3,6 +3,7 @@ package scope
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -24,11 +25,12 @@ type node struct {
 	name             string
 	path             string // parent's path / name; "" for an unnamed scope until pathName makes it
 	limit            int64
-	zeroed           bool            // allocations start zeroed (Options.Zeroed, here or above)
-	waits            bool            // allocations wait for memory (Options.Wait, here or above)
-	evictable        bool            // Options.Evictable: its uses are counted in lastUse
-	opened           context.Context // the context it was opened with
-	ctx              context.Context // opened with the scope in it, made on first use
+	zeroed           bool                        // allocations start zeroed (Options.Zeroed, here or above)
+	waits            bool                        // allocations wait for memory (Options.Wait, here or above)
+	evictable        bool                        // Options.Evictable: its uses are counted in lastUse
+	opened           context.Context             // the context it was opened with
+	made             atomic.Pointer[madeContext] // opened with the scope in it, made on first use (Context)
+	readers          atomic.Int32                // Context calls reading opened without mu: setUp waits for them
 	done             <-chan struct{}
 	stack            []uintptr
 	region           *pool.Region // the reservation, if any
@@ -224,7 +226,13 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	if n.stream == 0 && pn != nil {
 		n.stream = pn.stream
 	}
-	n.opened, n.done, n.ctx = ctx, ctx.Done(), nil
+	for n.readers.Load() != 0 {
+		runtime.Gosched() // a Context of an old use reads opened, and finds its use ended
+	}
+	if n.made.Load() != nil {
+		n.made.Store(nil) // an old use's, which holds on to its context
+	}
+	n.opened, n.done = ctx, ctx.Done()
 	n.stack = stack
 	n.path = o.Name // an unnamed scope's path is made when asked for: pathName
 	if pn != nil && o.Name != "" {

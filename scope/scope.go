@@ -56,19 +56,42 @@ func (s Scope) Path() string {
 // Context returns a context that carries the scope, so that a scope opened
 // with it is a child of this one. It is done when the context the scope was
 // opened with is done. Once the scope has ended it is a context already
-// done with gpu.ErrScopeClosed as its cause: a scope opened from it fails.
+// done with gpu.ErrScopeClosed as its cause: a scope opened from it fails. It never
+// waits for the scope's lock, which an allocation holds while it waits for
+// memory: a caller reading it meanwhile goes on.
 func (s Scope) Context() context.Context {
-	if !s.lock() {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(errdefs.ScopeClosed)
-		return ctx
+	n := s.n
+	if n == nil {
+		return closedContext()
 	}
-	defer s.n.mu.Unlock()
-	if s.n.ctx == nil {
-		outer, _ := s.n.opened.Value(scopeKey{}).(*ctxScope)
-		s.n.ctx = context.WithValue(s.n.opened, scopeKey{}, &ctxScope{s: s, outer: outer})
+	if c := n.made.Load(); c != nil && c.epoch == s.epoch && n.epoch.Load() == s.epoch {
+		return c.ctx
 	}
-	return s.n.ctx
+	// Counted as a reader, it reads opened without the lock: setUp, the
+	// one writer, waits for readers before a new use's context goes in.
+	n.readers.Add(1)
+	defer n.readers.Add(-1)
+	if e := n.epoch.Load(); e != s.epoch || e&1 == 0 {
+		return closedContext()
+	}
+	outer, _ := n.opened.Value(scopeKey{}).(*ctxScope)
+	c := &madeContext{epoch: s.epoch, ctx: context.WithValue(n.opened, scopeKey{}, &ctxScope{s: s, outer: outer})}
+	for {
+		old := n.made.Load()
+		if old != nil && old.epoch == s.epoch {
+			return old.ctx // another caller made it first: one context a use
+		}
+		if n.made.CompareAndSwap(old, c) {
+			return c.ctx
+		}
+	}
+}
+
+// closedContext returns the Context of a scope that has ended.
+func closedContext() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errdefs.ScopeClosed)
+	return ctx
 }
 
 // Info returns what the scope is now, read in one look; false once it

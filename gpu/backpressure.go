@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
@@ -24,7 +25,8 @@ type waitQueue struct {
 	q  []chan struct{}
 }
 
-// released tells the first waiter, if any, that memory went back. With no
+// released tells the first waiter, if any, that memory went back, or that
+// room grew some other way (the pool's cap, a Limit's holders). With no
 // allocation waiting or about to, it is one load: an allocation that
 // becomes active after the load sees the memory this release gave back.
 func (w *waitQueue) released() {
@@ -62,9 +64,12 @@ func (w *waitQueue) passOn() {
 }
 
 // wait blocks until memory is released after the attempt that saw seen
-// releases, or ctx is done. A waiter that already had its turn and failed
-// again waits at the front, keeping its place.
-func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
+// releases, or ctx is done, or, with a pause > 0, the pause is over (the
+// waiter then tries again with no release: something no release
+// announces may have made room, such as a busy evictable scope turning
+// idle). A waiter that already had its turn and failed again waits at the
+// front, keeping its place.
+func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool, pause time.Duration) error {
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
 	if w.frees.Load() != seen {
@@ -78,33 +83,61 @@ func (w *waitQueue) wait(ctx context.Context, seen uint64, front bool) error {
 	}
 	w.waiting.Add(1)
 	w.mu.Unlock()
+	var tick <-chan time.Time
+	if pause > 0 {
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		tick = t.C
+	}
 	select {
 	case <-ch:
 		return nil
+	case <-tick:
+		w.leave(ch, false) // it tries again now: a turn it was handed is its own
+		return nil
 	case <-ctx.Done():
-		w.mu.Lock()
-		if i := slices.Index(w.q, ch); i >= 0 {
-			w.q = slices.Delete(w.q, i, i+1)
-			w.waiting.Add(-1)
-		} else {
-			w.wakeFirst() // it had the turn: hand it on
-		}
-		w.mu.Unlock()
+		w.leave(ch, true)
 		return context.Cause(ctx)
 	}
 }
+
+// leave takes ch out of the line; where it had been handed the turn
+// already, pass hands the turn on.
+func (w *waitQueue) leave(ch chan struct{}, pass bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i := slices.Index(w.q, ch); i >= 0 {
+		w.q = slices.Delete(w.q, i, i+1)
+		w.waiting.Add(-1)
+	} else if pass {
+		w.wakeFirst() // it had the turn: hand it on
+	}
+}
+
+// The pauses of a waiter that an evictable scope may make room for
+// without releasing memory (it is busy now): short at first, doubling up
+// to maxEvictPause, as the pool's waits for events are.
+const (
+	firstEvictPause = 50 * time.Microsecond
+	maxEvictPause   = 10 * time.Millisecond
+)
 
 // allocWaiting is Alloc for a scope whose allocations wait for memory: on
 // running out of it (the device's, or a limit's), it waits for a release on
 // the device and tries again, until the scope's context is done. A request
 // that can never fit (larger than the device, the pool's cap, or a limit
 // of the scope or an enclosing one) fails at once, with its out-of-memory
-// error: no release could make room for it.
+// error: no release could make room for it. Besides releases, raising or
+// removing the pool's cap, EmptyCache, and a Keep that moves memory out
+// of a limited scope wake it; while an evictable scope that it could
+// evict is open but busy, it also tries again now and then, since such a
+// scope turns idle without a release.
 func allocWaiting(s *Scope, size int64) (Buffer, error) {
 	q := &s.dev.waiters
 	q.active.Add(1) // before the first attempt, so that no release goes uncounted after it
 	defer q.active.Add(-1)
 	front := false
+	pause := time.Duration(0)
 	for {
 		seen := q.frees.Load()
 		b, err := s.allocOnce(size)
@@ -115,7 +148,12 @@ func allocWaiting(s *Scope, size int64) (Buffer, error) {
 		if !isOutOfMemory(err) || neverFits(err, size) {
 			return Buffer{}, err
 		}
-		if werr := q.wait(s.s.Context(), seen, front); werr != nil {
+		if s.dev.evict.couldEvictFor(s) {
+			pause = min(max(2*pause, firstEvictPause), maxEvictPause)
+		} else {
+			pause = 0
+		}
+		if werr := q.wait(s.s.Context(), seen, front, pause); werr != nil {
 			return Buffer{}, &waitError{scope: s.s.Path(), size: size, ctx: werr, oom: err}
 		}
 		front = true

@@ -160,7 +160,9 @@ func (d *Device) EmptyCache() error {
 		return err
 	}
 	_, err := d.host.release()
-	return deviceError(errors.Join(d.pool.EmptyCache(), err))
+	err = errors.Join(d.pool.EmptyCache(), err)
+	d.waiters.released() // the room it made is for the allocations waiting too
+	return deviceError(err)
 }
 
 // SetMaxReserved caps, while the program runs, the bytes the device's pool
@@ -174,7 +176,9 @@ func (d *Device) SetMaxReserved(bytes int64) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	return deviceError(d.pool.SetMaxReserved(bytes))
+	err := d.pool.SetMaxReserved(bytes)
+	d.waiters.released() // a higher cap, or none, is room for allocations waiting
+	return deviceError(err)
 }
 
 // SetMaxReservedFraction is [Device.SetMaxReserved] with the cap given as a
@@ -186,7 +190,9 @@ func (d *Device) SetMaxReservedFraction(f float64) error {
 	if !(f > 0 && f <= 1) {
 		return prefixed.Kind("gpu", ErrInvalidSize, "SetMaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f)
 	}
-	return deviceError(d.pool.SetMaxReservedFraction(f))
+	err := d.pool.SetMaxReservedFraction(f)
+	d.waiters.released()
+	return deviceError(err)
 }
 
 // MaxReserved returns the cap on the bytes the device's pool reserves; 0

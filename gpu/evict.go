@@ -159,6 +159,25 @@ func (e *evictor) priority(s scope.Scope) int {
 	return 0
 }
 
+// couldEvictFor reports whether an evictable scope that an allocation in
+// s could evict is open: not s, nor one s opened in (it is busy while s is
+// open). One busy now may turn idle without releasing memory, which no
+// release announces: a waiting allocation asks again now and then.
+func (e *evictor) couldEvictFor(s *Scope) bool {
+	if !e.has.Load() {
+		return false
+	}
+	ctx := s.s.Context()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for x, ev := range e.scopes {
+		if x != s && !x.s.Closed() && !openedIn(ctx, ev) {
+			return true
+		}
+	}
+	return false
+}
+
 // candidate is an evictable scope that may be evicted, as evictOne found
 // it.
 type candidate struct {

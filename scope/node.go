@@ -477,8 +477,10 @@ func (n *node) releaseAllocations(errs []error) []error {
 		prev := x.prev
 		x.prev, x.next = nil, nil
 		sl := x.elem
-		err := sl.releaseMemory(n.tree)
+		// Uncharged first, as Free does: the release wakes allocations
+		// that wait for room (OnRelease), a limit's among them.
 		n.uncharge(sl.charged, sl.reservedIn)
+		err := sl.releaseMemory(n.tree)
 		if err != nil {
 			errs = append(errs, prefixed.Wrap("scope", err, "scope %q: releasing %d bytes at %#x", n.pathName(), sl.size, sl.ptr))
 		}

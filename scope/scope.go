@@ -280,6 +280,9 @@ func (s Scope) Keep(r Ref) error {
 	sl.owner.Store(p)
 	p.allocs.push(sl, &sl.link)
 	n.live.Add(-sl.charged) // the parent held it already, as n's ancestor
+	if n.tree.onRelease != nil {
+		n.tree.onRelease() // room under n's limit: allocations waiting for it may go on
+	}
 	return nil
 }
 

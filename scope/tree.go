@@ -42,8 +42,9 @@ type TreeOptions struct {
 	// queued there, after that work, since the memory is reused on that
 	// stream at once.
 	Scrub func(ptr uintptr, n int64, stream uintptr) error
-	// OnRelease, if not nil, runs after memory went back (a device whose
-	// allocations wait for memory).
+	// OnRelease, if not nil, runs after memory went back, and after a Keep
+	// moved memory out of a scope, whose Limit has room then (a device whose
+	// allocations wait for memory). It must not call the tree.
 	OnRelease func()
 	// Evicted, if not nil, is the error a use of an allocation of a scope
 	// that Scope.TryEvict ended fails with; without it, gpu.ErrScopeClosed.

@@ -47,9 +47,14 @@ func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
 
 // alloc allocates in r; ok is false, and nothing done, where r has begun
 // to end.
+//
+// An End that begins while the allocation is under way must find its
+// entry in the table, or the allocation must not come out of it: End
+// marks r ending and then reads every shard under its lock, and alloc
+// checks the mark under the lock of the shard it puts the entry in. Before
+// End read that shard, the entry is there for End to see; after, the mark
+// is seen and the allocation undone.
 func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err error) {
-	r.inflight.Add(1)
-	defer r.inflight.Add(-1)
 	if r.ending.Load() {
 		return 0, false, nil
 	}
@@ -58,12 +63,20 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 	}
 	buf, err := r.scope.Alloc(size)
 	if err != nil {
+		if r.ending.Load() {
+			return 0, false, nil // the scope ended under it
+		}
 		return 0, true, err
 	}
 	ptr = buf.Ptr()
 	h := hash(ptr)
 	s := tbl.shardOf(h)
 	s.mu.Lock()
+	if r.ending.Load() {
+		s.mu.Unlock()
+		_ = r.scope.Free(buf) // or its end freed it already
+		return 0, false, nil
+	}
 	s.put(entry{ptr: ptr, rec: r, buf: buf}, h)
 	s.mu.Unlock()
 	return ptr, true, nil

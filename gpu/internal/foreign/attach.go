@@ -26,9 +26,6 @@ func Detach(id int64) error {
 	if r == nil || r.dev != nil || r.ending.Swap(true) {
 		return prefixed.Wrap("gpu", errNoScope, "scope %d (Detach)", id)
 	}
-	for r.inflight.Load() != 0 {
-		yield()
-	}
 	tbl.each(func(e *entry) bool { return e.rec == r })
 	unregister(r)
 	return nil

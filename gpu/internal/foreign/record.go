@@ -3,7 +3,6 @@ package foreign
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -23,8 +22,7 @@ type record struct {
 	parent   *record // the enclosing record (Begin); nil for roots and Go scopes
 	children int     // open records begun inside it; under dev.mu
 
-	ending   atomic.Bool  // End has begun: allocations go elsewhere
-	inflight atomic.Int64 // allocations into it in progress
+	ending atomic.Bool // End has begun: allocations go elsewhere (see alloc)
 
 	done   chan struct{} // closed by End: Begin's WithScope returns
 	result chan error    // what that WithScope returned
@@ -182,11 +180,6 @@ func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 	if r.dev != nil && r.dev.current.Load() == r && r.parent != nil {
 		r.dev.current.Store(r.parent)
 	}
-	for r.inflight.Load() != 0 {
-		// An allocation that found r current before End is finishing:
-		// its entry must be in the table before the table is read.
-		yield()
-	}
 	var errs []error
 	tbl.each(func(e *entry) bool {
 		if e.rec != r {
@@ -228,6 +221,3 @@ func (r *record) endLocked(free bool) error {
 	}
 	return err
 }
-
-// yield lets another goroutine run: an allocation in progress.
-func yield() { runtime.Gosched() }

@@ -90,6 +90,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method Scope.Keep",
 		"method Scope.LoadModule",
 		"method Scope.NewStream",
+		"method Scope.UseStream",
 		"method Scope.Path",
 		"method Scope.Stats",
 		"method ScopeStats.String",

@@ -14,10 +14,11 @@ import (
 // memory may queue zeros on it, see [ScrubFreed]). Its methods fail with
 // ErrScopeClosed from the moment the scope begins to release.
 type Stream struct {
-	dev   *Device
-	id    uintptr
-	owner scope.Scope // the scope that made it, which owns its events too
-	life  lifetime
+	dev     *Device
+	id      uintptr
+	owner   scope.Scope // the scope that made it, which owns its events too
+	life    lifetime
+	foreign bool // made by other code (UseStream): never destroyed here
 
 	evMu   sync.Mutex // protects following fields
 	oldest *Event     // the events recorded on it and not yet seen done, oldest first (Event.next)
@@ -33,7 +34,42 @@ func (s *Scope) NewStream() (*Stream, error) {
 	if err != nil {
 		return nil, deviceError(prefixed.Wrap("gpu", err, "NewStream"))
 	}
-	st := &Stream{dev: s.dev, id: id, owner: s.s}
+	return s.ownStream(&Stream{dev: s.dev, id: id, owner: s.s})
+}
+
+// UseStream returns a Stream for a stream of the device that other code
+// made, such as a library's cudaStream_t: h is its handle, which a driver
+// with a method AdoptStream(h uintptr) (id uintptr, err error) turns into
+// its own id (gpu/cuda's does), and which is the id itself on others (the
+// host device's). It is for [OnStream] and [Buffer.RecordUse]:
+// memory used on it is reused on another stream only once the work queued
+// on it has completed. The scope owns the Stream as it owns NewStream's,
+// except that the stream stays its maker's: when the scope ends, the work
+// queued on it completes before the scope's memory is released, and it is
+// not destroyed. h 0, the default stream, is refused: it is every scope's
+// stream where OnStream says no other.
+func (s *Scope) UseStream(h uintptr) (*Stream, error) {
+	if !s.valid() {
+		return nil, errNilScope
+	}
+	if h == 0 {
+		return nil, prefixed.Errorf("gpu", "UseStream(0): the default stream is every scope's own")
+	}
+	id := h
+	if a, ok := s.dev.drv.(interface {
+		AdoptStream(h uintptr) (uintptr, error)
+	}); ok {
+		var err error
+		if id, err = a.AdoptStream(h); err != nil {
+			return nil, deviceError(prefixed.Wrap("gpu", err, "UseStream(%#x)", h))
+		}
+	}
+	return s.ownStream(&Stream{dev: s.dev, id: id, owner: s.s, foreign: true})
+}
+
+// ownStream makes the scope own st, from NewStream or UseStream.
+func (s *Scope) ownStream(st *Stream) (*Stream, error) {
+	id := st.id
 	// Its work completes before the scope's memory is released; it is
 	// destroyed after, since releasing memory (ScrubFreed) queues work on
 	// it.
@@ -82,6 +118,11 @@ func (st *Stream) finish() error {
 // the scope's memory is released. It runs once.
 func (st *Stream) end() error {
 	st.forgetEvents()
+	if st.foreign {
+		// Its maker's: the pool keeps waiting on it, and other scopes may
+		// use it still.
+		return nil
+	}
 	err := st.dev.pool.RetireStream(st.id) // waits for what the release queued
 	errs := []error{err, st.dev.drv.DestroyStream(st.id)}
 	if err != nil {

@@ -375,3 +375,44 @@ func heldStream(t *testing.T, faults *gputest.Faults, s *gpu.Scope) (st *gpu.Str
 	require.NoError(t, err)
 	return st, release
 }
+
+// A stream other code made (a library's): a scope uses it, the pool waits
+// for it before it reuses memory used there, and the scope's end leaves it
+// to its maker.
+func TestUseStreamLeavesTheStreamToItsMaker(t *testing.T) {
+	dev, drv := openTestHost(t)
+	maker, err := dev.NewScope(gpu.Name("library"))
+	require.NoError(t, err)
+	theirs, err := maker.NewStream()
+	require.NoError(t, err)
+
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		st, err := s.UseStream(theirs.ID())
+		require.NoError(t, err)
+		b, err := s.Alloc(4096)
+		require.NoError(t, err)
+		require.NoError(t, b.RecordUse(st))
+		release, err := drv.Hold(theirs)
+		require.NoError(t, err)
+		ptr := b.Ptr()
+		require.NoError(t, s.Free(b))
+		again, err := s.Alloc(4096)
+		require.NoError(t, err)
+		assert.NotEqual(t, ptr, again.Ptr(), "reused while the library's stream may still use it")
+		release()
+		return nil
+	}))
+	require.NoError(t, theirs.Synchronize(), "the scope's end destroyed its maker's stream")
+	require.NoError(t, maker.Close())
+}
+
+func TestUseStreamRefusesTheDefaultStream(t *testing.T) {
+	dev := openHost(t)
+	s, err := dev.NewScope()
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.UseStream(0)
+	require.Error(t, err)
+	_, err = (*gpu.Scope)(nil).UseStream(1)
+	require.ErrorIs(t, err, gpu.ErrScopeClosed)
+}

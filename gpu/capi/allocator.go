@@ -1,19 +1,10 @@
 package capi
 
-/*
-#include <stdint.h>
-#include <stdlib.h>
-void *gpuscopeCtxAlloc(void *ctx, size_t size, void *stream);
-void gpuscopeCtxFree(void *ctx, void *ptr, size_t size, void *stream);
-*/
-import "C"
-
 import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/internal/foreign"
-	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // Allocator is a scope in the form that C libraries take an allocator in:
@@ -34,31 +25,17 @@ type Allocator struct {
 	// frees ptr, which Alloc returned; size is the size allocated, or 0 where
 	// the library does not say.
 	Free unsafe.Pointer
-
-	id int64
 }
 
-// For returns an Allocator that allocates in s. Close it when the library
-// is done with it. Once s ends, calls through it fail.
+// For returns an Allocator that allocates in s, for as long as s is open:
+// once s ends, or its context is done, calls through it fail with an error
+// and change nothing. The 8 bytes of C memory at Ctx stay for the process's
+// life, so that a late call reads no freed memory.
 func For(s *gpu.Scope) (Allocator, error) {
 	id, err := foreign.Attach(s)
 	if err != nil {
 		return Allocator{}, err
 	}
-	ctx := C.malloc(C.size_t(unsafe.Sizeof(C.int64_t(0))))
-	*(*C.int64_t)(ctx) = C.int64_t(id)
-	return Allocator{Ctx: ctx, Alloc: C.gpuscopeCtxAlloc, Free: C.gpuscopeCtxFree, id: id}, nil
-}
-
-// Close stops a from serving: later calls through it fail with an error
-// and change nothing, and what the library still holds stays the scope's,
-// freed when the scope ends. The 8 bytes of C memory at Ctx stay, so that
-// a late call reads no freed memory. Closing twice is an error.
-func (a Allocator) Close() error {
-	if a.Ctx == nil {
-		return prefixed.Kind("gpu", gpu.ErrScopeClosed, "Close of a zero Allocator")
-	}
-	err := foreign.Detach(a.id)
-	*(*C.int64_t)(a.Ctx) = 0 // names no scope
-	return err
+	alloc, free := ctxFuncs()
+	return Allocator{Ctx: newCtx(id), Alloc: alloc, Free: free}, nil
 }

@@ -15,10 +15,9 @@ import (
 func TestForRefusesAScopeThatIsNot(t *testing.T) {
 	_, err := capi.For(nil)
 	require.ErrorIs(t, err, gpu.ErrScopeClosed)
-	require.ErrorIs(t, capi.Allocator{}.Close(), gpu.ErrScopeClosed)
 }
 
-func TestAllocatorCloseTwice(t *testing.T) {
+func TestForGivesTheThreePointers(t *testing.T) {
 	dev, err := gpu.OpenHost()
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
@@ -30,6 +29,7 @@ func TestAllocatorCloseTwice(t *testing.T) {
 	require.NotNil(t, a.Ctx)
 	require.NotNil(t, a.Alloc)
 	require.NotNil(t, a.Free)
-	require.NoError(t, a.Close())
-	require.ErrorIs(t, a.Close(), gpu.ErrScopeClosed)
+	b, err := capi.For(s)
+	require.NoError(t, err)
+	require.NotEqual(t, a.Ctx, b.Ctx, "each Allocator its own context")
 }

@@ -28,6 +28,7 @@ type Driver struct {
 	mu        sync.Mutex // protects the fields below
 	closed    bool
 	streams   map[uintptr]cu.Stream
+	adopted   map[uintptr]uintptr // streams other code made (AdoptStream): their native handle's id
 	events    map[uintptr]cu.Event
 	modules   map[uintptr]cu.Module
 	functions map[uintptr]cu.Function
@@ -81,7 +82,7 @@ func Open(ordinal int) (*Driver, error) {
 		return nil, wrap("cuDevicePrimaryCtxRetain", err)
 	}
 	d := &Driver{ordinal: ordinal, dev: dev, ctx: ctx, name: name,
-		streams: map[uintptr]cu.Stream{0: {}}, events: map[uintptr]cu.Event{}, nextID: 1,
+		streams: map[uintptr]cu.Stream{0: {}}, adopted: map[uintptr]uintptr{}, events: map[uintptr]cu.Event{}, nextID: 1,
 		modules: map[uintptr]cu.Module{}, functions: map[uintptr]cu.Function{}, peers: map[*Driver]bool{}}
 	err = d.do(func() error {
 		var err error
@@ -270,12 +271,21 @@ func (d *Driver) CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream 
 }
 
 // do runs fn on a locked OS thread with the device's context current:
-// every call into CUDA goes through it.
-func (d *Driver) do(fn func() error) error {
+// every call into CUDA goes through it. The thread's context is put back
+// after: a call from a C library's thread (gpu/capi) leaves the library
+// the context it had, another device's say.
+func (d *Driver) do(fn func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cu.SetCurrentContext(d.ctx); err != nil {
-		return wrap("cuCtxSetCurrent", err)
+	prev, err := cu.CurrentContext()
+	if err != nil {
+		return wrap("cuCtxGetCurrent", err)
+	}
+	if prev != d.ctx {
+		if err := cu.SetCurrentContext(d.ctx); err != nil {
+			return wrap("cuCtxSetCurrent", err)
+		}
+		defer func() { err = errors.Join(err, wrap("cuCtxSetCurrent", cu.SetCurrentContext(prev))) }()
 	}
 	return fn()
 }
@@ -418,8 +428,35 @@ func (d *Driver) NewStream() (uintptr, error) {
 	return handles.Add(d.streams, &d.nextID, st), nil
 }
 
-// DestroyStream implements driver.Driver.
+// AdoptStream returns the id the driver knows the stream of handle h by, a
+// CUstream (a cudaStream_t) that other code made, such as a library's: the
+// same id for the same h, for the driver's life (gpu.Scope.UseStream calls
+// it). 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are streams too. The
+// driver never destroys it: its maker does.
+func (d *Driver) AdoptStream(h uintptr) (uintptr, error) {
+	if h == 0 {
+		return 0, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, driver.ErrClosed
+	}
+	if id, ok := d.adopted[h]; ok {
+		return id, nil
+	}
+	st := *(*cu.Stream)(unsafe.Pointer(&h)) // a cu.Stream is its CUstream
+	id := handles.Add(d.streams, &d.nextID, st)
+	d.adopted[h] = id
+	return id, nil
+}
+
+// DestroyStream implements driver.Driver. A stream other code made
+// (AdoptStream) is its maker's to destroy: it is refused.
 func (d *Driver) DestroyStream(s uintptr) error {
+	if d.isAdopted(s) {
+		return prefixed.Errorf("cuda", "DestroyStream(%#x): a stream other code made is not the driver's to destroy", s)
+	}
 	st, ok := take(d, func() map[uintptr]cu.Stream { return d.streams }, s)
 	if !ok {
 		return prefixed.Errorf("cuda", "DestroyStream(%#x): no such stream", s)
@@ -598,6 +635,18 @@ func (d *Driver) checkRange(ptr uintptr, size int64) error {
 	return nil
 }
 
+// isAdopted reports whether stream id is one other code made.
+func (d *Driver) isAdopted(id uintptr) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.adopted {
+		if a == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Close implements driver.Driver: it destroys the streams and events it
 // made and releases the primary context.
 func (d *Driver) Close() error {
@@ -605,7 +654,10 @@ func (d *Driver) Close() error {
 	var events map[uintptr]cu.Event
 	if !closing.Once(&d.mu, &d.closed, func() {
 		streams, events = d.streams, d.events
-		d.streams, d.events = map[uintptr]cu.Stream{}, map[uintptr]cu.Event{}
+		for _, id := range d.adopted {
+			delete(streams, id) // their makers' to destroy
+		}
+		d.streams, d.events, d.adopted = map[uintptr]cu.Stream{}, map[uintptr]cu.Event{}, map[uintptr]uintptr{}
 	}) {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package foreign
 
 import (
+	"errors"
+
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
@@ -58,15 +60,20 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 	if r.ending.Load() {
 		return 0, false, nil
 	}
-	if stream != 0 {
-		return 0, true, errStreams
-	}
 	buf, err := r.scope.Alloc(size)
 	if err != nil {
 		if r.ending.Load() {
 			return 0, false, nil // the scope ended under it
 		}
 		return 0, true, err
+	}
+	if stream != 0 {
+		// The memory is the scope's, on the default stream; work on
+		// stream uses it, so the pool reuses it elsewhere only once that
+		// work is done.
+		if err := r.recordUse(buf, stream); err != nil {
+			return 0, true, errors.Join(err, r.scope.Free(buf))
+		}
 	}
 	ptr = buf.Ptr()
 	h := hash(ptr)
@@ -121,13 +128,38 @@ func Free(i int, ptr uintptr, size int64, stream uintptr) error {
 	return nil
 }
 
-// errStreams: this version serves the default stream only.
-var errStreams = prefixed.Kind("gpu", gpu.ErrNotSupported, "streams other than the default one are not served yet")
-
-// RecordStream records that work on stream uses the allocation at ptr.
+// RecordStream records that work on stream uses the allocation at ptr
+// (PyTorch's record_stream): once it is freed, its memory is reused on
+// another stream only after that work has completed.
 func RecordStream(ptr, stream uintptr) error {
-	if stream == 0 {
-		return nil
+	h := hash(ptr)
+	s := tbl.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.find(ptr, h)
+	if k < 0 {
+		return prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
 	}
-	return errStreams
+	if stream == 0 {
+		return nil // the allocation's own stream
+	}
+	e := &s.entries[k]
+	return e.rec.recordUse(e.buf, stream)
+}
+
+// recordUse tells the pool that work on the stream of handle h uses buf.
+func (r *record) recordUse(buf gpu.Buffer, h uintptr) error {
+	owner := r // the scope that holds the Stream: a Go scope, or the device's root
+	if r.dev != nil {
+		owner = r.dev.root
+	}
+	v, ok := owner.streams.Load(h)
+	if !ok {
+		st, err := owner.scope.UseStream(h)
+		if err != nil {
+			return err
+		}
+		v, _ = owner.streams.LoadOrStore(h, st)
+	}
+	return buf.RecordUse(v.(*gpu.Stream))
 }

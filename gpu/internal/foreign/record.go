@@ -24,6 +24,8 @@ type record struct {
 
 	ending atomic.Bool // End has begun: allocations go elsewhere (see alloc)
 
+	streams sync.Map // a library's stream handle to its *gpu.Stream, owned by this scope (roots and Go scopes)
+
 	done   chan struct{} // closed by End: Begin's WithScope returns
 	result chan error    // what that WithScope returned
 }
@@ -54,6 +56,9 @@ func register(r *record) error {
 	records.mu.Lock()
 	defer records.mu.Unlock()
 	var place int64
+	if len(records.free) == 0 && records.used > 0 && records.used%recordChunk == 0 {
+		sweepLocked() // before a new chunk of places is made
+	}
 	if n := len(records.free); n > 0 {
 		place, records.free = records.free[n-1], records.free[:n-1]
 	} else {

@@ -1,0 +1,39 @@
+package foreign
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// A program that hands a library a scope per request keeps a bounded set
+// of records: those of ended scopes are taken back, and their ids name
+// nothing.
+func TestRecordsOfEndedGoScopesAreTakenBack(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(16 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	var first int64
+	for i := range 3 * recordChunk {
+		s, err := dev.NewScope(gpu.Name("request"))
+		require.NoError(t, err)
+		id, err := Attach(s)
+		require.NoError(t, err)
+		if i == 0 {
+			first = id
+		}
+		ptr, err := AllocIn(id, -1, 1000, 0)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		_, err = AllocIn(id, -1, 1000, 0)
+		require.ErrorIs(t, err, gpu.ErrScopeClosed, "an allocation in an ended scope")
+		require.ErrorIs(t, Free(-1, ptr, 1000, 0), gpu.ErrScopeClosed, "a free after the scope freed it")
+	}
+	records.mu.Lock()
+	used := records.used
+	records.mu.Unlock()
+	require.LessOrEqual(t, used, int64(2*recordChunk))
+	require.Nil(t, lookup(first))
+}

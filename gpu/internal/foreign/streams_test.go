@@ -1,0 +1,81 @@
+package foreign
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
+)
+
+// attached opens a device whose streams a test can hold busy, a scope on
+// it that libraries allocate in, and a stream of a library's.
+func attached(t *testing.T) (id int64, st *gpu.Stream, f *gputest.Faults) {
+	t.Helper()
+	dev, f, err := gputest.OpenFaulty(64 << 20)
+	require.NoError(t, err)
+	lib, err := dev.NewScope(gpu.Name("library's streams"))
+	require.NoError(t, err)
+	st, err = lib.NewStream()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("onnx"))
+	require.NoError(t, err)
+	id, err = Attach(s)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, s.Close())
+		assert.NoError(t, lib.Close())
+		assert.NoError(t, dev.Close())
+	})
+	return id, st, f
+}
+
+// Point 4 of issue 37: a block freed while work on the library's stream may
+// use it is not reused before that work is done.
+func TestABlockAllocatedOnAStreamWaitsForItsWork(t *testing.T) {
+	id, st, f := attached(t)
+	ptr, err := AllocIn(id, -1, 4096, st.ID())
+	require.NoError(t, err)
+	release, err := f.Hold(st)
+	require.NoError(t, err)
+	require.NoError(t, Free(-1, ptr, 4096, st.ID()))
+	again, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, ptr, again, "reused while the stream may still use it")
+	release()
+	require.NoError(t, st.Synchronize())
+	require.NoError(t, Free(-1, again, -1, 0))
+}
+
+func TestRecordStreamKeepsABlockUntilTheStreamPasses(t *testing.T) {
+	id, st, f := attached(t)
+	ptr, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	require.NoError(t, RecordStream(ptr, st.ID()))
+	require.NoError(t, RecordStream(ptr, 0), "its own stream")
+	release, err := f.Hold(st)
+	require.NoError(t, err)
+	require.NoError(t, Free(-1, ptr, -1, 0))
+	again, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, ptr, again, "reused while the recorded stream may still use it")
+	release()
+	require.NoError(t, st.Synchronize())
+	require.NoError(t, Free(-1, again, -1, 0))
+	require.ErrorIs(t, RecordStream(ptr, st.ID()), gpu.ErrFreed)
+}
+
+// Without a hold, the stream's work is done: the block comes back.
+func TestABlockOfAnIdleStreamIsReused(t *testing.T) {
+	id, st, _ := attached(t)
+	ptr, err := AllocIn(id, -1, 4096, st.ID())
+	require.NoError(t, err)
+	require.NoError(t, Free(-1, ptr, 4096, st.ID()))
+	require.NoError(t, st.Synchronize())
+	again, err := AllocIn(id, -1, 4096, st.ID())
+	require.NoError(t, err)
+	assert.Equal(t, ptr, again)
+	require.NoError(t, Free(-1, again, -1, 0))
+}

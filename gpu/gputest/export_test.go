@@ -12,3 +12,6 @@ func OnRetry(fn func(attempt int)) Option {
 func VerifyTestMainTo(exit func(int), w io.Writer, m TestingM, opts ...Option) {
 	exit(wrapped{m, opts, w}.Run())
 }
+
+// OpeningTest is openingTest, for its table.
+var OpeningTest = openingTest

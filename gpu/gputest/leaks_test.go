@@ -131,12 +131,15 @@ func closeWithAScopeOpen(t *testing.T) {
 }
 
 func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
+	gpu.RecordStacks(true)
+	defer gpu.RecordStacks(false)
 	closeWithAScopeOpen(t)
 	ft := &fakeT{}
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1, "the memory went back with Close; the leak is still reported")
 	assert.Contains(t, ft.errs[0], "1 scope left open, ended by Device.Close with 1 buffer (4.00 KiB)\n")
-	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host left open, ended by Device.Close with 4.00 KiB in use]`)
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host left open, opened by TestADeviceClosedWithScopesOpenIsALeak, ended by Device.Close with 4.00 KiB in use]`,
+		"the test, not the helper that opened the scope for it")
 	assert.NotContains(t, ft.errs[0], " live", "nothing is live after Close")
 	assert.Contains(t, ft.errs[0], "[Buffer of 4.00 KiB")
 	ft = &fakeT{}
@@ -269,4 +272,22 @@ func TestACheckOfOneDeviceLeavesAnotherDevicesReleaseErrors(t *testing.T) {
 	assert.Contains(t, ft.errs[0], "releasing memory failed where no caller could hear it")
 	assert.Contains(t, ft.errs[0], "injected fault: Release")
 	require.NoError(t, dev.EmptyCache())
+}
+
+func TestTheOpeningTestIsTheOutermostTestFunctionOnTheStack(t *testing.T) {
+	for _, c := range []struct {
+		frames []string
+		test   string
+	}{
+		{[]string{"example.com/app.open /src/app/open.go:3", "example.com/app_test.helper /src/app/a_test.go:9",
+			"example.com/app_test.TestDecode.func1 /src/app/a_test.go:20", "example.com/app_test.TestDecode /src/app/a_test.go:25",
+			"testing.tRunner /go/src/testing/testing.go:1"}, "TestDecode"},
+		{[]string{"example.com/app_test.BenchmarkX /src/app/b_test.go:4"}, "BenchmarkX"},
+		{[]string{"example.com/app_test.Test /src/app/b_test.go:4"}, "Test"},
+		{[]string{"example.com/app_test.Testing /src/app/b_test.go:4"}, ""}, // not a test: go test's rule
+		{[]string{"example.com/app.TestLike /src/app/app.go:4"}, ""},        // not in a test file
+		{nil, ""},
+	} {
+		assert.Equal(t, c.test, gputest.OpeningTest(c.frames), "%q", c.frames)
+	}
 }

@@ -396,6 +396,19 @@ func (s *Scope) evictedErr() error {
 	return s.dev.evict.state(s).err()
 }
 
+// refused returns err, the error of a call through s, as its caller
+// receives it: the eviction's cause where s was evicted and err says the
+// scope has ended, so that an evicted scope refuses everything with
+// ErrEvicted, as Alloc does.
+func (s *Scope) refused(err error) error {
+	if err != nil && errors.Is(err, ErrScopeClosed) {
+		if cause := s.evictedErr(); cause != nil {
+			return cause
+		}
+	}
+	return deviceError(err)
+}
+
 // err returns the cause of the eviction of the scope whose state ev is;
 // nil for a nil ev, or one not evicted.
 func (ev *evictState) err() error {

@@ -40,6 +40,9 @@ func (s *Scope) LoadModule(image []byte) (*Module, error) {
 	if !s.valid() {
 		return nil, errNilScope
 	}
+	if cause := s.evictedErr(); cause != nil {
+		return nil, cause
+	}
 	kl, ok := s.dev.drv.(driver.KernelLauncher)
 	if !ok {
 		return nil, prefixed.Kind("gpu", ErrNotSupported, "device %s loads no kernels", s.dev.name)
@@ -55,7 +58,7 @@ func (s *Scope) LoadModule(image []byte) (*Module, error) {
 	// Unloaded once the scope's memory is released: after its streams'
 	// work, whenever they were made.
 	if _, err := s.s.OwnResource(scope.Resource{Kind: "module", Final: m.end}); err != nil {
-		return nil, deviceError(errors.Join(err, m.end()))
+		return nil, s.refused(errors.Join(err, m.end()))
 	}
 	return m, nil
 }

@@ -54,7 +54,7 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	b.held = gen
 	owned, err := s.ownBlock(b)
 	if err != nil {
-		return HostSlice[T]{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "AllocHost"), b.end()))
+		return HostSlice[T]{}, s.refused(errors.Join(prefixed.Wrap("gpu", err, "AllocHost"), b.end()))
 	}
 	return HostSlice[T]{b: b, gen: gen, owned: owned, n: n}, nil
 }

@@ -242,7 +242,7 @@ func (s *Scope) Free(b Buffer) error {
 	if err := s.owns(b.dev, b.view, "freed"); err != nil {
 		return err
 	}
-	return deviceError(s.s.Free(b.ref))
+	return s.refused(s.s.Free(b.ref))
 }
 
 // Keep moves b to the parent scope, so that it outlives this one. The
@@ -251,7 +251,7 @@ func (s *Scope) Keep(b Buffer) error {
 	if err := s.owns(b.dev, b.view, "kept"); err != nil {
 		return err
 	}
-	return deviceError(s.s.Keep(b.ref))
+	return s.refused(s.s.Keep(b.ref))
 }
 
 // owns checks what Free and Keep can check before asking the scope.

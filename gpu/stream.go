@@ -30,6 +30,9 @@ func (s *Scope) NewStream() (*Stream, error) {
 	if !s.valid() {
 		return nil, errNilScope
 	}
+	if cause := s.evictedErr(); cause != nil {
+		return nil, cause
+	}
 	id, err := s.dev.drv.NewStream()
 	if err != nil {
 		return nil, deviceError(prefixed.Wrap("gpu", err, "NewStream"))
@@ -74,7 +77,7 @@ func (s *Scope) ownStream(st *Stream) (*Stream, error) {
 	// destroyed after, since releasing memory (ScrubFreed) queues work on
 	// it.
 	if _, err := s.s.OwnResource(scope.Resource{Kind: "stream", End: st.finish, Final: st.end}); err != nil {
-		return nil, deviceError(errors.Join(err, st.finish(), st.end()))
+		return nil, s.refused(errors.Join(err, st.finish(), st.end()))
 	}
 	s.dev.evict.ownStream(s, id) // an evictable scope is busy while work is queued on it
 	return st, nil

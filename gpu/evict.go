@@ -77,6 +77,12 @@ type evictor struct {
 	has       atomic.Bool // some evictable scope was opened: ends and failed allocations look here
 	evictions atomic.Int64
 	bytes     atomic.Int64
+	// served counts the allocations (and reservations) that eviction made
+	// room for; absorbed, the pool's out-of-memory counts they left behind
+	// (their failed attempts, and all but one of a request that failed
+	// after evicting), which Stats.OOMs leaves out: an allocation that
+	// eviction served did not run out of memory.
+	served, absorbed atomic.Int64
 
 	mu     sync.Mutex // protects scopes and their states' owned streams
 	scopes map[*Scope]*evictState
@@ -318,14 +324,44 @@ func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
 		return scope.Ref{}, err
 	}
 	self := func(x *Scope, _ *evictState) bool { return x == s }
-	for s.dev.evict.evictOne(s.dev, self, size) {
+	e := &s.dev.evict
+	failed := poolOOMs(err)
+	for e.evictOne(s.dev, self, size) {
 		ref, err2 := s.s.Alloc(size)
 		if err2 == nil || !isOutOfMemory(err2) {
+			e.settle(failed, err2 == nil)
 			return ref, err2
 		}
 		err = err2
+		failed += poolOOMs(err2)
 	}
+	e.settle(failed, false)
 	return scope.Ref{}, err
+}
+
+// poolOOMs returns 1 where the pool counted err as one of its
+// out-of-memory errors (Stats.OOMs), else 0.
+func poolOOMs(err error) int64 {
+	var oom *pool.OOMError
+	if errors.As(err, &oom) {
+		return 1
+	}
+	return 0
+}
+
+// settle counts what became of a request that evicted scopes after the
+// pool counted failed of its attempts out of memory: served by the room
+// eviction made, it ran out of memory none of those times; failing all
+// the same, once.
+func (e *evictor) settle(failed int64, served bool) {
+	if served {
+		e.served.Add(1)
+	} else {
+		failed-- // the request's own out-of-memory, which stays counted
+	}
+	if failed > 0 {
+		e.absorbed.Add(failed)
+	}
 }
 
 // reserveEvicting opens the scope of options so, whose reservation found
@@ -337,13 +373,17 @@ func reserveEvicting(ctx context.Context, d *Device, so scope.Options, err error
 		return scope.Scope{}, err
 	}
 	within := func(_ *Scope, ev *evictState) bool { return openedIn(ctx, ev) }
+	failed := poolOOMs(err)
 	for d.evict.evictOne(d, within, so.Reserve) {
 		h, err2 := d.tree.Open(ctx, scope.Scope{}, so)
 		if err2 == nil || !isOutOfMemory(err2) {
+			d.evict.settle(failed, err2 == nil)
 			return h, err2
 		}
 		err = err2
+		failed += poolOOMs(err2)
 	}
+	d.evict.settle(failed, false)
 	return scope.Scope{}, err
 }
 

@@ -161,7 +161,8 @@ func (d *Device) Summary() string {
 		"in all", units.Count(st.Allocs, "allocation"), units.FormatBytes(st.AllocatedBytes), units.Count(st.Frees, "free"),
 		units.FormatBytes(st.FreedBytes), st.ServedFromCache, st.OOMs)
 	if st.Evictions > 0 {
-		fmt.Fprintf(&b, "  %-10s %s (%s) to make room\n", "evicted", units.Count(st.Evictions, "scope"), units.FormatBytes(st.EvictedBytes))
+		fmt.Fprintf(&b, "  %-10s %s (%s) to make room, which served %s\n", "evicted", units.Count(st.Evictions, "scope"),
+			units.FormatBytes(st.EvictedBytes), units.Count(d.evict.served.Load(), "allocation"))
 	}
 	roots, n := scopeTree(d)
 	if n == 0 {

@@ -56,3 +56,35 @@ func TestAnEvictedScopeRefusesEverythingWithErrEvicted(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, other.Close())
 }
+
+// An allocation that eviction made room for did not run out of memory:
+// Stats.OOMs and the Summary do not count it (OnOutOfMemory never hears
+// of it either); the Summary counts it as served by eviction. One that
+// fails after evicting counts once.
+func TestAnAllocationEvictionServedIsNoOutOfMemory(t *testing.T) {
+	var heard int
+	dev := openHost(t, gpu.HostMemory(3*slotSize), gpu.OnOutOfMemory(func(error) { heard++ }))
+	load(t, dev, 1, gpu.Evictable(0), gpu.Name("cache"))
+	load(t, dev, 2, gpu.Evictable(0), gpu.Name("cache2"))
+	load(t, dev, 3)
+	require.NoError(t, allocElsewhere(t, dev), "eviction made room")
+	st := dev.Stats()
+	assert.Equal(t, int64(1), st.Evictions)
+	assert.Zero(t, st.OOMs, "it did not run out of memory")
+	assert.Zero(t, heard)
+	assert.Contains(t, dev.Summary(), "0 out of memory")
+	assert.Contains(t, dev.Summary(), "to make room, which served 1 allocation")
+
+	// A request that evicts the last evictable scope and still finds no
+	// room ran out of memory once.
+	other, err := dev.NewScope()
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Alloc(2 * slotSize)
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	st = dev.Stats()
+	assert.Equal(t, int64(2), st.Evictions)
+	assert.Equal(t, int64(1), st.OOMs, "one request, one out of memory")
+	assert.Equal(t, 1, heard)
+	assert.Contains(t, dev.Summary(), "1 out of memory")
+}

@@ -3,7 +3,8 @@
 // 20 GB of device memory replays on a laptop. It checks its callers as a
 // driver would: a double free, an unknown pointer, a map over a mapped page
 // or an access to an unmapped range is an error, and so is going beyond the
-// capacity.
+// capacity. TorchExpandable models PyTorch's allocator in its expandable
+// mode, so that the two can be compared here too.
 package sim
 
 import (

@@ -90,7 +90,7 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 	// fails past the device's memory, and the caller squeezes: a cap is
 	// usable to the same byte as a device of its size.
 	e.mu.Lock()
-	g := e.plan(a, h, at, k, squeeze)
+	g := e.plan(a, h, at, k, r, squeeze)
 	g.blockEnd = requestEnd(h, at, r)
 	e.mu.Unlock()
 	return e.apply(a, g)
@@ -111,7 +111,7 @@ func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64
 	}
 	e.mu.Lock()
 	want := k
-	if r < e.step && 2*e.step <= e.handleLimit() {
+	if limit, _ := e.handleLimit(r); r < e.step && 2*e.step <= limit {
 		want = max(k, 2*step)
 	}
 	n := (want + step - 1) / step * step
@@ -134,6 +134,7 @@ type growth struct {
 	movingH  []*handle // the handle under each moving block
 	create   int64     // bytes of new handles to create, 0 for none
 	maxNew   int64     // the largest new handle (handleLimit)
+	pages    bool      // new handles are cut as pages of maxNew, on the segment's grid
 	byteSize int64     // bytes mapped in all
 	blockEnd uintptr   // where the block of the request that needs the growth will end
 }
@@ -157,30 +158,53 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // (docs/pool.md has the times). A handle is never below minHandleGranules
 // granules: on a small budget, handles of a page or two would multiply the
 // driver calls and the moves for little memory.
+//
+// The largest blocks are the exception: a growth for a request of at least
+// 1/largeShare of the budget, and of fineFrom bytes or more, creates
+// handles of 1/fineShare of the budget (at least a granule), cut as pages
+// on a grid of that size from the segment's start. Such a block is freed
+// whole, and what reuses its memory are the smaller blocks that come and
+// go beside it (a language model's activations, keys and values in the
+// memory its logits had): where that memory is in handles of 1/256 of the
+// budget, every one of them that a live block still touches strands its
+// free rest, and the next large block does not fit (docs/pool.md, "The
+// largest blocks"). Pages of 1/2048 strand as little as PyTorch's 20 MiB
+// pages on a budget of 40 GB, less below.
 const (
 	budgetShare       = 256
 	minHandleGranules = 4
+	largeShare        = 64
+	fineShare         = 2048
+	fineFrom          = 128 << 20
 )
 
-// handleLimit is the largest handle a growth creates now. Called with
-// mu held.
-func (e *expander) handleLimit() int64 {
+// handleLimit is the largest handle a growth for a request of r bytes
+// creates now, and whether its handles are pages (see largeShare). Called
+// with mu held.
+func (e *expander) handleLimit(r int64) (limit int64, pages bool) {
 	budget := e.ledger.budget()
 	if budget <= 0 {
-		return MaxSize
+		return MaxSize, false
 	}
-	return max(budget/budgetShare&^(e.gran-1), minHandleGranules*e.gran)
+	if r >= budget/largeShare && r >= fineFrom {
+		return max(budget/fineShare&^(e.gran-1), e.gran), true
+	}
+	return max(budget/budgetShare&^(e.gran-1), minHandleGranules*e.gran), false
 }
 
 // newHandleSizes cuts the bytes a growth creates, which start off bytes
-// into the mapped range, into handles of at most g.maxNew; where it cuts at
-// all, one handle ends where the request's block ends (cut bytes into the
-// range).
-func (g *growth) newHandleSizes(off, cut int64) []int64 {
+// into the mapped range, itself rel bytes into its segment, into handles of
+// at most g.maxNew. Pages are cut where the segment's offset is a multiple
+// of g.maxNew; otherwise, where it cuts at all, one handle ends where the
+// request's block ends (cut bytes into the range).
+func (g *growth) newHandleSizes(off, cut, rel int64) []int64 {
 	var sizes []int64
 	for left := g.create; left > 0; {
 		n := min(left, g.maxNew)
-		if g.create > g.maxNew && cut > off && cut < off+n {
+		switch {
+		case g.pages:
+			n = min(left, g.maxNew-(rel+off)%g.maxNew)
+		case g.create > g.maxNew && cut > off && cut < off+n:
 			n = cut - off
 		}
 		sizes = append(sizes, n)
@@ -222,12 +246,12 @@ func (e *expander) bestHole(a *arena, r int64) (hole *block, at uintptr, granule
 	return hole, at, granules
 }
 
-// plan chooses the handles that fill k granules at at in hole h: idle
-// ones, then, if move, handles moved from under free blocks, then one new
-// handle for the rest. The plan maps at least k and at most the hole's
-// granules. Called with mu held; it takes the idle handles and marks the
+// plan chooses the handles that fill k granules at at in hole h, for a
+// request of r bytes: idle ones, then, if move, handles moved from under
+// free blocks, then new handles for the rest (handleLimit). The plan maps
+// at least k and at most the hole's granules. Called with mu held; it takes the idle handles and marks the
 // moving blocks, so the plan is the caller's to carry out or undo.
-func (e *expander) plan(a *arena, h *block, at uintptr, k int64, move bool) *growth {
+func (e *expander) plan(a *arena, h *block, at uintptr, k, r int64, move bool) *growth {
 	g := &growth{hole: h, fromEnd: at != h.ptr}
 	limit := h.size / e.gran
 	var total int64 // granules planned
@@ -257,7 +281,7 @@ func (e *expander) plan(a *arena, h *block, at uintptr, k int64, move bool) *gro
 	}
 	if total < k {
 		g.create = (k - total) * e.gran
-		g.maxNew = e.handleLimit()
+		g.maxNew, g.pages = e.handleLimit(r)
 		total = k
 	}
 	g.byteSize = total * e.gran
@@ -392,7 +416,7 @@ func (e *expander) apply(a *arena, g *growth) error {
 		return e.keepIdle(handles, err)
 	}
 	old := len(handles)
-	for _, n := range g.newHandleSizes(g.byteSize-g.create, cut) {
+	for _, n := range g.newHandleSizes(g.byteSize-g.create, cut, int64(start-g.hole.seg.ptr)) {
 		hd, err := e.createHandle(n)
 		if err != nil {
 			return e.undoCreate(handles, old, err)

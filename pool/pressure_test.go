@@ -227,4 +227,20 @@ func TestHandlesAreASmallShareOfTheBudget(t *testing.T) {
 		}
 		require.NoError(t, p.Free(b))
 	})
+	t.Run("under a cap, a block of 1/64 of it or more grows in pages of 1/2048 of it, cut on the segment's grid", func(t *testing.T) {
+		src := &recordingSource{Source: sim.New(0, 0)}
+		p := newPool(t, src, pool.MaxReserved(8<<30), pool.GrowthStep(0))
+		small, err := p.Alloc(6 * mib)
+		require.NoError(t, err)
+		large, err := p.Alloc(1 << 30) // 6 MiB into the segment, to 1030 MiB
+		require.NoError(t, err)
+		want := []int64{6 * mib, 2 * mib} // the small block's handle, then up to the 8 MiB line
+		for range 255 {
+			want = append(want, 4*mib)
+		}
+		want = append(want, 2*mib) // from 1028 MiB to the block's end
+		assert.Equal(t, want, src.created, "8 GiB / 2048 = 4 MiB pages")
+		require.NoError(t, p.Free(large))
+		require.NoError(t, p.Free(small))
+	})
 }

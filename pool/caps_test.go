@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,15 +94,39 @@ func TestModelHoldsAtTheSmallestCapOfEveryGeneratedShape(t *testing.T) {
 
 var update = flag.Bool("update", false, "rewrite testdata/shapes from the generators")
 
+// shapeFile is one generated trace written out: a shape for one seed.
+type shapeFile struct {
+	name  string // the file's name less .csv.gz: the shape's, with _sN for seed N > 1
+	shape workload.Shape
+	seed  uint64
+}
+
+// shapeFiles lists the traces testdata/shapes holds: each shape for each
+// of its seeds.
+func shapeFiles() []shapeFile {
+	var fs []shapeFile
+	for _, sh := range workload.Shapes() {
+		for seed := uint64(1); seed <= uint64(sh.Seeds); seed++ {
+			name := sh.Name
+			if seed > 1 {
+				name += "_s" + strconv.FormatUint(seed, 10)
+			}
+			fs = append(fs, shapeFile{name, sh, seed})
+		}
+	}
+	return fs
+}
+
 // The generated shapes, written out as traces for replays outside Go
-// (PyTorch's, on a GPU): each file is its generator's trace for seed 1.
+// (PyTorch's, on a GPU): each file is its generator's trace for one seed
+// (shapeFiles).
 // go test ./pool -run TestShapeFilesAreWhatTheGeneratorsMake -update
 // rewrites them.
 func TestShapeFilesAreWhatTheGeneratorsMake(t *testing.T) {
-	for _, sh := range workload.Shapes() {
-		t.Run(sh.Name, func(t *testing.T) {
-			path := filepath.Join("testdata", "shapes", sh.Name+".csv.gz")
-			want := sh.Generate(1)
+	for _, f := range shapeFiles() {
+		t.Run(f.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "shapes", f.name+".csv.gz")
+			want := f.shape.Generate(f.seed)
 			if *update {
 				require.NoError(t, writeTrace(path, want))
 			}

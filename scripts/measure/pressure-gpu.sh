@@ -3,17 +3,19 @@
 # under the same caps on a GPU, in one run (docs/pool.md, "Under a memory
 # cap"). Sections (all by default):
 #   smallest  PyTorch's smallest cap in each mode (torch.sh smallest) on the
-#             shared traces and the generated shapes (pool/testdata/shapes);
-#             gpuscope's first pass, three times, at the smallest cap the
-#             simulated source finds (CAPS: lines "TRACE BYTES", made by
-#             smallest_device.py with --flag max-reserved)
+#             shared traces and the generated shapes (pool/testdata/shapes,
+#             every seed's file); gpuscope's first pass, three times, at the
+#             smallest cap the simulated source finds (CAPS: lines "TRACE
+#             BYTES", made by smallest_device.py)
 #   samecap   on each shared trace, at each of PyTorch's two smallest caps:
 #             gpuscope's first pass and that PyTorch mode's, five times each
-#   free      unconstrained, five times each: gpuscope (--repeat 3: the
-#             first pass, then warm ones) and PyTorch in both modes
-#   cap12     on each shared trace, gpuscope's first pass five times under
-#             a cap of 1.2 times its unconstrained peak reserved (from
-#             free's lines, so after free): a cap it never reaches
+#   free      unconstrained, RUNS times each (default 5), on the shared
+#             traces and every shape file: gpuscope (--repeat 3: the first
+#             pass, then warm ones) and PyTorch in both modes
+#   cap12     on each shared trace and each shape's seed-1 file, gpuscope's
+#             first pass RUNS times under a cap of 1.2 times its
+#             unconstrained peak reserved (from free's lines, so after
+#             free): a cap it never reaches
 #
 #   here:  go build -tags cuda -o GPUMEM ./cmd/gpumem   (with scripts/cuda-sdk.sh)
 #   there: scripts/measure/pressure-gpu.sh GPUMEM CAPS LOGDIR [SECTION...]
@@ -35,6 +37,8 @@ for t in mlp_train resnet50_train vit_infer_dynamic llama_prefill_dynamic; do
   shared="$shared cmd/gpumem/testdata/$t.csv.gz"
 done
 shapes=$(ls pool/testdata/shapes/*.csv.gz)
+seed1=$(ls pool/testdata/shapes/*.csv.gz | grep -v '_s[0-9]*\.csv\.gz$')
+runs=${RUNS:-5}
 mkdir -p "$logs"
 has() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 # gs replays through gpuscope on the GPU and prints its JSON on one line,
@@ -86,20 +90,20 @@ for l in sys.stdin:
 fi
 
 if has free; then
-  for i in 1 2 3 4 5; do
-    for f in $shared; do
+  for ((i = 0; i < runs; i++)); do
+    for f in $shared $shapes; do
       gs free --repeat 3 "$f" >>"$logs/free_gpuscope.jsonl"
     done
     # shellcheck disable=SC2086
-    $torch replay $shared >>"$logs/free_torch.jsonl" 2>>"$logs/stderr.txt"
+    $torch replay $shared $shapes >>"$logs/free_torch.jsonl" 2>>"$logs/stderr.txt"
   done
 fi
 if has cap12; then
-  for f in $shared; do
+  for f in $shared $seed1; do
     cap=$(grep "\"$f\"" "$logs/free_gpuscope.jsonl" | head -1 | python3 -c '
 import json, sys
 print(json.loads(sys.stdin.readline())["peak_reserved_bytes"] * 12 // 10)')
-    for i in 1 2 3 4 5; do
+    for ((i = 0; i < runs; i++)); do
       gs cap12 --max-reserved "$cap" "$f" >>"$logs/cap12_gpuscope.jsonl"
     done
   done

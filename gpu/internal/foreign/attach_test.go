@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/gputest"
 )
 
 // A program that hands a library a scope per request keeps a bounded set
@@ -36,4 +37,38 @@ func TestRecordsOfEndedGoScopesAreTakenBack(t *testing.T) {
 	records.mu.Unlock()
 	require.LessOrEqual(t, used, int64(2*recordChunk))
 	require.Nil(t, lookup(first))
+}
+
+// A free after the device closed is refused, and so is an allocation:
+// nothing crashes, nothing else changes.
+func TestCallsAfterTheDeviceClosedFail(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(16 << 20))
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("ort"))
+	require.NoError(t, err)
+	id, err := Attach(s)
+	require.NoError(t, err)
+	ptr, err := AllocIn(id, -1, 1000, 0)
+	require.NoError(t, err)
+	require.Error(t, dev.Close(), "the device reports the scope left open")
+	require.ErrorContains(t, gputest.Find(), `"ort"`, "so does gputest, once")
+	require.Error(t, Free(-1, ptr, 1000, 0))
+	_, err = AllocIn(id, -1, 1000, 0)
+	require.Error(t, err)
+	require.ErrorIs(t, RecordStream(ptr, 1), gpu.ErrFreed)
+}
+
+// After Shutdown, what libraries held was freed with their scopes: their
+// frees are refused, and the device opens again on the next call.
+func TestCallsAfterShutdown(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "16777216")
+	ptr, err := Alloc(0, 1000, 0)
+	require.NoError(t, err)
+	require.NoError(t, Shutdown())
+	require.ErrorIs(t, Free(0, ptr, 1000, 0), gpu.ErrNoDevice)
+	require.ErrorIs(t, Free(-1, ptr, 1000, 0), gpu.ErrFreed)
+	again, err := Alloc(0, 1000, 0)
+	require.NoError(t, err)
+	require.NoError(t, Free(0, again, 1000, 0))
+	require.NoError(t, Shutdown())
 }

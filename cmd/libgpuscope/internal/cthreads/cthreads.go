@@ -10,6 +10,7 @@ package cthreads
 #cgo LDFLAGS: -pthread
 int cthreads_main(void);
 int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
+int c_pairs(long n, long size);
 */
 import "C"
 
@@ -25,3 +26,8 @@ func Run() int { return int(C.cthreads_main()) }
 func RunAllocator(a capi.Allocator, threads, keep int) int {
 	return int(C.ctx_threads(a.Ctx, a.Alloc, a.Free, C.int(threads), C.int(keep)))
 }
+
+// Pairs makes n alloc+free pairs of size bytes on device 0 through the
+// PyTorch entry points, from a C thread, and reports whether all
+// allocations succeeded.
+func Pairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size)) == 0 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -198,11 +199,23 @@ var errNilScope = prefixed.Kind("gpu", ErrScopeClosed, "nil or zero Scope")
 var errEnded = prefixed.Kind("gpu", ErrScopeClosed, "the scope has ended")
 
 // Alloc allocates size bytes owned by the scope. In a scope opened with
-// [WaitForMemory] (or inside one) it waits for memory rather than fail.
+// [WaitForMemory] (or inside one) it waits for memory rather than fail. A
+// size that is not positive, or above any device (256 TiB), is
+// ErrInvalidSize.
 func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
 		return Buffer{}, errNilScope
 	}
+	if size <= 0 || size > pool.MaxSize {
+		return Buffer{}, prefixed.Kind("gpu", ErrInvalidSize, "%d bytes", size)
+	}
+	return s.alloc(size)
+}
+
+// alloc is Alloc of a valid scope and a size in (0, pool.MaxSize]: the
+// one place where sizes are checked is this package's boundary (Alloc,
+// the package's Alloc), and the layers below take them as they are.
+func (s *Scope) alloc(size int64) (Buffer, error) {
 	if err := s.dev.injected("Alloc", size); err != nil {
 		return Buffer{}, s.injectedOOM(size, err) // no wait, no eviction: a test said it fails
 	}

@@ -1,11 +1,11 @@
 package gpu
 
 import (
-	"math"
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // Elem are the element types of a [Slice]: fixed-size numbers, which can be
@@ -25,10 +25,13 @@ type Slice[T Elem] struct {
 // Alloc allocates n elements of T owned by s.
 func Alloc[T Elem](s *Scope, n int) (Slice[T], error) {
 	size := int64(unsafe.Sizeof(*new(T)))
-	if n <= 0 || int64(n) > math.MaxInt64/size {
+	if n <= 0 || int64(n) > pool.MaxSize/size {
 		return Slice[T]{}, prefixed.Kind("gpu", ErrInvalidSize, "%d elements of %d bytes", n, size)
 	}
-	b, err := s.Alloc(int64(n) * size)
+	if !s.valid() {
+		return Slice[T]{}, errNilScope
+	}
+	b, err := s.alloc(int64(n) * size)
 	if err != nil {
 		return Slice[T]{}, err
 	}

@@ -2,6 +2,7 @@ package scope_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -135,4 +136,21 @@ func TestRacingFreesKeepsAndClose(t *testing.T) {
 		assert.Zero(t, parent.Stats().Live)
 		assert.Zero(t, tr.Pool().Stats().Allocated, "every allocation ended exactly once")
 	}
+}
+
+// Sizes are checked where users give them (package gpu): a size outside
+// (0, pool.MaxSize] reaching a scope is a bug of its caller, and panics
+// before anything is charged or taken.
+func TestAllocOfASizeNoCallerChecksPanics(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "sizes", Limit: 1 << 20})
+	require.NoError(t, err)
+	for _, n := range []int64{0, -1, pool.MaxSize + 1} {
+		assert.PanicsWithValue(t, fmt.Sprintf("scope: bug: Alloc of %d bytes: sizes are checked where users give them (package gpu)", n),
+			func() { _, _ = s.Alloc(n) })
+	}
+	assert.Zero(t, s.Stats().Live, "nothing charged")
+	assert.Zero(t, tr.Pool().Stats().Allocated, "nothing taken")
+	_, err = s.End()
+	require.NoError(t, err)
 }

@@ -79,7 +79,6 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method HostSlice.Use",
 		"method Module.Function",
 		"method OOMError.Error",
-		"method OOMError.Text",
 		"method OOMError.Unwrap",
 		"method Recording.Stop",
 		"method Scope.Alloc",

@@ -78,13 +78,14 @@ func deviceError(err error) error {
 
 // fromBelow reports whether err is an error of gpuscope's layers still to
 // be put under this package's prefix: one that knows its prefix
-// (prefixed.Texter), a driver's out-of-memory error, or errors.Join of
-// errors some of which are.
+// (prefixed.Texter), a typed error of a layer below that has none
+// (scope.LimitError, the drivers'), or errors.Join of errors some of which
+// are.
 func fromBelow(err error) bool {
 	switch e := err.(type) {
 	case *crossedError, *OOMError, *waitError:
 		return false
-	case prefixed.Texter, *driver.OutOfMemoryError:
+	case prefixed.Texter, *scope.LimitError, *driver.OutOfMemoryError, *driver.NoStreamError:
 		return true
 	case interface{ Unwrap() []error }:
 		return slices.ContainsFunc(e.Unwrap(), fromBelow)

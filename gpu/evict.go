@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -270,7 +271,7 @@ func (ev *evictState) streamsDone(d *Device, lastUse uint64, streams []uintptr) 
 		m = &streamMark{lastUse: lastUse, streams: streams}
 		for _, id := range streams {
 			e, err := d.drv.RecordEvent(id)
-			if err != nil && !pool.IsStreamGone(err) {
+			if err != nil && !errdefs.IsStreamGone(err) {
 				d.destroyEvents(m.pending)
 				return false
 			}

@@ -9,8 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
-	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -255,7 +255,7 @@ func (c *hostCache) get(size int64) (*hostBlock, error) {
 // back what it holds and asks once more, as the pool does.
 func (c *hostCache) alloc(class int, size int64) (*hostBlock, error) {
 	p, err := c.drv.HostAlloc(size)
-	if err != nil && pool.IsSourceOutOfMemory(err) {
+	if err != nil && errdefs.IsSourceOutOfMemory(err) {
 		if freed, ferr := c.release(); freed > 0 && ferr == nil {
 			p, err = c.drv.HostAlloc(size)
 		}
@@ -288,7 +288,7 @@ func (c *hostCache) put(b *hostBlock, streams []uintptr) error {
 	b.events = b.events[:0]
 	for _, st := range streams {
 		ev, err := c.events.RecordEvent(st)
-		if pool.IsStreamGone(err) {
+		if errdefs.IsStreamGone(err) {
 			continue // destroyed, so its work is done
 		}
 		if err != nil {

@@ -53,10 +53,10 @@ type Site struct {
 
 // Error leads with what refused the allocation, then what holds the
 // memory, then what would help for that cause.
-func (e *OOMError) Error() string { return "gpu: " + e.Text() }
+func (e *OOMError) Error() string { return "gpu: " + e.text() }
 
-// Text is the message without the prefix, for a layer above that wraps it.
-func (e *OOMError) Text() string {
+// text is the message without the prefix.
+func (e *OOMError) text() string {
 	var b strings.Builder
 	b.WriteString("out of memory: ")
 	switch {

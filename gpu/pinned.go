@@ -5,8 +5,8 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
-	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -45,7 +45,7 @@ func AllocHost[T Elem](s *Scope, n int) (HostSlice[T], error) {
 	}
 	b, err := s.dev.host.get(int64(n) * size)
 	if err != nil {
-		if pool.IsSourceOutOfMemory(err) {
+		if errdefs.IsSourceOutOfMemory(err) {
 			return HostSlice[T]{}, prefixed.KindWrap("gpu", ErrOutOfMemory, err, "AllocHost of %s", Bytes(int64(n)*size))
 		}
 		return HostSlice[T]{}, deviceError(prefixed.Wrap("gpu", err, "AllocHost"))

@@ -65,9 +65,6 @@ func (b Block) Size() int64 { return b.size }
 // Stream returns the stream the block was allocated for.
 func (b Block) Stream() uintptr { return b.stream }
 
-// IsZero reports whether b is the zero Block.
-func (b Block) IsZero() bool { return b.blk == nil }
-
 // arenaKey names an arena: one per stream and size class.
 type arenaKey struct {
 	stream uintptr

@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gpuscope/gpuscope/internal/errdefs"
@@ -74,14 +73,6 @@ func (e *OOMError) Unwrap() []error {
 	return []error{ErrOutOfMemory, e.Err}
 }
 
-// IsSourceOutOfMemory reports whether err, from a Source, means the device
-// has no room. A source says so with an error in its chain that has a method
-// OutOfMemory() bool returning true, so that drivers need not import pool.
-func IsSourceOutOfMemory(err error) bool {
-	var o interface{ OutOfMemory() bool }
-	return errors.As(err, &o) && o.OutOfMemory()
-}
-
 // sourceOOM marks an out-of-memory error from the source or from the limit.
 type sourceOOM struct{ err error }
 
@@ -104,7 +95,7 @@ func (e sourceOOM) Unwrap() error        { return e.err }
 
 // markOutOfMemory wraps a source error in sourceOOM where it means no room.
 func markOutOfMemory(err error) error {
-	if IsSourceOutOfMemory(err) {
+	if errdefs.IsSourceOutOfMemory(err) {
 		return sourceOOM{err}
 	}
 	return err

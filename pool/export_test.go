@@ -1,5 +1,7 @@
 package pool
 
+import "context"
+
 // Internals reached by the external tests.
 
 func (p *Pool) CheckInvariants(mapped func(ptr uintptr, n int64) bool) error {
@@ -18,4 +20,20 @@ func (p *Pool) ShardOf(b Block) int {
 		}
 	}
 	return -1
+}
+
+// AllocOn allocates size bytes for use on stream, as AllocContext does
+// with a context that never ends.
+func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
+	return p.AllocContext(context.Background(), size, stream)
+}
+
+// IsZero reports whether b is the zero Block.
+func (b Block) IsZero() bool { return b.blk == nil }
+
+// Used returns the bytes allocated from the region.
+func (r *Region) Used() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.used
 }

@@ -156,18 +156,18 @@ func parseDir(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
 // exported lists what pool exports: what its users call. A change here is
 // a change of the API, to make on purpose.
 var exported = []string{
-	"Alignment", "Block", "Block.IsZero", "Block.Ptr", "Block.Size", "Block.Stream",
+	"Alignment", "Block", "Block.Ptr", "Block.Size", "Block.Stream",
 	"BlockAllocated", "BlockCached", "BlockFree", "BlockInfo", "BlockMoving", "BlockPending", "BlockUnmapped",
 	"DefaultGrowthStep", "ErrClosed", "ErrInvalidBlock", "ErrInvalidSize", "ErrOutOfMemory",
 	"EventSource", "Expand", "ExpandAlways", "ExpandAuto", "ExpandNever", "Expansion",
-	"GrowthStep", "IsSourceOutOfMemory", "IsStreamGone",
+	"GrowthStep",
 	"MaxReserved", "MaxReservedFraction", "MaxSize", "MaxSplitSize", "New", "NewRegion",
 	"OOMError", "OOMError.Error", "OOMError.Text", "OOMError.Unwrap", "Option", "PageMapper",
-	"Pool", "Pool.Alloc", "Pool.AllocContext", "Pool.AllocOn", "Pool.Close", "Pool.EmptyCache",
+	"Pool", "Pool.Alloc", "Pool.AllocContext", "Pool.Close", "Pool.EmptyCache",
 	"Pool.Expandable", "Pool.Free", "Pool.MaxReserved", "Pool.Observe", "Pool.RecordUse",
 	"Pool.ResetPeaks", "Pool.RetireStream", "Pool.SetMaxReserved", "Pool.SetMaxReservedFraction",
 	"Pool.Snapshot", "Pool.Stats", "Pool.WaitForUses",
-	"Region", "Region.Alloc", "Region.CloseIfEmpty", "Region.Free", "Region.Size", "Region.Used",
+	"Region", "Region.Alloc", "Region.CloseIfEmpty", "Region.Free",
 	"ReleaseThreshold", "Rounded", "SegmentInfo", "Shards", "Snapshot", "Source", "Stats",
 }
 

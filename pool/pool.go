@@ -126,11 +126,6 @@ func (p *Pool) Expandable() bool { return p.pages != nil }
 // Alloc allocates size bytes for the default stream.
 func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocContext(context.Background(), size, 0) }
 
-// AllocOn allocates size bytes for use on stream.
-func (p *Pool) AllocOn(size int64, stream uintptr) (Block, error) {
-	return p.AllocContext(context.Background(), size, stream)
-}
-
 // AllocContext allocates size bytes for use on stream. The block may be
 // reused at once on the same stream after it is freed.
 //

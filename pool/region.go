@@ -81,13 +81,3 @@ func (r *Region) CloseIfEmpty() bool {
 	r.closed = true
 	return true
 }
-
-// Used returns the bytes allocated from the region.
-func (r *Region) Used() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.used
-}
-
-// Size returns the region's size.
-func (r *Region) Size() int64 { return r.size }

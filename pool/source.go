@@ -7,8 +7,9 @@ import "github.com/gpuscope/gpuscope/internal/vmm"
 // many goroutines, never while the pool holds a lock.
 //
 // An error that means "no room on the device" should have a method
-// OutOfMemory() bool in its chain (see [IsSourceOutOfMemory]): the pool then
-// releases its cache and retries. Other errors are returned as they are.
+// OutOfMemory() bool returning true in its chain (errors.As finds it), so
+// that drivers need not import pool: the pool then releases its cache and
+// retries. Other errors are returned as they are.
 type Source interface {
 	// Alloc returns size bytes of device memory.
 	Alloc(size int64) (uintptr, error)
@@ -20,9 +21,11 @@ type Source interface {
 
 // EventSource is the optional capability of a Source for cross-stream reuse.
 // Streams and events are opaque handles; stream 0 is the default stream.
-// An error that means "this stream no longer exists" should have a method
-// StreamGone() bool in its chain (see [IsStreamGone]): the pool then takes
-// the stream as retired, its work done.
+// An error that means "this stream no longer exists" (destroyed without
+// [Pool.RetireStream]) should have a method StreamGone() bool returning
+// true in its chain: the pool then takes the stream as retired, its work
+// done, so that EmptyCache and Close still give its memory back. Destroy a
+// stream only once its work has completed.
 type EventSource interface {
 	// RecordEvent records an event on stream that completes when the work
 	// queued on the stream so far has completed.

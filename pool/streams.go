@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
@@ -20,17 +21,6 @@ type streams struct {
 	arenas  *arenaSet
 	pending []*block         // freed blocks waiting for events on other streams
 	retired map[uintptr]bool // streams RetireStream took out of use
-}
-
-// IsStreamGone reports whether err is an EventSource's way of saying a
-// stream does not exist (destroyed without [Pool.RetireStream], the
-// "deleted stream" case): an error with a method StreamGone that returns
-// true. The pool then takes the stream as retired, its work done, so that
-// EmptyCache and Close still give its memory back: destroy a stream only
-// once its work has completed.
-func IsStreamGone(err error) bool {
-	var g interface{ StreamGone() bool }
-	return errors.As(err, &g) && g.StreamGone()
 }
 
 // retire marks stream retired: idle for good.
@@ -82,7 +72,7 @@ func (s *streams) recordOn(events, list []uintptr) (_, failed []uintptr, err err
 		switch {
 		case rerr == nil:
 			events = append(events, ev)
-		case IsStreamGone(rerr):
+		case errdefs.IsStreamGone(rerr):
 			s.retire(id)
 		default:
 			failed = append(failed, id)
@@ -198,7 +188,7 @@ func (s *streams) wait(ctx context.Context, list []uintptr) (failed map[uintptr]
 			continue
 		}
 		ev, err := s.events.RecordEvent(id)
-		if IsStreamGone(err) {
+		if errdefs.IsStreamGone(err) {
 			s.retire(id) // destroyed without RetireStream: its work is done
 			continue
 		}

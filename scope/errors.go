@@ -27,11 +27,10 @@ type LimitError struct {
 	Requested int64
 }
 
-func (e *LimitError) Error() string { return "scope: " + e.Text() }
-
-// Text is the message without the package's prefix, for a layer above
-// that wraps it.
-func (e *LimitError) Text() string {
+// Error says what refused what, with no package's prefix: a LimitError
+// reaches users through package gpu (gpu.LimitError), whose errors carry
+// its prefix once.
+func (e *LimitError) Error() string {
 	return fmt.Sprintf("out of memory: the limit of scope %q (%s) refused %s: %s live in it",
 		e.Path, units.FormatBytes(e.Limit), units.FormatBytes(e.Requested), units.FormatBytes(e.Live))
 }

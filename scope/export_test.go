@@ -93,7 +93,7 @@ func (s Scope) Close() error {
 }
 
 // Allocations returns the live allocations the scope owns, oldest first.
-func (s Scope) Allocations() []AllocationInfo {
+func (s Scope) Allocations() []allocationInfo {
 	info, _ := s.Info()
 	return info.Allocations
 }

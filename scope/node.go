@@ -71,7 +71,7 @@ func (n *node) handle() Scope {
 func (n *node) statsLocked() Stats {
 	stats := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
 	if n.region != nil {
-		stats.Reserved = n.region.Size()
+		stats.Reserved = n.reservationBlock.Size()
 	}
 	if n.evictable {
 		stats.LastUse = n.lastUse.Load()
@@ -79,11 +79,11 @@ func (n *node) statsLocked() Stats {
 	return stats
 }
 
-func (n *node) allocationsLocked() []AllocationInfo {
-	out := make([]AllocationInfo, 0, n.allocs.n)
+func (n *node) allocationsLocked() []allocationInfo {
+	out := make([]allocationInfo, 0, n.allocs.n)
 	for x := n.allocs.head; x != nil; x = x.next {
 		sl := x.elem
-		out = append(out, AllocationInfo{Ref: sl.Ref(), Ptr: sl.ptr, Size: sl.size, Stack: sl.stack})
+		out = append(out, allocationInfo{Ref: sl.Ref(), Ptr: sl.ptr, Size: sl.size, Stack: sl.stack})
 	}
 	return out
 }
@@ -179,7 +179,7 @@ func (n *node) releaseReservationIfEmpty() error {
 	if n.region == nil || !n.closed() || !n.region.CloseIfEmpty() {
 		return nil
 	}
-	n.uncharge(pool.Rounded(n.region.Size()), nil)
+	n.uncharge(n.reservationBlock.Size(), nil) // the bytes reserve charged, rounded
 	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
 		return prefixed.Wrap("scope", err, "scope %q: releasing its reservation", n.pathName())
 	}
@@ -321,17 +321,17 @@ func (n *node) detach(r Ref, to uint64) error {
 	return nil
 }
 
-func (n *node) resourcesLocked() []ResourceInfo {
+func (n *node) resourcesLocked() []resourceInfo {
 	if n.resources.n == 0 {
 		return nil
 	}
-	out := make([]ResourceInfo, 0, n.resources.n)
+	out := make([]resourceInfo, 0, n.resources.n)
 	for x := n.resources.head; x != nil; x = x.next {
 		r := x.elem
 		if !r.owned() {
 			continue // dormant: disowned, kept for reuse
 		}
-		out = append(out, ResourceInfo{ID: r.idOf(), Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
+		out = append(out, resourceInfo{ID: r.idOf(), Kind: r.Kind, Bytes: r.Bytes, Stack: r.stack})
 	}
 	return out
 }

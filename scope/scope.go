@@ -126,16 +126,6 @@ func (s Scope) Closed() bool {
 	return e != s.epoch || e&1 == 0
 }
 
-// Err returns why the scope cannot allocate, as Alloc would: gpu.ErrScopeClosed
-// once it ended, its context's cause once that is done; nil otherwise.
-func (s Scope) Err() error {
-	if !s.lock() {
-		return prefixed.Kind("scope", errdefs.ScopeClosed, "the scope has ended")
-	}
-	defer s.n.mu.Unlock()
-	return s.n.usable()
-}
-
 // Stats returns the scope's counters; zero once it ended.
 func (s Scope) Stats() Stats {
 	if !s.lock() {

@@ -23,20 +23,20 @@ type Info struct {
 	Path        string
 	Stack       []uintptr // where it was opened, when stacks were recorded
 	Stats       Stats
-	Allocations []AllocationInfo // the live allocations it owns, oldest first
-	Resources   []ResourceInfo   // what else it owns, oldest first
+	Allocations []allocationInfo // the live allocations it owns, oldest first
+	Resources   []resourceInfo   // what else it owns, oldest first
 }
 
-// AllocationInfo is an allocation as Allocations saw it.
-type AllocationInfo struct {
+// allocationInfo is an allocation as Allocations saw it.
+type allocationInfo struct {
 	Ref   Ref
 	Ptr   uintptr
 	Size  int64
 	Stack []uintptr // where it was allocated, when stacks were recorded
 }
 
-// ResourceInfo is a resource as Info saw it.
-type ResourceInfo struct {
+// resourceInfo is a resource as Info saw it.
+type resourceInfo struct {
 	ID    uint64 // no other resource of the process has it
 	Kind  string
 	Bytes int64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -217,7 +218,7 @@ func (r *plotReplay) apply(ev event) (bool, error) {
 		if err := r.bounds.alloc(ev); err != nil {
 			return false, err
 		}
-		b, err := r.p.AllocOn(ev.Size, uintptr(ev.Stream))
+		b, err := r.p.AllocContext(context.Background(), ev.Size, uintptr(ev.Stream))
 		if err != nil {
 			return false, fmt.Errorf("trace line %d: %w", ev.Line, err)
 		}

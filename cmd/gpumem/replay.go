@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -462,7 +463,7 @@ func (r *runner) run(ops []op) error {
 		o := &ops[i]
 		switch o.kind {
 		case opAlloc:
-			b, err := r.p.AllocOn(o.size, o.stream)
+			b, err := r.p.AllocContext(context.Background(), o.size, o.stream)
 			r.allocs++
 			if err != nil && !errors.Is(err, pool.ErrOutOfMemory) {
 				return fmt.Errorf("trace line %d: alloc of %d bytes: %w", o.line, o.size, err)

@@ -50,7 +50,7 @@ func TestErrorsKeepTheCUDAResult(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "cuMemAlloc", ce.Op)
 	assert.Equal(t, 2, ce.Result, "CUDA_ERROR_OUT_OF_MEMORY")
-	assert.True(t, pool.IsSourceOutOfMemory(err))
+	assert.True(t, errdefs.IsSourceOutOfMemory(err))
 	assert.ErrorIs(t, err, cu.OutOfMemory, "cu's own error is kept")
 
 	assert.Error(t, d.Free(12345, 1), "freeing an address that is not an allocation")

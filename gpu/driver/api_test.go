@@ -11,7 +11,6 @@ import (
 func TestTheAPIIsWhatUsersCall(t *testing.T) {
 	apitest.Check(t, ".", []string{
 		"method NoStreamError.Error",
-		"method NoStreamError.Text",
 		"method NoStreamError.StreamGone",
 		"method OutOfMemoryError.Error",
 		"method OutOfMemoryError.OutOfMemory",

@@ -93,18 +93,18 @@ func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 
 // NoStreamError is the error a driver returns for a stream it does not
 // know: destroyed, or never made. Package pool recognizes it by its method
-// StreamGone (pool.IsStreamGone) and takes the stream as retired, its work
+// StreamGone and takes the stream as retired, its work
 // done: a driver's DestroyStream waits for the stream's work.
 type NoStreamError struct {
 	Driver string // the driver's package: "host", "cuda"
 	Stream uintptr
 }
 
-func (e *NoStreamError) Error() string { return e.Driver + ": " + e.Text() }
-
-// Text is the message without the driver's prefix, for a layer above that
-// wraps it.
-func (e *NoStreamError) Text() string { return fmt.Sprintf("stream %#x does not exist", e.Stream) }
+// Error says which stream, with no package's prefix, as OutOfMemoryError:
+// a layer above that wraps it says its own.
+func (e *NoStreamError) Error() string {
+	return fmt.Sprintf("stream %#x does not exist in the %s driver", e.Stream, e.Driver)
+}
 
 // StreamGone reports true: the stream's work, if it ever had any, is done.
 func (e *NoStreamError) StreamGone() bool { return true }

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
-	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 )
 
 // The package holds interfaces and error types: nothing in it allocates
@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 func TestOutOfMemoryIsRecognizedByThePool(t *testing.T) {
 	cause := errors.New("CUDA_ERROR_OUT_OF_MEMORY")
 	err := fmt.Errorf("allocating a segment: %w", &driver.OutOfMemoryError{Requested: 1 << 30, Err: cause})
-	assert.True(t, pool.IsSourceOutOfMemory(err), "wrapped, it still tells the pool to release and retry")
+	assert.True(t, errdefs.IsSourceOutOfMemory(err), "wrapped, it still tells the pool to release and retry")
 	assert.ErrorIs(t, err, cause)
 	assert.Contains(t, err.Error(), "device out of memory")
-	assert.False(t, pool.IsSourceOutOfMemory(cause))
+	assert.False(t, errdefs.IsSourceOutOfMemory(cause))
 }

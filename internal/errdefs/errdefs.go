@@ -8,7 +8,11 @@
 // says its prefix once over whatever crosses into it.
 package errdefs
 
-import "github.com/gpuscope/gpuscope/internal/prefixed"
+import (
+	"errors"
+
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+)
 
 var (
 	// OutOfMemory: the device, the pool's cap or a scope's limit has no room.
@@ -30,3 +34,19 @@ var (
 	// Closed: the device, its driver or its pool was closed.
 	Closed = prefixed.New("gpu", "device closed")
 )
+
+// IsSourceOutOfMemory reports whether err, from a pool's Source (a
+// driver), means the device has no room: an error in its chain has a
+// method OutOfMemory() bool that returns true (see pool.Source).
+func IsSourceOutOfMemory(err error) bool {
+	var o interface{ OutOfMemory() bool }
+	return errors.As(err, &o) && o.OutOfMemory()
+}
+
+// IsStreamGone reports whether err, from a pool's EventSource (a driver),
+// says a stream does not exist: an error in its chain has a method
+// StreamGone() bool that returns true (see pool.EventSource).
+func IsStreamGone(err error) bool {
+	var g interface{ StreamGone() bool }
+	return errors.As(err, &g) && g.StreamGone()
+}

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/sim"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
 func TestMain(m *testing.M) {
@@ -63,7 +63,7 @@ func TestCapacityIsOutOfMemory(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Create(2 * sim.DefaultPageSize)
 	assert.ErrorIs(t, err, sim.ErrOutOfMemory)
-	assert.True(t, pool.IsSourceOutOfMemory(err))
+	assert.True(t, errdefs.IsSourceOutOfMemory(err))
 	require.NoError(t, s.Release(h))
 }
 

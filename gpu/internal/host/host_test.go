@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/gpu/internal/host"
-	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 )
 
 func TestCapacityDoubleFreeAndBounds(t *testing.T) {
@@ -17,7 +17,7 @@ func TestCapacityDoubleFreeAndBounds(t *testing.T) {
 	p, err := d.Alloc(1 << 19)
 	require.NoError(t, err)
 	_, err = d.Alloc(1 << 20)
-	assert.True(t, pool.IsSourceOutOfMemory(err), "beyond capacity is out of memory: %v", err)
+	assert.True(t, errdefs.IsSourceOutOfMemory(err), "beyond capacity is out of memory: %v", err)
 	assert.Error(t, d.CopyHtoD(p+(1<<19)-1, []byte{1, 2}, 0), "a copy past the end")
 	assert.Error(t, d.CopyHtoD(12345, []byte{1}, 0), "an unknown pointer")
 	require.NoError(t, d.CopyHtoD(p, []byte{7, 7}, 0))
@@ -66,7 +66,7 @@ func TestPinnedMemoryHasACapacityThatFreesGiveBack(t *testing.T) {
 	a, err := d.HostAlloc(3 << 18)
 	require.NoError(t, err)
 	_, err = d.HostAlloc(1 << 19)
-	assert.True(t, pool.IsSourceOutOfMemory(err), "3/4 of the capacity held, half more is too much: %v", err)
+	assert.True(t, errdefs.IsSourceOutOfMemory(err), "3/4 of the capacity held, half more is too much: %v", err)
 	b, err := d.HostAlloc(1 << 18)
 	require.NoError(t, err, "what is left fits")
 	require.NoError(t, d.HostFree(a))
@@ -74,7 +74,7 @@ func TestPinnedMemoryHasACapacityThatFreesGiveBack(t *testing.T) {
 	c, err := d.HostAlloc(3 << 18)
 	require.NoError(t, err, "the freed bytes count as free again, once")
 	_, err = d.HostAlloc(1)
-	assert.True(t, pool.IsSourceOutOfMemory(err))
+	assert.True(t, errdefs.IsSourceOutOfMemory(err))
 	require.NoError(t, d.HostFree(b))
 	require.NoError(t, d.HostFree(c))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/gpu/internal/host"
+	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -73,7 +74,7 @@ func TestHandlesCountAgainstCapacity(t *testing.T) {
 	b, err := d.Create(host.PageSize)
 	require.NoError(t, err)
 	_, err = d.Create(host.PageSize)
-	assert.True(t, pool.IsSourceOutOfMemory(err))
+	assert.True(t, errdefs.IsSourceOutOfMemory(err))
 	_, err = d.Create(host.PageSize + 1)
 	assert.Error(t, err, "a size that is not whole granules")
 	require.NoError(t, d.Release(a))

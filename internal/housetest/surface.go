@@ -22,7 +22,8 @@ const MaxPublicDeclarations = 250
 // internal/, cmd/, examples/, testdata and hidden folders), by its folder
 // relative to root, how many exported declarations `go doc -all` prints
 // for it in a default build: each func, type and method, and each const or
-// var declaration, a parenthesized group counting once.
+// var declaration, a parenthesized group counting once. Files that use cgo
+// count as the others do.
 func PublicDeclarations(root string) (map[string]int, error) {
 	out := map[string]int{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -55,7 +56,7 @@ func exportedDeclarations(dir string) (int, error) {
 	}
 	fset := token.NewFileSet()
 	var files []*ast.File
-	for _, name := range pkg.GoFiles {
+	for _, name := range slices.Concat(pkg.GoFiles, pkg.CgoFiles) { // a cgo package's exports are as public
 		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
 		if err != nil {
 			return 0, err

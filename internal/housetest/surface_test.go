@@ -31,7 +31,8 @@ func TestPublicDeclarationsCountsAsGoDocPrints(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
 	}
 	// go doc -all prints: const (A, B) once, var V, func F, type T, its
-	// constructor NewT and its method M: 6 lines at column 0.
+	// constructor NewT and its method M, and G of the file that uses cgo:
+	// 7 lines at column 0.
 	write(filepath.Join(dir, "p", "p.go"), `package p
 
 const (
@@ -50,11 +51,12 @@ func (T) m()  {}
 type u struct{}
 func (u) N() {}
 `)
+	write(filepath.Join(dir, "p", "c.go"), "package p\n\n// #include <stdlib.h>\nimport \"C\"\n\nfunc G() {}\n")
 	write(filepath.Join(dir, "p", "p_test.go"), "package p\n\nfunc Test() {}\n")
 	write(filepath.Join(dir, "internal", "q", "q.go"), "package q\n\nfunc Q() {}\n")
 	write(filepath.Join(dir, "cmd", "c", "c.go"), "package main\n\nfunc C() {}\n")
 	write(filepath.Join(dir, "tests", "only_test.go"), "package tests\n")
 	got, err := housetest.PublicDeclarations(dir)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]int{"p": 6}, got, "internal/, cmd/ and tests aside")
+	assert.Equal(t, map[string]int{"p": 7}, got, "internal/, cmd/ and tests aside")
 }

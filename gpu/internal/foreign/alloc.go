@@ -23,8 +23,12 @@ func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
 	for {
 		// The current scope may end under the allocation: then the one
 		// current after it serves.
-		if ptr, ok, err := d.current.Load().alloc(size, stream); ok {
+		r := d.current.Load()
+		if ptr, ok, err := r.alloc(size, stream); ok {
 			return ptr, err
+		}
+		if r == d.root {
+			return 0, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
 		}
 	}
 }

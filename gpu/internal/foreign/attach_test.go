@@ -1,6 +1,7 @@
 package foreign
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,5 +71,38 @@ func TestCallsAfterShutdown(t *testing.T) {
 	again, err := Alloc(0, 1000, 0)
 	require.NoError(t, err)
 	require.NoError(t, Free(0, again, 1000, 0))
+	require.NoError(t, Shutdown())
+}
+
+// Shutdown while threads allocate: every call returns, with memory or an
+// error; none waits forever on the root scope that ended.
+func TestShutdownUnderAllocations(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "16777216")
+	var started, done sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for i := 0; ; i++ {
+				if i == 100 {
+					started.Done()
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if ptr, err := Alloc(0, 512, 0); err == nil {
+					_ = Free(0, ptr, 512, 0) // refused where Shutdown freed it first
+				}
+			}
+		}()
+	}
+	started.Wait()
+	require.NoError(t, Shutdown())
+	close(stop)
+	done.Wait()
 	require.NoError(t, Shutdown())
 }

@@ -9,31 +9,47 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// buildLibrary builds libgpuscope.so into a temporary folder and returns
-// the folder. (The race detector cannot run in a shared library that a C
-// program loads: package internal/cthreads runs the same C program's calls
-// under it.)
+// library is libgpuscope.so, built once for the tests that need it, into
+// a folder TestMain removes.
+var library struct {
+	once sync.Once
+	dir  string
+	out  string
+	err  error
+}
+
+// buildLibrary builds libgpuscope.so, once, and returns its folder. (The
+// race detector cannot run in a shared library that a C program loads:
+// package internal/cthreads runs the same C program's calls under it.)
 func buildLibrary(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("the shared library's tests run on Linux")
 	}
-	dir := t.TempDir()
-	args := []string{"build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libgpuscope.so")}
-	run(t, "", "go", append(args, ".")...)
-	return dir
+	library.once.Do(func() {
+		if library.dir, library.err = os.MkdirTemp("", "libgpuscope"); library.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(library.dir, "libgpuscope.so"), ".")
+		var out []byte
+		out, library.err = cmd.CombinedOutput()
+		library.out = string(out)
+	})
+	require.NoError(t, library.err, "%s", library.out)
+	return library.dir
 }
 
 // buildC compiles testdata/name.c against the library in dir and returns
 // the program's path.
 func buildC(t *testing.T, dir, name string) string {
 	t.Helper()
-	exe := filepath.Join(dir, name)
+	exe := filepath.Join(t.TempDir(), name)
 	src, err := filepath.Abs(filepath.Join("testdata", name+".c"))
 	require.NoError(t, err)
 	run(t, "", "gcc", "-O2", "-Wall", "-Werror", "-pthread", "-I.", src, "-o", exe,
@@ -83,4 +99,14 @@ func TestExportsMatchTheHeader(t *testing.T) {
 	slices.Sort(exported)
 	require.NotEmpty(t, declared)
 	require.Equal(t, declared, exported)
+}
+
+// TestPairBenchRuns builds testdata/pair_bench.c, the pair timed from C,
+// and runs it briefly, so that the measurement's program keeps working.
+func TestPairBenchRuns(t *testing.T) {
+	dir := buildLibrary(t)
+	exe := buildC(t, dir, "pair_bench")
+	out := run(t, "", exe, "1000", "4096", "0", "2")
+	require.Contains(t, out, "alloc+free pair")
+	require.Contains(t, out, "empty call")
 }

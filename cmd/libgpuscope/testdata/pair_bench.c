@@ -2,12 +2,14 @@
 // entry points, called from C, and prints ns per pair:
 //
 //	go build -buildmode=c-shared -o /tmp/lib/libgpuscope.so ./cmd/libgpuscope
-//	gcc -O2 -I cmd/libgpuscope cmd/libgpuscope/testdata/pair_bench.c -o /tmp/lib/pair_bench \
-//	    -L/tmp/lib -lgpuscope -Wl,-rpath,/tmp/lib
-//	/tmp/lib/pair_bench [pairs] [size] [device]
+//	gcc -O2 -I cmd/libgpuscope cmd/libgpuscope/testdata/pair_bench.c -o /tmp/lib/pair_bench -L/tmp/lib -lgpuscope -Wl,-rpath,/tmp/lib
+//	/tmp/lib/pair_bench [pairs] [size] [device] [rounds]
 //
-// It also times an empty call into the library (gpuscope_free(NULL)), the
-// crossing into Go that every call pays, and a pair with 64 buffers live.
+// Each figure is timed in rounds of pairs calls; it prints the fastest
+// round and the median, the fastest being the least disturbed by other
+// work on the machine. Besides the pair it times an empty call into the
+// library (gpuscope_free(NULL)), the crossing into Go that every call
+// pays, and a pair with 64 buffers live.
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -20,10 +22,61 @@ static double now(void) {
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+static int cmp(const void *a, const void *b) {
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+enum { maxRounds = 64, live = 64 };
+
+static long pairs;
+static ssize_t size;
+static int device;
+static void *held[live];
+
+static void pair(void) {
+	for (long i = 0; i < pairs; i++) {
+		void *p = gpuscope_alloc(size, device, NULL);
+		gpuscope_free(p, size, device, NULL);
+	}
+}
+
+static void empty(void) {
+	for (long i = 0; i < pairs; i++) {
+		gpuscope_free(NULL, 0, device, NULL);
+	}
+}
+
+static void pair_live(void) {
+	for (long i = 0; i < pairs; i++) {
+		int k = i % live;
+		gpuscope_free(held[k], size, device, NULL);
+		held[k] = gpuscope_alloc(size, device, NULL);
+	}
+}
+
+// report times fn in rounds and prints the fastest and the median round,
+// per call of its loop.
+static void report(const char *what, void (*fn)(void), int rounds) {
+	double t[maxRounds];
+	for (int r = 0; r < rounds; r++) {
+		double t0 = now();
+		fn();
+		t[r] = (now() - t0) / pairs;
+	}
+	qsort(t, rounds, sizeof t[0], cmp);
+	printf("%-22s fastest %7.1f ns   median %7.1f ns\n", what, t[0], t[rounds / 2]);
+}
+
 int main(int argc, char **argv) {
-	long pairs = argc > 1 ? atol(argv[1]) : 1000000;
-	ssize_t size = argc > 2 ? atol(argv[2]) : 4096;
-	int device = argc > 3 ? atoi(argv[3]) : 0;
+	pairs = argc > 1 ? atol(argv[1]) : 200000;
+	size = argc > 2 ? atol(argv[2]) : 4096;
+	device = argc > 3 ? atoi(argv[3]) : 0;
+	int rounds = argc > 4 ? atoi(argv[4]) : 10;
+	if (rounds < 1 || rounds > maxRounds || pairs < 1) {
+		fprintf(stderr, "pair_bench: 1 to %d rounds of at least one pair\n", maxRounds);
+		return 2;
+	}
 
 	// Warm up: the device opens, the pool caches a block of the size.
 	for (int i = 0; i < 1000; i++) {
@@ -34,36 +87,15 @@ int main(int argc, char **argv) {
 		}
 		gpuscope_free(p, size, device, NULL);
 	}
-
-	double t0 = now();
-	for (long i = 0; i < pairs; i++) {
-		void *p = gpuscope_alloc(size, device, NULL);
-		gpuscope_free(p, size, device, NULL);
-	}
-	double t1 = now();
-	for (long i = 0; i < pairs; i++) {
-		gpuscope_free(NULL, 0, device, NULL);
-	}
-	double t2 = now();
-
-	enum { live = 64 };
-	void *held[live];
+	printf("pair_bench: %ld calls a round, %d rounds, %zd bytes, device %d\n", pairs, rounds, size, device);
+	report("alloc+free pair", pair, rounds);
+	report("empty call", empty, rounds);
 	for (int k = 0; k < live; k++) {
 		held[k] = gpuscope_alloc(size, device, NULL);
 	}
-	double t3 = now();
-	for (long i = 0; i < pairs; i++) {
-		int k = i % live;
-		gpuscope_free(held[k], size, device, NULL);
-		held[k] = gpuscope_alloc(size, device, NULL);
-	}
-	double t4 = now();
+	report("pair with 64 live", pair_live, rounds);
 	for (int k = 0; k < live; k++) {
 		gpuscope_free(held[k], size, device, NULL);
 	}
-
-	printf("pair %.1f ns  (alloc+free of %zd bytes, device %d, %ld pairs)\n", (t1 - t0) / pairs, size, device, pairs);
-	printf("empty call %.1f ns  (gpuscope_free(NULL))\n", (t2 - t1) / pairs);
-	printf("pair with %d live %.1f ns\n", live, (t4 - t3) / pairs);
 	return 0;
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/internal/foreign"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
@@ -137,7 +138,7 @@ func put(text []byte, buf *C.char, n C.size_t) C.size_t {
 // cSize converts a size_t to bytes, refusing what int64 cannot hold.
 func cSize(n C.size_t) (int64, error) {
 	if uint64(n) > math.MaxInt64 {
-		return 0, prefixed.Errorf("gpu", "%d bytes: more than any device holds", uint64(n))
+		return 0, prefixed.Kind("gpu", gpu.ErrInvalidSize, "%d bytes: more than any device holds", uint64(n))
 	}
 	return int64(n), nil
 }

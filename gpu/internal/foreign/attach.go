@@ -13,7 +13,7 @@ func Attach(s *gpu.Scope) (int64, error) {
 	if s.Device() == nil {
 		return 0, prefixed.Kind("gpu", gpu.ErrScopeClosed, "nil or zero Scope")
 	}
-	r := &record{gdev: s.Device(), scope: s, name: s.Path()}
+	r := &record{gdev: s.Device(), scope: s}
 	if err := register(r); err != nil {
 		return 0, err
 	}

@@ -86,7 +86,7 @@ func deviceAt(i int) (*device, error) {
 		return nil, err
 	}
 	d := &device{index: i, gpu: g}
-	d.root = &record{dev: d, gdev: g, scope: s, name: RootName}
+	d.root = &record{dev: d, gdev: g, scope: s}
 	d.current.Store(d.root)
 	devices.open[i].Store(d)
 	return d, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/internal/units"
 )
 
 // record is a scope that libraries allocate in: one begun from C (Begin),
@@ -17,7 +18,6 @@ type record struct {
 	dev   *device     // the C device it was begun on; nil for a Go scope
 	gdev  *gpu.Device // its scope's device
 	scope *gpu.Scope
-	name  string
 
 	parent   *record // the enclosing record (Begin); nil for roots and Go scopes
 	children int     // open records begun inside it; under dev.mu
@@ -114,7 +114,7 @@ func Begin(i int, name string) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	parent := d.current.Load()
-	r := &record{dev: d, gdev: d.gpu, name: name, parent: parent,
+	r := &record{dev: d, gdev: d.gpu, parent: parent,
 		done: make(chan struct{}), result: make(chan error, 1)}
 	// A scope inside another is WithScope's, which ends when its function
 	// returns: the function waits for End.
@@ -142,9 +142,8 @@ func Begin(i int, name string) (int64, error) {
 
 // End ends the scope id begun by Begin. What libraries still hold in it
 // passes to the enclosing scope, unless freeLive says the libraries are done
-// with it: then it is freed. The report says what was still live. A scope
-// with scopes still open inside it does not end. What it found still live
-// is in Stats' "last_scope_end".
+// with it: then it is freed. What it found still live is in Stats'
+// "last_scope_end". A scope with scopes still open inside it does not end.
 func End(id int64, freeLive bool) error {
 	r := lookup(id)
 	if r == nil {
@@ -160,7 +159,7 @@ func End(id int64, freeLive bool) error {
 		return prefixed.Wrap("gpu", errNoScope, "scope %d", id)
 	}
 	if r.children > 0 {
-		return prefixed.Errorf("gpu", "scope %q has %d scopes open inside it: end them first", r.scope.Path(), r.children)
+		return prefixed.Errorf("gpu", "scope %q has %s open inside it: end them first", r.scope.Path(), units.Count(r.children, "scope"))
 	}
 	path := r.scope.Path()
 	n, bytes, err := r.endLive(freeLive)
@@ -171,7 +170,7 @@ func End(id int64, freeLive bool) error {
 		if freeLive {
 			verb = "freed"
 		}
-		report = fmt.Sprintf("scope %q ended with %d buffers (%d bytes) that libraries still held: %s", path, n, bytes, verb)
+		report = fmt.Sprintf("scope %q ended with %s (%s) that libraries still held: %s", path, units.Count(n, "buffer"), units.FormatBytes(bytes), verb)
 	}
 	d.lastEnd.Store(&report)
 	return err

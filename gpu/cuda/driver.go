@@ -271,9 +271,10 @@ func (d *Driver) CopyDtoHAsync(dst unsafe.Pointer, src uintptr, n int64, stream 
 }
 
 // do runs fn on a locked OS thread with the device's context current:
-// every call into CUDA goes through it. The thread's context is put back
-// after: a call from a C library's thread (gpu/capi) leaves the library
-// the context it had, another device's say.
+// every call into CUDA goes through it. Another context current on the
+// thread is put back after: a call from a C library's thread (gpu/capi)
+// leaves the library the context it had, another device's say. A thread
+// with none keeps the device's, so that the next call on it sets nothing.
 func (d *Driver) do(fn func() error) (err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -285,7 +286,9 @@ func (d *Driver) do(fn func() error) (err error) {
 		if err := cu.SetCurrentContext(d.ctx); err != nil {
 			return wrap("cuCtxSetCurrent", err)
 		}
-		defer func() { err = errors.Join(err, wrap("cuCtxSetCurrent", cu.SetCurrentContext(prev))) }()
+		if prev != (cu.CUContext{}) {
+			defer func() { err = errors.Join(err, wrap("cuCtxSetCurrent", cu.SetCurrentContext(prev))) }()
+		}
 	}
 	return fn()
 }

@@ -30,6 +30,7 @@ type Device struct {
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	host          hostCache   // page-locked host memory for reuse (AllocHost)
 	evict         evictor     // its Evictable scopes
+	left          leftovers   // events and streams a release failed to destroy, for EmptyCache and Close
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
 	registered    *registry.Device // this device in the process's registry, for gputest
@@ -160,7 +161,7 @@ func (d *Device) EmptyCache() error {
 		return err
 	}
 	_, err := d.host.release()
-	err = errors.Join(d.pool.EmptyCache(), err)
+	err = errors.Join(d.pool.EmptyCache(), err, d.left.retry(d))
 	d.waiters.released() // the room it made is for the allocations waiting too
 	return deviceError(err)
 }
@@ -233,5 +234,6 @@ func (d *Device) Close() error {
 		err = errors.Join(prefixed.Errorf("gpu", "device %s closed with %s open: %s",
 			d.name, units.Count(len(leftOpen), "scope"), strings.Join(leftOpen, ", ")), err)
 	}
-	return deviceError(errors.Join(err, d.host.close(), d.pool.Close(), d.drv.Close()))
+	err = errors.Join(err, d.host.close(), d.pool.Close())
+	return deviceError(errors.Join(err, d.left.retry(d), d.drv.Close()))
 }

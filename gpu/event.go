@@ -196,7 +196,7 @@ func (ev *Event) passLocked() error {
 		return nil // the scope is ending it, or Release is: end destroys it
 	}
 	ev.done = true
-	return deviceError(ev.st.dev.drv.DestroyEvent(ev.id))
+	return deviceError(ev.st.dev.destroyEvent(ev.id)) // kept where it fails
 }
 
 // Release destroys the event now rather than with its stream's scope, where
@@ -218,6 +218,6 @@ func (ev *Event) end() error {
 		if ev.done {
 			return nil
 		}
-		return ev.st.dev.drv.DestroyEvent(ev.id)
+		return ev.st.dev.destroyEvent(ev.id)
 	})
 }

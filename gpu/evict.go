@@ -309,7 +309,7 @@ func (ev *evictState) forget(d *Device) {
 // nobody else hears.
 func (d *Device) destroyEvents(events []uintptr) {
 	for _, e := range events {
-		if err := d.drv.DestroyEvent(e); err != nil {
+		if err := d.destroyEvent(e); err != nil {
 			d.dropped(prefixed.Wrap("gpu", err, "destroying an event of an eviction check"))
 		}
 	}

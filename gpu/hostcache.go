@@ -43,6 +43,7 @@ type hostCache struct {
 	reaped  sync.Cond  // on mu: a reap finished (close waits for it)
 	free    [numHostClasses][]*hostBlock
 	pending []*hostBlock // given back with stream work outstanding, oldest first
+	unfreed []*hostBlock // blocks the driver's HostFree failed on: cached still, tried again by EmptyCache and Close
 	reaping bool         // a goroutine reads pending[0]'s events outside mu
 	emptied uint64       // EmptyCache calls: a block pending before the last goes to the driver once done
 	closed  bool
@@ -356,8 +357,8 @@ func (c *hostCache) reap() {
 		c.pending[0] = nil
 		c.pending = c.pending[1:]
 		c.stats.Pending -= b.size
-		if err != nil || b.epoch < c.emptied {
-			errs = append(errs, err)
+		errs = append(errs, err)
+		if !done || b.epoch < c.emptied {
 			back = append(back, b)
 		} else {
 			c.free[b.class] = append(c.free[b.class], b)
@@ -372,40 +373,48 @@ func (c *hostCache) reap() {
 }
 
 // eventsDone reports whether every event of b has completed, destroying
-// those that have.
+// those that have. An event the driver fails to destroy is done all the
+// same: the device keeps it for EmptyCache and Close to destroy, and the
+// error says so.
 func (c *hostCache) eventsDone(b *hostBlock) (bool, error) {
+	var errs []error
 	for i, ev := range b.events {
 		done, err := c.events.EventDone(ev)
 		if err != nil {
-			return false, err
+			b.events = b.events[i:]
+			return false, errors.Join(append(errs, err)...)
 		}
 		if !done {
 			b.events = b.events[i:]
-			return false, nil
+			return false, errors.Join(errs...)
 		}
-		if err := c.events.DestroyEvent(ev); err != nil {
-			b.events = b.events[i+1:]
-			return false, err
-		}
+		errs = append(errs, c.dev.destroyEvent(ev))
 	}
 	b.events = b.events[:0]
-	return true, nil
+	return true, errors.Join(errs...)
 }
 
 // giveBack frees blocks held in the cache through the driver, destroying
-// the events they still have: the driver's free waits for their work.
+// the events they still have: the driver's free waits for their work. A
+// block the driver fails to free stays the cache's, counted as cached,
+// and the next EmptyCache or Close tries again.
 func (c *hostCache) giveBack(blocks []*hostBlock) error {
 	var errs []error
 	for _, b := range blocks {
 		for _, ev := range b.events {
-			errs = append(errs, c.events.DestroyEvent(ev))
+			errs = append(errs, c.dev.destroyEvent(ev))
 		}
 		b.events = nil
-		errs = append(errs, c.drv.HostFree(b.p))
+		err := c.drv.HostFree(b.p)
 		c.mu.Lock()
-		c.stats.Cached -= b.size
-		c.stats.CachedBlocks--
-		c.stats.DriverFrees++
+		if err != nil {
+			c.unfreed = append(c.unfreed, b)
+			errs = append(errs, prefixed.Wrap("gpu", err, "freeing %s of page-locked memory (kept for the next EmptyCache)", Bytes(b.size)))
+		} else {
+			c.stats.Cached -= b.size
+			c.stats.CachedBlocks--
+			c.stats.DriverFrees++
+		}
 		c.mu.Unlock()
 	}
 	return errors.Join(errs...)
@@ -418,7 +427,8 @@ func (c *hostCache) release() (int64, error) {
 	c.mu.Lock()
 	c.drainHot()
 	c.emptied++
-	var back []*hostBlock
+	back := c.unfreed
+	c.unfreed = nil
 	var bytes int64
 	for i, l := range c.free {
 		for _, b := range l {
@@ -444,8 +454,8 @@ func (c *hostCache) close() error {
 	for c.reaping {
 		c.reaped.Wait()
 	}
-	back := c.pending
-	c.pending = nil
+	back := append(c.pending, c.unfreed...)
+	c.pending, c.unfreed = nil, nil
 	c.stats.Pending = 0
 	for i, l := range c.free {
 		back = append(back, l...)

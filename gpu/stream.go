@@ -127,7 +127,7 @@ func (st *Stream) end() error {
 		return nil
 	}
 	err := st.dev.pool.RetireStream(st.id) // waits for what the release queued
-	errs := []error{err, st.dev.drv.DestroyStream(st.id)}
+	errs := []error{err, st.dev.destroyStream(st.id)}
 	if err != nil {
 		// Destroyed, its work is done: the pool may let it go now.
 		errs = append(errs, st.dev.pool.RetireStream(st.id))

@@ -21,6 +21,37 @@ type streams struct {
 	arenas  *arenaSet
 	pending []*block         // freed blocks waiting for events on other streams
 	retired map[uintptr]bool // streams RetireStream took out of use
+	// undestroyed are events the source failed to destroy: still the
+	// pool's, destroyed by the next EmptyCache or Close (waitPending).
+	undestroyed []uintptr
+}
+
+// destroy destroys ev; where the source fails, the pool keeps ev for the
+// next EmptyCache or Close to destroy, and returns the error.
+func (s *streams) destroy(ev uintptr) error {
+	err := s.events.DestroyEvent(ev)
+	if err != nil {
+		s.mu.Lock()
+		s.undestroyed = append(s.undestroyed, ev)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// destroyLeft destroys the events the source failed to destroy before;
+// those it fails on again stay.
+func (s *streams) destroyLeft() error {
+	s.mu.Lock()
+	left := s.undestroyed
+	s.undestroyed = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, ev := range left {
+		if err := s.destroy(ev); err != nil {
+			errs = append(errs, prefixed.Wrap("pool", err, "destroying an event"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // retire marks stream retired: idle for good.
@@ -140,7 +171,7 @@ func (s *streams) poll(b *block) (bool, error) {
 		}
 	}
 	for _, ev := range b.events {
-		if err := s.events.DestroyEvent(ev); err != nil {
+		if err := s.destroy(ev); err != nil {
 			errs = append(errs, prefixed.Wrap("pool", err, "destroying an event"))
 		}
 	}
@@ -194,8 +225,9 @@ func (s *streams) wait(ctx context.Context, list []uintptr) (failed map[uintptr]
 		}
 		if err == nil {
 			err = s.waitEvent(ctx, ev)
-			if derr := s.events.DestroyEvent(ev); err == nil {
-				err = derr
+			if derr := s.destroy(ev); derr != nil {
+				// Waited for all the same: the pool keeps the event.
+				errs = append(errs, prefixed.Wrap("pool", derr, "destroying an event"))
 			}
 		}
 		if err != nil {
@@ -237,7 +269,7 @@ func (s *streams) waitPending(ctx context.Context) error {
 	if s.events == nil {
 		return nil
 	}
-	var errs []error
+	errs := []error{s.destroyLeft()}
 	if err := s.collectPending(); err != nil { // which records what frees could not
 		errs = append(errs, err)
 	}

@@ -38,7 +38,7 @@ func TestEveryNumericFlagRefusesWhatItCannotHonour(t *testing.T) {
 					continue
 				}
 				assert.Empty(t, out)
-				assert.Contains(t, errb, "for flag -"+f.Name+": want ", "%s --%s %q says what it accepts", cmd.name, f.Name, v)
+				assert.Contains(t, errb, "for flag --"+f.Name+": want ", "%s --%s %q says what it accepts", cmd.name, f.Name, v)
 			}
 		})
 	}
@@ -191,5 +191,24 @@ func TestTheHelpSpellsFlagsOneWay(t *testing.T) {
 			assert.Contains(t, out, "\n  "+dashes+f.Name+" "+value+"\n", "%s lists --%s", cmd.name, f.Name)
 		})
 		assert.Equal(t, cmd.takesFile, strings.Contains(out, "FILE"), "%s: FILE in its help", cmd.name)
+	}
+}
+
+// A bad flag's error spells it as the help does: package flag writes one
+// dash, gpumem two.
+func TestAFlagsErrorSpellsItAsTheHelpDoes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"replay", "--max-reserved", "abc", "x"}, `invalid value "abc" for flag --max-reserved: want `},
+		{[]string{"replay", "-max-reserved=1x", "x"}, `invalid value "1x" for flag --max-reserved: want `},
+		{[]string{"replay", "--nope", "x"}, "flag provided but not defined: --nope\n"},
+		{[]string{"stress", "--seconds"}, "flag needs an argument: --seconds\n"},
+		{[]string{"plot", "-o"}, "flag needs an argument: -o\n"},
+	} {
+		code, _, errb := gpumem(t, nil, c.args...)
+		assert.Equal(t, 1, code, "%q", c.args)
+		assert.Contains(t, errb, c.says, "%q", c.args)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -160,12 +161,20 @@ func runCommand(c *call, name string, cmd command, args []string) error {
 		return help(c.stdout, []string{name})
 	}
 	if err != nil {
-		return &usageError{cmd: name, err: err}
+		return &usageError{cmd: name, err: errors.New(dashes(err.Error()))}
 	}
 	c.args, c.given = positional, map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	return cmd.run(c)
 }
+
+// flagName is a flag as package flag's errors write it, with one dash:
+// "for flag -name", "not defined: -name", "an argument: -name".
+var flagName = regexp.MustCompile(`(for flag|not defined:|an argument:) -([a-zA-Z0-9][\w.-]+)`)
+
+// dashes spells the flags in a message of package flag as gpumem's help
+// and errors do: --name (a one-letter flag keeps its one dash).
+func dashes(msg string) string { return flagName.ReplaceAllString(msg, "$1 --$2") }
 
 // flagSet returns cmd's flags, which print nothing themselves: gpumem
 // says what is wrong, once.

@@ -126,7 +126,6 @@ func sweepRun(t *testing.T, inject func(*gputest.Faults)) (ran gpu.Stats) {
 	inject(faults)
 	sweepWorkload(dev, check)
 	ran = dev.Stats()
-	faults.FailNth(gputest.OpAlloc, 0)
 	faults.FailWhen(nil)
 	for op := gputest.OpAlloc; op <= gputest.OpRequest; op++ {
 		faults.FailNth(op, 0)

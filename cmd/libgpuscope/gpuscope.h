@@ -35,7 +35,8 @@ extern "C" {
  * frees nothing where ptr is not a live allocation of this library, or
  * size or device are not those it was allocated with; free(NULL) does
  * nothing. A block freed on one stream is reused on another only after
- * the work queued on the first at the free has completed. */
+ * the work queued on the first at the free has completed (memory of a
+ * stream other than the default waits for an event the free records). */
 void *gpuscope_alloc(ssize_t size, int device, void *stream);
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 
@@ -47,7 +48,7 @@ void gpuscope_record_stream(void *ptr, void *stream);
 /* CuPy's cupy.cuda.memory.CFunctionAllocator. param 0 allocates in the
  * scope current on the device; a scope id from gpuscope_scope_begin, in
  * that scope (so that each framework may keep its own). malloc returns 0
- * on failure. */
+ * on failure. CuPy passes no stream: its memory is the default stream's. */
 intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device);
 void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device);
 

@@ -252,6 +252,13 @@ func OnStream(st *Stream) ScopeOption {
 	})
 }
 
+// buildScopeOptions is buildOptions for a scope, which also refuses a
+// Reserve over the scope's own Limit: with Reserve and Limit, the one
+// place a scope's sizes are checked (package scope takes them as given).
 func buildScopeOptions(opts []ScopeOption) (scopeOptions, error) {
-	return buildOptions(opts, ScopeOption.applyScope, "nil ScopeOption")
+	o, err := buildOptions(opts, ScopeOption.applyScope, "nil ScopeOption")
+	if err == nil && o.limit > 0 && o.reserve > o.limit {
+		err = prefixed.Kind("gpu", ErrInvalidSize, "Reserve(%d) exceeds the scope's Limit(%d)", o.reserve, o.limit)
+	}
+	return o, err
 }

@@ -1,7 +1,8 @@
 package scope
 
 import (
-	"github.com/gpuscope/gpuscope/internal/errdefs"
+	"fmt"
+
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -19,7 +20,9 @@ type Options struct {
 
 // check reports options that no scope can open with. Options that reserve
 // nothing and have no negative limit always can: the common case costs
-// Open one test, inlined.
+// Open one test, inlined. Sizes are checked where users give them
+// (package gpu): a Reserve or Limit out of range here is a bug of the
+// caller, and panics.
 func (o Options) check() error {
 	if o.Reserve == 0 && o.Limit >= 0 {
 		return nil
@@ -30,11 +33,8 @@ func (o Options) check() error {
 // checkReserve is check for options that reserve memory or have a
 // negative limit.
 func (o Options) checkReserve() error {
-	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 {
-		return prefixed.Kind("scope", errdefs.InvalidSize, "reserve %d, limit %d", o.Reserve, o.Limit)
-	}
-	if o.Limit > 0 && o.Reserve > o.Limit {
-		return prefixed.Kind("scope", errdefs.InvalidSize, "reserve %d exceeds the scope's limit %d", o.Reserve, o.Limit)
+	if o.Reserve < 0 || o.Reserve > pool.MaxSize || o.Limit < 0 || o.Limit > 0 && o.Reserve > o.Limit {
+		panic(fmt.Sprintf("scope: bug: Open with Reserve %d and Limit %d: sizes are checked where users give them (package gpu)", o.Reserve, o.Limit))
 	}
 	if o.Reserve > 0 && o.Stream != 0 {
 		// A reservation is memory of one stream that its children share;

@@ -3,6 +3,7 @@ package scope_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -47,12 +48,15 @@ func TestAllocationsComeFromTheNearestReservationThenThePool(t *testing.T) {
 	assert.Zero(t, p.Stats().Allocated, "closing the root gave its reservation back")
 }
 
-func TestAReservationBeyondTheDeviceIsRefusedWithNothingHeld(t *testing.T) {
+// Sizes are checked where users give them (package gpu): a reservation
+// out of range, or over the scope's own limit, reaching a tree is a bug of
+// its caller, and panics before anything is opened or taken.
+func TestAReservationNoCallerCheckedPanicsWithNothingHeld(t *testing.T) {
 	tr := newTree(t)
-	_, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Reserve: pool.MaxSize + 1})
-	assert.ErrorIs(t, err, errdefs.InvalidSize)
-	_, err = tr.Open(context.Background(), scope.Scope{}, scope.Options{Reserve: 1 << 20, Limit: 1 << 10})
-	assert.ErrorContains(t, err, "exceeds the scope's limit")
+	for _, o := range []scope.Options{{Reserve: pool.MaxSize + 1}, {Reserve: -1}, {Reserve: 1 << 20, Limit: 1 << 10}, {Limit: -1}} {
+		assert.PanicsWithValue(t, fmt.Sprintf("scope: bug: Open with Reserve %d and Limit %d: sizes are checked where users give them (package gpu)", o.Reserve, o.Limit),
+			func() { _, _ = tr.Open(context.Background(), scope.Scope{}, o) })
+	}
 	assert.Empty(t, tr.Scopes())
 	assert.Zero(t, tr.Pool().Stats().Allocated)
 }

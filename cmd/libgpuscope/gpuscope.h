@@ -34,9 +34,10 @@ extern "C" {
  * on failure: size < 1, more than the device holds, no such device. free
  * frees nothing where ptr is not a live allocation of this library, or
  * size or device are not those it was allocated with; free(NULL) does
- * nothing. A block freed on one stream is reused on another only after
- * the work queued on the first at the free has completed (memory of a
- * stream other than the default waits for an event the free records). */
+ * nothing. A block allocated for a stream is reused at once on that
+ * stream, and on another only after the work queued on the first at the
+ * free has completed: allocations for a stream other than the default go
+ * to a child of the current scope on that stream, "stream 0x...". */
 void *gpuscope_alloc(ssize_t size, int device, void *stream);
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 

@@ -51,8 +51,8 @@ func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
 	return ptr, err
 }
 
-// alloc allocates in r; ok is false, and nothing done, where r has begun
-// to end.
+// alloc allocates in r, for work on stream besides r's own (0: none);
+// ok is false, and nothing done, where r has begun to end.
 //
 // An End that begins while the allocation is under way must find its
 // entry in the table, or the allocation must not come out of it: End
@@ -64,6 +64,15 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 	if r.ending.Load() {
 		return 0, false, nil
 	}
+	if stream != 0 && r.dev != nil {
+		// A scope of C's allocates for another stream in its child on
+		// that stream.
+		c, err := r.onStream(stream)
+		if c == nil || err != nil {
+			return 0, err != nil, err
+		}
+		return c.alloc(size, 0)
+	}
 	buf, err := r.scope.Alloc(size)
 	if err != nil {
 		if r.ending.Load() {
@@ -72,9 +81,8 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 		return 0, true, err
 	}
 	if stream != 0 {
-		// The memory is the scope's, on the default stream; work on
-		// stream uses it, so the pool reuses it elsewhere only once that
-		// work is done.
+		// A Go scope's memory is on its own stream; work on stream uses
+		// it, so the pool reuses it elsewhere only once that work is done.
 		if err := r.recordUse(buf, stream); err != nil {
 			return 0, true, errors.Join(err, r.scope.Free(buf))
 		}
@@ -149,21 +157,4 @@ func RecordStream(ptr, stream uintptr) error {
 	}
 	e := &s.entries[k]
 	return e.rec.recordUse(e.buf, stream)
-}
-
-// recordUse tells the pool that work on the stream of handle h uses buf.
-func (r *record) recordUse(buf gpu.Buffer, h uintptr) error {
-	owner := r // the scope that holds the Stream: a Go scope, or the device's root
-	if r.dev != nil {
-		owner = r.dev.root
-	}
-	v, ok := owner.streams.Load(h)
-	if !ok {
-		st, err := owner.scope.UseStream(h)
-		if err != nil {
-			return err
-		}
-		v, _ = owner.streams.LoadOrStore(h, st)
-	}
-	return buf.RecordUse(v.(*gpu.Stream))
 }

@@ -26,6 +26,11 @@ type record struct {
 
 	streams sync.Map // a library's stream handle to its *gpu.Stream, owned by this scope (roots and Go scopes)
 
+	// A scope of C's allocates for another stream in a child on it (streams.go).
+	byStream  sync.Map  // stream handle to the child on it
+	onStreams []*record // those children; under dev.mu
+	streamOf  *record   // for such a child, the scope it serves
+
 	done   chan struct{} // closed by End: Begin's WithScope returns
 	result chan error    // what that WithScope returned
 }
@@ -114,22 +119,9 @@ func Begin(i int, name string) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	parent := d.current.Load()
-	r := &record{dev: d, gdev: d.gpu, parent: parent,
-		done: make(chan struct{}), result: make(chan error, 1)}
-	// A scope inside another is WithScope's, which ends when its function
-	// returns: the function waits for End.
-	opened := make(chan *gpu.Scope, 1)
-	go func() {
-		r.result <- gpu.WithScope(parent.scope.Context(), d.gpu, func(s *gpu.Scope) error {
-			opened <- s
-			<-r.done
-			return nil
-		}, gpu.Name(name))
-	}()
-	select {
-	case r.scope = <-opened:
-	case err := <-r.result:
-		return 0, prefixed.Wrap("gpu", err, "opening scope %q", name)
+	r, err := openRecord(d, parent, name)
+	if err != nil {
+		return 0, err
 	}
 	if err := register(r); err != nil {
 		close(r.done)
@@ -138,6 +130,27 @@ func Begin(i int, name string) (int64, error) {
 	parent.children++
 	d.current.Store(r)
 	return r.id, nil
+}
+
+// openRecord opens a scope named name inside parent's. A scope inside
+// another is WithScope's, which ends when its function returns: the
+// function waits for End. Called with d.mu held.
+func openRecord(d *device, parent *record, name string, opts ...gpu.ScopeOption) (*record, error) {
+	r := &record{dev: d, gdev: d.gpu, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
+	opened := make(chan *gpu.Scope, 1)
+	go func() {
+		r.result <- gpu.WithScope(parent.scope.Context(), d.gpu, func(s *gpu.Scope) error {
+			opened <- s
+			<-r.done
+			return nil
+		}, append(opts, gpu.Name(name))...)
+	}()
+	select {
+	case r.scope = <-opened:
+		return r, nil
+	case err := <-r.result:
+		return nil, prefixed.Wrap("gpu", err, "opening scope %q", name)
+	}
 }
 
 // End ends the scope id begun by Begin. What libraries still hold in it
@@ -176,27 +189,39 @@ func End(id int64, freeLive bool) error {
 	return err
 }
 
-// endLive stops allocations into r and settles what libraries hold in it:
-// passed to its parent, or, where free or r has no parent, left for the
-// scope's end to free. It returns how many buffers and bytes were live.
+// endLive stops allocations into r and its children on streams, and
+// settles what libraries hold in them: passed to r's parent, or, where
+// free or r has no parent, left for the scopes' ends to free. It returns
+// how many buffers and bytes were live.
 func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 	r.ending.Store(true)
+	for _, c := range r.onStreams {
+		c.ending.Store(true)
+	}
 	if r.dev != nil && r.dev.current.Load() == r && r.parent != nil {
 		r.dev.current.Store(r.parent)
 	}
 	var errs []error
 	tbl.each(func(e *entry) bool {
-		if e.rec != r {
+		owner := e.rec
+		if owner != r && owner.streamOf != r {
 			return false
 		}
 		n++
 		bytes += e.buf.Size()
 		if free || r.parent == nil {
-			return true // the scope's end frees it
+			return true // the scopes' ends free it
 		}
-		if err := r.scope.Keep(e.buf); err != nil {
+		err := error(nil)
+		if owner != r {
+			err = owner.scope.Keep(e.buf) // to r, from its child on the stream
+		}
+		if err == nil {
+			err = r.scope.Keep(e.buf)
+		}
+		if err != nil {
 			errs = append(errs, prefixed.Wrap("gpu", err, "passing a buffer of %d bytes to %q", e.buf.Size(), r.parent.scope.Path()))
-			return true // and the scope's end frees it
+			return true // and the scopes' ends free it
 		}
 		e.rec = r.parent
 		return false
@@ -211,13 +236,17 @@ func (r *record) endLocked(free bool) error {
 	if !r.ending.Load() {
 		_, _, err = r.endLive(free)
 	}
+	for _, c := range r.onStreams {
+		err = errors.Join(err, c.endLocked(free))
+	}
+	r.onStreams = nil
 	if r.done != nil {
 		close(r.done)
 		err = errors.Join(err, <-r.result)
 	} else {
 		err = errors.Join(err, r.scope.Close())
 	}
-	if r.parent != nil {
+	if r.parent != nil && r.streamOf == nil {
 		r.parent.children--
 	}
 	if r.id != 0 {

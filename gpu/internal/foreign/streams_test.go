@@ -1,6 +1,7 @@
 package foreign
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +79,42 @@ func TestABlockOfAnIdleStreamIsReused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ptr, again)
 	require.NoError(t, Free(-1, again, -1, 0))
+}
+
+// A scope begun from C allocates for a library's stream in a child on it:
+// the pool reuses the stream's blocks at once on it, and the scope's end
+// passes what is live up with the rest.
+func TestAStreamsAllocationsGoToAChildOnIt(t *testing.T) {
+	d := hostDevice(t)
+	st, err := d.root.scope.NewStream() // a library's stream, as far as the scope is concerned
+	require.NoError(t, err)
+	id, err := Begin(0, "torch")
+	require.NoError(t, err)
+	p, err := Alloc(0, 4096, st.ID())
+	require.NoError(t, err)
+	q, err := Alloc(0, 4096, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, p, q)
+
+	onStream := RootName + "/torch/stream " + fmt.Sprintf("%#x", st.ID())
+	buffers := func() map[string]int {
+		snap, err := d.gpu.Snapshot()
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, s := range snap.Scopes {
+			out[s.Path] = len(s.Buffers)
+		}
+		return out
+	}
+	assert.Equal(t, map[string]int{RootName: 0, RootName + "/torch": 1, onStream: 1}, buffers())
+
+	require.NoError(t, Free(0, p, 4096, st.ID()))
+	again, err := Alloc(0, 4096, st.ID())
+	require.NoError(t, err)
+	assert.Equal(t, p, again, "reused at once on its own stream")
+
+	require.NoError(t, End(id, false))
+	assert.Equal(t, map[string]int{RootName: 2}, buffers(), "both passed to the root, the stream's child ended")
+	require.NoError(t, Free(0, again, 4096, st.ID()))
+	require.NoError(t, Free(0, q, 4096, 0))
 }

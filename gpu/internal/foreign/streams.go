@@ -1,0 +1,75 @@
+package foreign
+
+import (
+	"fmt"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// A library names the stream an allocation is for. A scope begun from C
+// allocates for a stream other than the default in a child scope on that
+// stream, named "stream 0x...", opened on first use: the pool then keeps
+// the stream's blocks apart, reuses them at once on it and on other
+// streams only after an event recorded at the free has completed, as
+// PyTorch's allocator does. A Go scope (Attach) has its own stream; the
+// pool is told that work on the library's stream uses what it allocates
+// (Buffer.RecordUse), which has the same effect at the price of an event
+// at each free. The Stream for a library's stream handle is made once,
+// by the device's root scope or the Go scope, which never destroy it.
+
+// onStream returns r's child on the stream of handle h, opening it on
+// first use; nil, and no error, where r has begun to end.
+func (r *record) onStream(h uintptr) (*record, error) {
+	if v, ok := r.byStream.Load(h); ok {
+		return v.(*record), nil
+	}
+	d := r.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if v, ok := r.byStream.Load(h); ok {
+		return v.(*record), nil
+	}
+	if r.ending.Load() {
+		return nil, nil
+	}
+	st, err := d.root.stream(h)
+	if err != nil {
+		return nil, err
+	}
+	c, err := openRecord(d, r, fmt.Sprintf("stream %#x", h), gpu.OnStream(st))
+	if err != nil {
+		return nil, err
+	}
+	c.streamOf = r
+	r.onStreams = append(r.onStreams, c)
+	r.byStream.Store(h, c)
+	return c, nil
+}
+
+// stream returns the Stream for the stream of handle h, which r's scope
+// owns, making it on first use.
+func (r *record) stream(h uintptr) (*gpu.Stream, error) {
+	if v, ok := r.streams.Load(h); ok {
+		return v.(*gpu.Stream), nil
+	}
+	st, err := r.scope.UseStream(h)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := r.streams.LoadOrStore(h, st) // one that lost a race stays the scope's, unused
+	return v.(*gpu.Stream), nil
+}
+
+// recordUse tells the pool that work on the stream of handle h uses buf, an
+// allocation of r.
+func (r *record) recordUse(buf gpu.Buffer, h uintptr) error {
+	owner := r // the scope that holds the Stream: a Go scope, or the device's root
+	if r.dev != nil {
+		owner = r.dev.root
+	}
+	st, err := owner.stream(h)
+	if err != nil {
+		return err
+	}
+	return buf.RecordUse(st)
+}

@@ -34,9 +34,18 @@ type shard struct {
 	_       [40]byte // keeps shards on cache lines of their own
 }
 
-// hash spreads an address (a multiple of 256) over 64 bits: the top bits
-// pick the shard, the low bits the place in it.
-func hash(ptr uintptr) uint64 { return uint64(ptr>>8) * 0x9E3779B97F4A7C15 }
+// hash spreads an address over 64 bits: the top bits pick the shard, the
+// low bits the place in it. Addresses are multiples of 512 bytes, and of
+// 2 MiB for large blocks: a multiplication alone keeps those zeros at the
+// bottom, so the bits are mixed both ways (splitmix64's finalizer).
+func hash(ptr uintptr) uint64 {
+	x := uint64(ptr)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
 
 func (t *table) shardOf(h uint64) *shard { return &t.shards[h>>(64-6)] }
 

@@ -63,3 +63,33 @@ func TestTableEachRemovesWhatItIsAskedTo(t *testing.T) {
 	require.Len(t, seen, 5000)
 	require.Equal(t, 5000-5000/3, left)
 }
+
+// Addresses of large blocks are multiples of 2 MiB, and of small ones
+// of 512 bytes: both spread over the shards and their places, so that
+// probe runs stay short.
+func TestAlignedAddressesSpread(t *testing.T) {
+	for _, align := range []uintptr{512, 2 << 20} {
+		var tb table
+		const n = 20000
+		base := uintptr(0x7f0000000000)
+		for i := range n {
+			ptr := base + uintptr(i)*align
+			h := hash(ptr)
+			tb.shardOf(h).put(entry{ptr: ptr}, h)
+		}
+		probes, most := 0, 0
+		for i := range n {
+			ptr := base + uintptr(i)*align
+			h := hash(ptr)
+			s := tb.shardOf(h)
+			mask := uint64(len(s.entries) - 1)
+			k := s.find(ptr, h)
+			require.GreaterOrEqual(t, k, 0)
+			d := int((uint64(k) - h) & mask) // places past its home
+			probes += d
+			most = max(most, s.n)
+		}
+		require.Less(t, float64(probes)/n, 2.0, "mean probe run for addresses %d bytes apart", align)
+		require.Less(t, most, 3*n/tableShards, "the fullest shard for addresses %d bytes apart", align)
+	}
+}

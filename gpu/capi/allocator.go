@@ -12,8 +12,8 @@ import (
 // cgo. What the library allocates through it belongs to the scope (its
 // Summary, leak checks, limits) and is freed with it at the latest. The
 // functions are safe from any thread, at once; a call that fails returns
-// NULL, or frees nothing, and its message goes to standard error and to
-// the stats of libgpuscope (gpuscope.h says how a C caller reads them).
+// NULL, or frees nothing, and writes its message to standard error (the
+// process's first 100; gpuscope.h's gpuscope_stats counts them all).
 type Allocator struct {
 	// Ctx is the context pointer, C memory, that the library passes back
 	// to Alloc and Free.

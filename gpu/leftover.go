@@ -20,23 +20,22 @@ type leftovers struct {
 // destroyEvent destroys the driver event ev; where the driver fails, the
 // device keeps ev for the next EmptyCache or Close, and the error says so.
 func (d *Device) destroyEvent(ev uintptr) error {
-	err := d.drv.DestroyEvent(ev)
-	if err != nil {
-		d.left.mu.Lock()
-		d.left.events = append(d.left.events, ev)
-		d.left.mu.Unlock()
-	}
-	return err
+	return d.left.keep(&d.left.events, ev, d.drv.DestroyEvent(ev))
 }
 
 // destroyStream destroys the driver stream id, kept as destroyEvent keeps
 // an event where the driver fails.
 func (d *Device) destroyStream(id uintptr) error {
-	err := d.drv.DestroyStream(id)
+	return d.left.keep(&d.left.streams, id, d.drv.DestroyStream(id))
+}
+
+// keep adds id to list, one of l's, where err says the driver failed to
+// destroy it, and returns err.
+func (l *leftovers) keep(list *[]uintptr, id uintptr, err error) error {
 	if err != nil {
-		d.left.mu.Lock()
-		d.left.streams = append(d.left.streams, id)
-		d.left.mu.Unlock()
+		l.mu.Lock()
+		*list = append(*list, id)
+		l.mu.Unlock()
 	}
 	return err
 }

@@ -1,0 +1,121 @@
+"""Runs matrix products and FFTs of varying sizes through CuPy, on its own
+memory pool or on gpuscope, for docs/interop.md, and prints one JSON line:
+a digest of every result (to compare bit for bit), the time of the timed
+passes and the peak memory reserved.
+
+    python3 interop_cupy.py pool
+    GPUSCOPE_LIB=libgpuscope.so python3 interop_cupy.py gpuscope
+
+A pass makes each operation's input on the device, computes, and drops
+both: the allocation pattern of a program that does not keep its arrays.
+The first pass computes the digest (copying each result to the host), the
+next PASSES are timed with nothing copied. The pool's peak is its
+total_bytes after every allocation, read by a memory hook in the first
+pass only, so that the timed passes run without one; gpuscope's is its
+own exact peak_reserved.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cmd", "libgpuscope", "python"))
+
+import cupy  # noqa: E402
+import numpy  # noqa: E402
+
+
+def ops(n):
+    """The operations of a pass, drawn once from a seed: matrix products of
+    sides 256 to 4096 and FFTs of powers of two and of 3, 5 and 7 times
+    them, batched."""
+    r = numpy.random.default_rng(7)
+    out = []
+    for _ in range(n):
+        if r.random() < 0.5:
+            out.append(("matmul", int(r.integers(2, 33)) * 128, int(r.integers(2, 33)) * 128, int(r.integers(2, 33)) * 128))
+        else:
+            length = int(r.choice([1, 3, 5, 7])) << int(r.integers(8, 16))
+            out.append(("fft", int(max(1, (1 << 24) // length)), length, 0))
+    return out
+
+
+def run(plan, digest=None):
+    rs = cupy.random.RandomState(seed=0)  # each pass draws the same inputs
+    for kind, x, y, z in plan:
+        if kind == "matmul":
+            a = rs.standard_normal((x, y), dtype=cupy.float32)
+            b = rs.standard_normal((y, z), dtype=cupy.float32)
+            out = a @ b
+        else:
+            a = rs.standard_normal((x, y), dtype=cupy.float32).astype(cupy.complex64)
+            out = cupy.fft.fft(a, axis=-1)
+        if digest is not None:
+            digest.update(cupy.asnumpy(out).tobytes())
+        del a, out
+    cupy.cuda.Device().synchronize()
+
+
+class PoolPeak(cupy.cuda.memory_hook.MemoryHook):
+    """Reads the pool's reserved bytes after each allocation: the pool grows
+    only there, so the most it reads is the peak."""
+
+    name = "PoolPeak"
+
+    def __init__(self, pool):
+        self.pool, self.peak = pool, 0
+
+    def malloc_postprocess(self, **kw):
+        self.peak = max(self.peak, self.pool.total_bytes())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["pool", "gpuscope"])
+    ap.add_argument("--ops", type=int, default=120)
+    ap.add_argument("--passes", type=int, default=3)
+    a = ap.parse_args()
+    gs = None
+    if a.mode == "gpuscope":
+        import gpuscope as gs
+
+        gs.use_cupy()
+    # cuFFT plans are cached by CuPy with their work areas; the cache is
+    # the same in both modes.
+    plan = ops(a.ops)
+    digest = hashlib.sha256()
+    if gs is None:
+        pool = cupy.get_default_memory_pool()
+        peak = PoolPeak(pool)
+        with peak:
+            run(plan, digest)
+        times = []
+        for _ in range(a.passes):
+            t = time.perf_counter()
+            run(plan)
+            times.append(time.perf_counter() - t)
+        peak_reserved = max(peak.peak, pool.total_bytes())
+    else:
+        with gs.scope("cupy"):
+            run(plan, digest)
+            times = []
+            for _ in range(a.passes):
+                t = time.perf_counter()
+                run(plan)
+                times.append(time.perf_counter() - t)
+        peak_reserved = gs.stats()["peak_reserved"]
+    print(json.dumps({
+        "mode": a.mode,
+        "ops": a.ops,
+        "passes": a.passes,
+        "pass_ms": [1e3 * t for t in times],
+        "pass_ms_min": 1e3 * min(times),
+        "peak_reserved": peak_reserved,
+        "digest": digest.hexdigest(),
+    }))
+
+
+if __name__ == "__main__":
+    main()

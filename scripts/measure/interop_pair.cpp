@@ -1,0 +1,124 @@
+// interop_pair times an allocation and free of device memory called from
+// C++, with no interpreter in the loop, in one process and one run:
+//
+//   c10       PyTorch's CUDA caching allocator: c10's raw_alloc / raw_delete
+//   gpuscope  libgpuscope's PyTorch-form entry points, gpuscope_alloc /
+//             gpuscope_free (the library at the path given, opened by dlopen)
+//   freelist  interop_freelist.so's fl_alloc / fl_free, the minimal allocator
+//
+//   interop_pair LIBGPUSCOPE FREELIST_SO   one JSON line per allocator and size
+//
+// Each size is warmed by one pair, then timed in ROUNDS rounds (default 7)
+// of N pairs (default 200000); the allocators take turns within a round, so
+// that a drift of the machine touches all of them. A line gives the median
+// and the range of the rounds' nanoseconds per pair. Build and run it with
+// interop-gpu.sh, against the PyTorch wheel's c10.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace alloc = c10::cuda::CUDACachingAllocator;
+
+// c10 asks, through a hook that libtorch_cuda registers, whether a device
+// has a primary context; this program links c10 alone (torch_replay.cpp
+// says more), so it registers the hook itself.
+namespace c10::cuda::_internal {
+void setHasPrimaryContext(bool (*func)(c10::DeviceIndex));
+}
+
+namespace {
+
+bool hasPrimaryContext(c10::DeviceIndex device) { return device == 0; }
+
+using AllocFn = void* (*)(ssize_t, int, void*);
+using FreeFn = void (*)(void*, ssize_t, int, void*);
+
+struct Allocator {
+  std::string name;
+  AllocFn alloc;  // null: c10
+  FreeFn free;
+  std::vector<double> rounds;  // ns per pair, one a round, of the size timed now
+};
+
+void* c10Alloc(ssize_t size, int, void*) { return alloc::raw_alloc(size); }
+void c10Free(void* p, ssize_t, int, void*) { alloc::raw_delete(p); }
+
+Allocator open(const char* name, const char* path, const char* allocName, const char* freeName) {
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    fprintf(stderr, "interop_pair: %s: %s\n", path, dlerror());
+    exit(1);
+  }
+  auto a = reinterpret_cast<AllocFn>(dlsym(lib, allocName));
+  auto f = reinterpret_cast<FreeFn>(dlsym(lib, freeName));
+  if (a == nullptr || f == nullptr) {
+    fprintf(stderr, "interop_pair: %s lacks %s or %s\n", path, allocName, freeName);
+    exit(1);
+  }
+  return Allocator{name, a, f, {}};
+}
+
+// pairs times n pairs of size bytes and returns nanoseconds per pair.
+double pairs(const Allocator& a, ssize_t size, long n) {
+  auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < n; i++) {
+    void* p = a.alloc(size, 0, nullptr);
+    if (p == nullptr) {
+      fprintf(stderr, "interop_pair: %s: allocation of %zd bytes failed\n", a.name.c_str(), size);
+      exit(1);
+    }
+    a.free(p, size, 0, nullptr);
+  }
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / n;
+}
+
+long envLong(const char* name, long def) {
+  const char* v = getenv(name);
+  return v != nullptr && *v != 0 ? atol(v) : def;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s LIBGPUSCOPE FREELIST_SO\n", argv[0]);
+    return 64;
+  }
+  cudaSetDevice(0);
+  if (cudaFree(nullptr) != cudaSuccess) {
+    fprintf(stderr, "interop_pair: no CUDA device\n");
+    return 1;
+  }
+  c10::cuda::_internal::setHasPrimaryContext(hasPrimaryContext);
+  alloc::init(c10::cuda::device_count());
+  std::vector<Allocator> as = {
+      Allocator{"c10", c10Alloc, c10Free, {}},
+      open("gpuscope", argv[1], "gpuscope_alloc", "gpuscope_free"),
+      open("freelist", argv[2], "fl_alloc", "fl_free"),
+  };
+  long n = envLong("N", 200000), rounds = envLong("ROUNDS", 7);
+  for (ssize_t size : {ssize_t(256), ssize_t(1) << 20, ssize_t(64) << 20}) {
+    for (auto& a : as) {
+      a.rounds.clear();
+      pairs(a, size, 1);
+    }
+    for (long r = 0; r < rounds; r++)
+      for (auto& a : as) a.rounds.push_back(pairs(a, size, n));
+    for (auto& a : as) {
+      std::vector<double> v = a.rounds;
+      std::sort(v.begin(), v.end());
+      printf("{\"allocator\": \"%s\", \"size\": %zd, \"pairs\": %ld, \"rounds\": %ld, \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f}\n",
+             a.name.c_str(), size, n, rounds, v[v.size() / 2], v.front(), v.back());
+    }
+  }
+  return 0;
+}

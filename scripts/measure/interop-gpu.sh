@@ -33,7 +33,6 @@ build)
   go build -tags cuda -buildmode=c-shared -o "$bin/libgpuscope.so" ./cmd/libgpuscope
   go build -tags cuda -o "$bin/cublas" ./examples/cublas
   go test -c -tags cuda -o "$bin/cublas.test" ./examples/cublas
-  [ ! -d cmd/libgpuscope/bench ] || cp -r cmd/libgpuscope/bench "$bin/cbench"
   echo "built $(ls "$bin" | wc -l) files in $bin ($(du -sh "$bin" | cut -f1))"
   ;;
 run)
@@ -104,8 +103,14 @@ run)
   # The cost of a pair: from C++, all three in one process; from Python, a
   # process per mode, taking turns.
   part pair.jsonl 300 "$bin/interop_pair" "$GPUSCOPE_LIB" "$bin/interop_freelist.so"
-  if [ -d "$bin/cbench" ]; then
-    part cbench.txt 300 bash -c "cd '$bin/cbench' && ls"
+  # libgpuscope's own C benchmark, where the tree has it: the same pair,
+  # and the empty crossing into Go.
+  if [ -f "$root/cmd/libgpuscope/testdata/pair_bench.c" ] &&
+    gcc -O2 -I"$root/cmd/libgpuscope" "$root/cmd/libgpuscope/testdata/pair_bench.c" -o "$bin/pair_bench" \
+      -L"$bin" -lgpuscope -Wl,-rpath,"$bin" 2>>"$logs/build.err"; then
+    for size in 256 $((1 << 20)) $((64 << 20)); do
+      part pair_bench.txt 120 "$bin/pair_bench" 1000000 $size 0
+    done
   fi
   for ((r = 0; r < rounds; r++)); do
     part pyalloc.jsonl 300 env -u PYTORCH_CUDA_ALLOC_CONF python3 "$here/interop_pyalloc.py" native
@@ -113,7 +118,7 @@ run)
     part pyalloc.jsonl 300 python3 "$here/interop_pyalloc.py" gpuscope
   done
   # compute-sanitizer on a short PyTorch run through gpuscope.
-  part sanitizer.txt 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  part sanitizer.txt 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
     python3 "$here/interop_torch.py" gpuscope --small --steps 4 --warmup 1
   python3 "$here/interop_report.py" "$logs" | tee "$logs/report.txt"
   ;;

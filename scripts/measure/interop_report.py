@@ -28,7 +28,7 @@ def verdict(ok):
 
 
 def gb(n):
-    return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e9:.3f} GB"
 
 
 def by(rows, key):
@@ -132,6 +132,9 @@ def main():
         out.append(f"  CuPy past the cap: {r.get('cupy_past_cap')}")
         for x in both[1:]:
             out.append(f"  PyTorch past the cap: {x.get('torch_past_cap')}")
+    if os.path.exists(f"{d}/pair_bench.txt"):
+        out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
+        out += ["  " + x.rstrip() for x in open(f"{d}/pair_bench.txt") if x.strip()]
     for r in lines(f"{d}/streams.jsonl"):
         ok = not r["reused_while_side_busy"] if r["mode"] == "wired" else r["reused_while_side_busy"]
         out.append(f"record_stream {r['mode']}: {r['record_stream_calls']} calls reached gpuscope; memory reused while the side stream "

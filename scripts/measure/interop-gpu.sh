@@ -14,7 +14,7 @@
 #                                               twin and the minimal allocator, runs
 #                                               everything, writes LOGDIR/report.txt
 #
-# ROUNDS (default 3) sets how many processes of each mode the timed parts run,
+# PROCS (default 3) sets how many processes of each mode the timed parts run,
 # taking turns; QUICK=1 makes every part short, to check the harness. Each part
 # runs under a time limit and the run goes on when one fails; the report says
 # what is missing.
@@ -41,7 +41,7 @@ run)
   mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
   [ -f "$bin/libgpuscope.so" ] || { echo "interop-gpu: no $bin/libgpuscope.so: run build first, where Go is" >&2; exit 1; }
   export GPUSCOPE_LIB=$bin/libgpuscope.so PYTHONUNBUFFERED=1
-  rounds=${ROUNDS:-3}
+  rounds=${PROCS:-3}
   if [ "${QUICK:-}" = 1 ]; then
     rounds=1 steps=12 warmup=2 ops=16 passes=1
     export N=2000 ROUNDS=2

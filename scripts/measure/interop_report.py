@@ -136,9 +136,13 @@ def main():
         out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
         out += ["  " + x.rstrip() for x in open(f"{d}/pair_bench.txt") if x.strip()]
     for r in lines(f"{d}/streams.jsonl"):
-        ok = not r["reused_while_side_busy"] if r["mode"] == "wired" else r["reused_while_side_busy"]
-        out.append(f"record_stream {r['mode']}: {r['record_stream_calls']} calls reached gpuscope; memory reused while the side stream "
-                   f"was busy: {r['reused_while_side_busy']} (busy at the reuse: {r['side_stream_busy_at_reuse']}) -> {verdict(ok)}")
+        if "late_write_landed_in_a_new_tensor" not in r:
+            continue  # the first version of the check, which read addresses only
+        bad = r["late_write_landed_in_a_new_tensor"]
+        out.append(f"record_stream {r['mode']}: {r['record_stream_calls']} calls reached gpuscope; the side stream's late write "
+                   f"landed in a new tensor: {bad} (side stream busy after the allocations: "
+                   f"{r['side_stream_busy_after_the_allocations']}, {r['allocations_ms']:.1f} ms)"
+                   + (f" -> {verdict(not bad)}" if r["mode"] == "wired" else " (the control)"))
     print("\n".join(out))
 
 

@@ -58,6 +58,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"unsafe"
 
@@ -75,9 +76,16 @@ const workspaceBytes = 32 << 20
 type cublas struct{ api C.cublas_api }
 
 // openCublas opens $CUBLAS_LIB, else the first libcublas the dynamic
-// loader finds.
+// loader finds, else one in a CUDA toolkit's lib64 ($CUDA_HOME,
+// /usr/local/cuda*), which the loader's cache may not list.
 func openCublas() (*cublas, error) {
 	names := []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}
+	for _, dir := range []string{os.Getenv("CUDA_HOME"), "/usr/local/cuda*"} {
+		if dir != "" {
+			found, _ := filepath.Glob(filepath.Join(dir, "lib64", "libcublas.so.*"))
+			names = append(names, found...)
+		}
+	}
 	if p := os.Getenv("CUBLAS_LIB"); p != "" {
 		names = []string{p}
 	}

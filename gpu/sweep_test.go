@@ -38,6 +38,7 @@ func sweepWorkload(dev *gpu.Device, fail func(string, error) bool) {
 				if h, err := gpu.AllocHost[float32](cache, 1024); fail("cache AllocHost", err) {
 					fail("cache copy", w.CopyFromHostAsync(h, st))
 				}
+				fail("cache Synchronize", st.Synchronize()) // idle from here: the large request evicts it
 			}
 		}
 	}

@@ -31,7 +31,10 @@ extern "C" {
 #endif
 
 /* PyTorch's torch.cuda.memory.CUDAPluggableAllocator. alloc returns NULL
- * on failure: size < 1, more than the device holds, no such device. free
+ * for size 0, quietly, as c10's allocator does: no error, no message, no
+ * failure counted (so do gpuscope_cupy_malloc and a context form's alloc).
+ * It returns NULL on failure: size < 0, more than the device holds, no
+ * such device. free
  * frees nothing where ptr is not a live allocation of this library, or
  * size or device are not those it was allocated with; free(NULL) does
  * nothing. A block allocated for a stream is reused at once on that

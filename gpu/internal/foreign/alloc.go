@@ -11,8 +11,13 @@ import (
 var tbl table
 
 // Alloc allocates size bytes on device i, in the scope current on it, for
-// work on stream, and returns the address.
+// work on stream, and returns the address. Size 0 returns 0 and no error,
+// whatever i and stream are, as c10's allocator and C's malloc(0) may:
+// PyTorch asks for it routinely, and it is no failure.
 func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
+	if size == 0 {
+		return 0, nil
+	}
 	d := openDeviceAt(i)
 	if d == nil {
 		var err error
@@ -35,8 +40,11 @@ func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
 
 // AllocIn allocates size bytes in the scope id, for work on stream (a
 // CuPy allocator's param, a context form's ctx). Where i >= 0 the scope's
-// device must be device i.
+// device must be device i. Size 0 returns 0 and no error, as Alloc.
 func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
+	if size == 0 {
+		return 0, nil
+	}
 	r := lookup(id)
 	if r == nil {
 		return 0, prefixed.Wrap("gpu", errNoScope, "scope %d", id)

@@ -34,9 +34,10 @@ func (b Buffer) Size() int64 { return b.size }
 // buffer is live; 0 for the zero Buffer or one that ended. An address
 // outlives the check: launch kernels inside [Buffer.Use].
 func (b Buffer) Ptr() uintptr {
-	var ptr uintptr
-	_ = b.ref.WithPtr(uintptr(b.off()), func(p, _ uintptr) error { ptr = p; return nil }) // 0 where it ended
-	return ptr
+	if p := b.ref.Ptr(); p != 0 {
+		return p + uintptr(b.off())
+	}
+	return 0 // the zero Buffer, or one that ended
 }
 
 // Device returns the buffer's device; nil for the zero Buffer.

@@ -49,6 +49,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"method LimitError.Is",
 		"method Owned.Disown",
 		"method Owned.Reown",
+		"method Ref.Ptr",
 		"method Ref.RecordUse",
 		"method Ref.WithPtr",
 		"method Scope.Alloc",

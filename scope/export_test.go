@@ -101,13 +101,6 @@ func (s Scope) Allocations() []allocationInfo {
 // Children returns the open child scopes, oldest first.
 func (s Scope) Children() []Scope { return s.children() }
 
-// Ptr returns the allocation's address while it is live; 0 once it ended.
-func (r Ref) Ptr() uintptr {
-	var ptr uintptr
-	_ = r.WithPtr(0, func(p, _ uintptr) error { ptr = p; return nil })
-	return ptr
-}
-
 // HoldLock locks the scope's node, as an allocation waiting for memory
 // holds it, until unlock is called.
 func (s Scope) HoldLock() (unlock func()) {

@@ -141,7 +141,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		sl.owner.Store(n)
 	}
 	n.allocs.push(sl, &sl.link)
-	return Ref{slot: sl, gen: gen}, nil
+	return Ref{slot: sl, gen: gen, ptr: sl.ptr}, nil
 }
 
 // memory is what an allocation holds, before it has a slot.

@@ -7,13 +7,14 @@ import (
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
-// Ref names one allocation: a slot and the generation of its use. It is a
-// small comparable value; the zero Ref names nothing. Once the allocation
-// ends, every use of the Ref fails, also after its slot serves another
-// allocation: the generations differ.
+// Ref names one allocation: a slot, the generation of its use and its
+// address. It is a small comparable value; the zero Ref names nothing.
+// Once the allocation ends, every use of the Ref fails, also after its
+// slot serves another allocation: the generations differ.
 type Ref struct {
 	slot *slot
 	gen  uint64
+	ptr  uintptr // the allocation's address, which its use never changes (Ptr reads it here, not from the slot)
 }
 
 // The errors a stale Ref fails with: made once, since a use of a stale
@@ -41,6 +42,31 @@ func (r Ref) WithPtr(off uintptr, fn func(ptr, stream uintptr) error) error {
 		defer r.slot.touch()
 	}
 	return fn(r.slot.ptr+off, r.slot.stream.Load())
+}
+
+// Ptr returns the allocation's device address while it is live, and 0
+// once it has ended: WithPtr's check, without holding the allocation, for
+// a caller that only wants the address (which outlives the check). It is
+// one atomic load where the allocation is neither held by as many callers
+// as the word counts nor being evicted; then it waits as WithPtr does.
+func (r Ref) Ptr() uintptr {
+	if r.slot == nil {
+		return 0
+	}
+	w := r.slot.word.Load()
+	if w&usersMask == usersMask {
+		// Full, or claimed by an eviction: wait for it, as WithPtr does.
+		var ptr uintptr
+		_ = r.WithPtr(0, func(p, _ uintptr) error { ptr = p; return nil })
+		return ptr
+	}
+	if r.check(w) != nil {
+		return 0
+	}
+	if r.slot.touches.Load() {
+		r.slot.touch() // a use, as WithPtr's (Scope.LastUse)
+	}
+	return r.ptr
 }
 
 // RecordUse tells the pool that work on stream uses the allocation, so

@@ -36,3 +36,27 @@ func TestWithPtrPassesTheAddressOffBytesInWhileTheAllocationIsLive(t *testing.T)
 	assert.ErrorIs(t, r.WithPtr(0, func(uintptr, uintptr) error { called = true; return nil }), errdefs.Freed)
 	assert.False(t, called, "fn is not called once the allocation has ended")
 }
+
+// Ptr is the address WithPtr passes while the allocation is live, and 0
+// once it has ended: also after its slot and memory serve another
+// allocation, and after its scope ended.
+func TestPtrIsTheAddressWhileLiveAndZeroAfter(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	r, err := s.Alloc(4096)
+	require.NoError(t, err)
+	var ptr uintptr
+	require.NoError(t, r.WithPtr(0, func(p, _ uintptr) error { ptr = p; return nil }))
+	require.NotZero(t, ptr)
+	assert.Equal(t, ptr, r.Ptr())
+
+	require.NoError(t, s.Free(r))
+	again, err := s.Alloc(4096) // the same slot, most likely the same memory
+	require.NoError(t, err)
+	assert.Zero(t, r.Ptr(), "a freed allocation's handle, its slot reused")
+	assert.NotZero(t, again.Ptr())
+	require.NoError(t, s.Close())
+	assert.Zero(t, again.Ptr(), "an allocation of a scope that ended")
+	assert.Zero(t, scope.Ref{}.Ptr(), "the zero Ref")
+}

@@ -68,7 +68,7 @@ func (sl *slot) clear() {
 // Ref returns the name of the allocation the slot holds now. Called with
 // the owner's mu held.
 func (sl *slot) Ref() Ref {
-	return Ref{slot: sl, gen: genOf(sl.word.Load())}
+	return Ref{slot: sl, gen: genOf(sl.word.Load()), ptr: sl.ptr}
 }
 
 // touch records a use of the allocation as its owner's latest (see

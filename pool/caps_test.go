@@ -166,11 +166,12 @@ func writeTrace(path string, evs []trace.Event) error {
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
-// The smallest cap of each generated shape (seed 1, as in testdata/shapes):
-// the bisection of TestTheCapIsUsableToItsLastGranule, replayed on the H200
-// at that cap without running out of memory, and the better of PyTorch's
-// two modes at its own smallest cap in the same run, in bytes
-// (docs/pool.md, "Workloads by shape").
+// The smallest cap of each generated shape file (testdata/shapes): the
+// bisection of TestTheCapIsUsableToItsLastGranule, replayed on the H200 at
+// that cap without running out of memory, and the better of PyTorch's two
+// modes at its own smallest cap in the same run, in bytes
+// (docs/measurements.md, "The smallest cap each side fits in"; the
+// language-model shapes from docs/data/h200-2026-12-05-pressure-4).
 var shapeSmallestCaps = []struct {
 	shape        string
 	cap, pytorch int64
@@ -179,6 +180,14 @@ var shapeSmallestCaps = []struct {
 	{"infer_growing_sequence", 2298507342, 2311219855},
 	{"kv_cache_steps", 2069971350, 2093084373},
 	{"streams_taking_turns", 557869062, 580922280},
+	{"train_large_vocab", 20372249700, 20472551270},
+	{"train_large_vocab_s2", 14972331838, 15064055558},
+	{"train_large_vocab_s3", 16892633610, 17060728338},
+	{"train_large_vocab_s4", 18258027793, 18394411025},
+	{"infer_dynamic_logits", 10540463143, 10643064793},
+	{"infer_dynamic_logits_s2", 8959191209, 9037074213},
+	{"infer_dynamic_logits_s3", 8128794917, 8176836223},
+	{"infer_dynamic_logits_s4", 8581806981, 8625985399},
 }
 
 // mix is the exception docs/pool.md states: its smallest cap is above
@@ -187,19 +196,20 @@ var shapeSmallestCaps = []struct {
 var mixSmallestCap = struct{ cap, pytorchCap, pytorchReserved int64 }{2508292239, 2506259658, 2516582400}
 
 func TestEveryGeneratedShapeFitsUnderPyTorchsSmallestCap(t *testing.T) {
-	shapes := map[string]workload.Shape{}
-	for _, sh := range workload.Shapes() {
-		shapes[sh.Name] = sh
+	files := map[string]shapeFile{}
+	for _, f := range shapeFiles() {
+		files[f.name] = f
 	}
 	for _, tc := range shapeSmallestCaps {
 		t.Run(tc.shape, func(t *testing.T) {
-			ops := shapeOps(shapes[tc.shape], 1)
+			f := files[tc.shape]
+			ops := shapeOps(f.shape, f.seed)
 			assert.True(t, fitsCap(t, ops, tc.cap), "the documented cap fits")
 			assert.LessOrEqual(t, tc.cap, tc.pytorch, "at or under the better PyTorch mode")
 		})
 	}
 	t.Run("mix fits under what PyTorch reserved at its smallest cap, not under that cap", func(t *testing.T) {
-		ops := shapeOps(shapes["mix"], 1)
+		ops := shapeOps(files["mix"].shape, 1)
 		m := mixSmallestCap
 		assert.True(t, fitsCap(t, ops, m.cap), "the documented cap fits")
 		assert.False(t, fitsCap(t, ops, m.pytorchCap), "PyTorch's cap does not")

@@ -50,7 +50,7 @@ func torchSmallestCap(t *testing.T, ops []traceOp) (smallest, step int64) {
 }
 
 // PyTorch expandable's smallest cap on the H200, bisected in one process
-// (bisected_cap_bytes in docs/data/h200-2026-12-02-pressure-3's
+// (bisected_cap_bytes in docs/data/h200-2026-12-05-pressure-4/
 // smallest_torch.jsonl), for the shared traces and the shapes of seed 1.
 var h200ExpandableCaps = map[string]int64{
 	"mlp_train":              530593446,

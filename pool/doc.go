@@ -27,6 +27,6 @@
 // a segment, address reservations are aligned to the page granularity, and a
 // source allocation that is not aligned is refused with an error.
 //
-// All methods of a Pool are safe for concurrent use. The design and the
-// measured results are in docs/pool.md.
+// All methods of a Pool are safe for concurrent use. The design is in
+// docs/pool.md, the measured results in docs/measurements.md.
 package pool

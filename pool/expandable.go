@@ -155,7 +155,7 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // most that share of the budget, and filling the budget creates at most
 // budgetShare handles beyond one a growth, whose driver calls cost about
 // what PyTorch's expandable segments spend mapping the budget in pages
-// (docs/pool.md has the times). A handle is never below minHandleGranules
+// (docs/measurements.md has the times). A handle is never below minHandleGranules
 // granules: on a small budget, handles of a page or two would multiply the
 // driver calls and the moves for little memory.
 //

@@ -146,8 +146,8 @@ const DefaultGrowthStep = 10 << 20
 // that the next of its size fits in the same growth.
 // 0 grows by exactly what a request lacks, rounded to the granularity; the
 // default is [DefaultGrowthStep]; PyTorch's expandable segments grow by
-// 20 MiB. docs/pool.md shows the trade-off on real traces. Small blocks grow
-// a granule at a time.
+// 20 MiB. docs/measurements.md ("GrowthStep") shows the trade-off on real
+// traces. Small blocks grow a granule at a time.
 func GrowthStep(bytes int64) Option {
 	return optionFunc(func(o *options) {
 		if bytes < 0 || bytes > MaxSize {

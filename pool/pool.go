@@ -140,7 +140,8 @@ func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocContext(context.
 // their arena, where freed blocks have coalesced with their free neighbours:
 // reusing a large block where it was, as a size-keyed cache does, keeps
 // free memory split around it and makes the arena grow on dynamic shapes
-// (docs/pool.md has the figures).
+// (docs/pool.md, "Large blocks", says why; docs/measurements.md has the
+// figures).
 func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Block, error) {
 	if size <= 0 || size > MaxSize {
 		return Block{}, prefixed.Kind("pool", ErrInvalidSize, "%d bytes", size)

@@ -101,9 +101,9 @@ func replayOps(t *testing.T, src *sim.Source, ops []traceOp, check bool, opts ..
 
 // A simulated device each shared trace replays on, as a multiple of its
 // peak requested bytes, found by bisecting gpumem replay --capacity to
-// 1/10,000 of the peak (docs/pool.md, the run before the last), and the
-// better of PyTorch's two modes at its smallest cap on the H200
-// (docs/pool.md, "Under a memory cap", the last run).
+// 1/10,000 of the peak (docs/measurements.md, "The smallest cap each side
+// fits in"), and the better of PyTorch's two modes at its smallest cap on
+// the H200 (the same section's table).
 var smallestDevices = []struct {
 	trace   string
 	ratio   float64

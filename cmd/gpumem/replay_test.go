@@ -17,7 +17,7 @@ import (
 // segments reserve, modelled driver time at most the whole time PyTorch's
 // native allocator took, and no driver call after the first pass. Only the
 // model is asserted, never a measured time; the same replays measured on a
-// real H200 are in docs/pool.md.
+// real H200 are in docs/measurements.md.
 func TestSharedTracesAsFastAsPyTorchAndAsLean(t *testing.T) {
 	for name, ref := range references(t) {
 		t.Run(name, func(t *testing.T) {

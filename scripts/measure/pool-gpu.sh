@@ -15,7 +15,7 @@
 #             --release-threshold 0, whose frees give memory back
 #   steps     the GrowthStep curve (--repeat 3 per step)
 #   timeline  the reserved-memory timelines of llama_prefill_dynamic
-# docs/pool.md reports it; scripts/measure/pool_report.py and
+# docs/measurements.md reports it; scripts/measure/pool_report.py and
 # pressure_report.py make its tables and plots.
 #
 #   here:  scripts/measure/pool-gpu.sh build                   # scripts/gpu-test.sh build

@@ -1,4 +1,4 @@
-"""Makes the tables and plots of docs/pool.md from one run of
+"""Makes the pool's tables and plots (docs/measurements.md) from one run of
 scripts/measure/pool-gpu.sh (replays on the GPU, PyTorch's replays, timelines) and
 the same replays on the simulated source (sim_*.json, made here with
 gpumem replay at the same commit):
@@ -153,7 +153,7 @@ for i, t in enumerate(TRACES):
         c = COL["native" if "native" in name else "expandable"]
         out.append(f'<rect x="{X(x) - 5:.1f}" y="{Y(y) - 5:.1f}" width="10" height="10" fill="{c}"/>')
         out.append(svg_text(X(x) - 8, Y(y) + 4, name, 10, "end", color=c))
-out.append(svg_text(W / 2, H - 10, "gpuscope: one point per GrowthStep (exact, 4, 10, 20, 64, 256 MiB); PyTorch: median of three runs. Data: docs/data/h200-2026-11-30-d", 11, "middle"))
+out.append(svg_text(W / 2, H - 10, "gpuscope: one point per GrowthStep (exact, 4, 10, 20, 64, 256 MiB); PyTorch: median of three runs. Data: " + logdir, 11, "middle"))
 out.append("</svg>")
 with open(f"{docs}/pool-curves.svg", "w") as f:
     f.write("\n".join(out))
@@ -202,7 +202,7 @@ for j, (label, color, peak) in enumerate(labels):
     y = oy + 18 + j * 16
     out.append(f'<line x1="{ox + 14}" x2="{ox + 34}" y1="{y - 4}" y2="{y - 4}" stroke="{color}" stroke-width="2"/>')
     out.append(svg_text(ox + 40, y, f"{label}: peak {peak / 2**30:.2f} GiB", 11, color=color))
-out.append(svg_text(W / 2, H - 12, "Data: docs/data/h200-2026-11-30-d/timeline_llama_prefill_dynamic_*.csv.gz (gpumem replay --timeline, scripts/measure/torch_timeline.py)", 11, "middle"))
+out.append(svg_text(W / 2, H - 12, f"Data: {logdir}/timeline_llama_prefill_dynamic_*.csv.gz (gpumem replay --timeline, scripts/measure/torch_timeline.py)", 11, "middle"))
 out.append("</svg>")
 with open(f"{docs}/pool-llama-timeline.svg", "w") as f:
     f.write("\n".join(out))

@@ -167,13 +167,7 @@ func (t *TorchExpandable) Alloc(addr uint64, size int64, stream uint64) (bool, e
 	}
 	p.removeFree(b)
 	if b.size-r >= torchMinBlock {
-		rest := &torchBlock{ptr: b.ptr + r, size: b.size - r, mapped: true, prev: b, next: b.next}
-		if b.next != nil {
-			b.next.prev = rest
-		}
-		b.next = rest
-		b.size = r
-		p.addFree(rest)
+		p.addFree(split(b, r))
 	}
 	b.allocated = true
 	b.pool = p
@@ -192,6 +186,18 @@ func expandableSize(b *torchBlock) int64 {
 
 // bestFit is get_free_block: the smallest free block of at least r bytes,
 // then the next larger while their expandable size is smaller.
+// split cuts b at n bytes and returns the rest, linked after b and mapped
+// as b is.
+func split(b *torchBlock, n int64) *torchBlock {
+	rest := &torchBlock{ptr: b.ptr + n, size: b.size - n, mapped: b.mapped, prev: b, next: b.next}
+	if b.next != nil {
+		b.next.prev = rest
+	}
+	b.next = rest
+	b.size = n
+	return rest
+}
+
 func (p *torchPool) bestFit(r int64) *torchBlock {
 	i := sort.Search(len(p.free), func(i int) bool { return p.free[i].size >= r })
 	if i == len(p.free) {
@@ -245,13 +251,7 @@ func (t *TorchExpandable) mapBlock(p *torchPool, b *torchBlock, n int64) *torchB
 	n = (n + p.page - 1) / p.page * p.page
 	p.removeHole(b)
 	if n < b.size {
-		rest := &torchBlock{ptr: b.ptr + n, size: b.size - n, prev: b, next: b.next}
-		if b.next != nil {
-			b.next.prev = rest
-		}
-		b.next = rest
-		b.size = n
-		p.addHole(rest)
+		p.addHole(split(b, n))
 	}
 	b.mapped = true
 	t.mapped += n

@@ -129,9 +129,9 @@ func Free(i int, ptr uintptr, size int64, stream uintptr) error {
 	s := tbl.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := s.find(ptr, h)
-	if k < 0 {
-		return prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
+	k, err := s.live(ptr, h)
+	if err != nil {
+		return err
 	}
 	e := &s.entries[k]
 	if want != nil && e.buf.Device() != want {
@@ -140,7 +140,7 @@ func Free(i int, ptr uintptr, size int64, stream uintptr) error {
 	if size >= 0 && size != e.buf.Size() {
 		return prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x was allocated with %d bytes, freed with %d: not freed", ptr, e.buf.Size(), size)
 	}
-	err := e.rec.scope.Free(e.buf)
+	err = e.rec.scope.Free(e.buf)
 	s.remove(k)
 	if err != nil {
 		return prefixed.Wrap("gpu", err, "freeing %#x", ptr)
@@ -156,13 +156,23 @@ func RecordStream(ptr, stream uintptr) error {
 	s := tbl.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := s.find(ptr, h)
-	if k < 0 {
-		return prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
+	k, err := s.live(ptr, h)
+	if err != nil {
+		return err
 	}
 	if stream == 0 {
 		return nil // the allocation's own stream
 	}
 	e := &s.entries[k]
 	return e.rec.recordUse(e.buf, stream)
+}
+
+// live returns the index of ptr's entry in s, or an error that says ptr is
+// no live allocation of this library. Called with s.mu held.
+func (s *shard) live(ptr uintptr, h uint64) (int, error) {
+	k := s.find(ptr, h)
+	if k < 0 {
+		return -1, prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
+	}
+	return k, nil
 }

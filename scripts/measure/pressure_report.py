@@ -26,16 +26,7 @@ import subprocess
 import sys
 
 
-def jsonl(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.startswith("{")]
-
-
-def name(path):
-    return os.path.basename(path).removesuffix(".csv.gz")
-
+from pressure_tables import jsonl, name  # the run's own tables' readers
 
 if sys.argv[1] == "--sim-at-gpu-caps":
     # The same caps as the GPU's smallest, on the simulated source: the

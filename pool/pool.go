@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpuscope/gpuscope/internal/poolentry"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
@@ -146,10 +147,18 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if size <= 0 || size > MaxSize {
 		return Block{}, prefixed.Kind("pool", ErrInvalidSize, "%d bytes", size)
 	}
+	return p.allocRounded(ctx, roundSize(size), size, stream)
+}
+
+func init() { poolentry.AllocRounded = (*Pool).allocRounded }
+
+// allocRounded is AllocContext of a size already checked, rounded to r:
+// scopes, which check and round once, reach it through
+// internal/poolentry.
+func (p *Pool) allocRounded(ctx context.Context, r, size int64, stream uintptr) (Block, error) {
 	if p.closed.Load() {
 		return Block{}, errClosed
 	}
-	r := roundSize(size)
 	if r > smallMax {
 		b, err := p.allocSlow(ctx, r, size, stream)
 		if err != nil {

@@ -92,15 +92,18 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if err := n.usable(); err != nil {
 		return Ref{}, err
 	}
-	m := memory{size: size, charged: pool.Rounded(size)}
+	m := memory{size: size}
 	for r := n; r != nil && n.reserves; r = r.parent {
 		if r.region == nil || r.stream != n.stream {
 			continue // a reservation serves the scopes of its own stream
 		}
-		if ptr, _, ok := r.region.Alloc(size); ok {
-			m.ptr, m.region, m.reservedIn = ptr, r.region, r
+		if ptr, rounded, ok := r.region.Alloc(size); ok {
+			m.ptr, m.charged, m.region, m.reservedIn = ptr, rounded, r.region, r
 			break
 		}
+	}
+	if m.region == nil {
+		m.charged = pool.Rounded(size)
 	}
 	// The memory is new to the scopes below the reservation that served it,
 	// or, from the pool, to every scope up to the root: charge those.
@@ -113,7 +116,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if m.region == nil {
 		// Short of memory, the pool may wait for other streams' work; it
 		// stops when the scope's context is done.
-		b, err := n.tree.pool.AllocContext(n.opened, size, n.stream)
+		b, err := allocRounded(n.tree.pool, n.opened, m.charged, size, n.stream)
 		if err != nil {
 			n.uncharge(m.charged, nil)
 			return Ref{}, prefixed.Wrap("scope", err, "allocating in scope %q", n.pathName())

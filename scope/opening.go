@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"context"
 	"errors"
 
 	"github.com/gpuscope/gpuscope/internal/prefixed"
@@ -32,7 +33,7 @@ func (op *opening) reserve(size int64) error {
 		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
 	op.charged = charged
-	b, err := p.Alloc(charged)
+	b, err := allocRounded(p, context.Background(), charged, charged, 0)
 	if err != nil {
 		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}

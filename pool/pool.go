@@ -145,50 +145,71 @@ func (p *Pool) Alloc(size int64) (Block, error) { return p.AllocContext(context.
 // figures).
 func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Block, error) {
 	if size <= 0 || size > MaxSize {
-		return Block{}, prefixed.Kind("pool", ErrInvalidSize, "%d bytes", size)
+		return Block{}, invalidSize(size)
 	}
-	return p.allocRounded(ctx, roundSize(size), size, stream)
+	b, sh, peak, err := p.takeBlock(ctx, roundSize(size), size, stream)
+	if err != nil {
+		return Block{}, err
+	}
+	return p.handedOut(sh, b, size, stream, peak), nil
+}
+
+// invalidSize is AllocContext's error for a size out of (0, MaxSize], kept
+// out of line: inlined, its formatting grows AllocContext's frame.
+//
+//go:noinline
+func invalidSize(size int64) error {
+	return prefixed.Kind("pool", ErrInvalidSize, "%d bytes", size)
 }
 
 func init() { poolentry.AllocRounded = (*Pool).allocRounded }
 
 // allocRounded is AllocContext of a size already checked, rounded to r:
-// scopes, which check and round once, reach it through
-// internal/poolentry.
+// scopes, which check and round once, reach it through internal/poolentry.
+// It and AllocContext each make the Block from take's parts: a function
+// that returned the Block to the other would copy it through its frame.
 func (p *Pool) allocRounded(ctx context.Context, r, size int64, stream uintptr) (Block, error) {
+	b, sh, peak, err := p.takeBlock(ctx, r, size, stream)
+	if err != nil {
+		return Block{}, err
+	}
+	return p.handedOut(sh, b, size, stream, peak), nil
+}
+
+// takeBlock finds a block of r bytes for a request of size bytes on stream: from
+// the front cache, another shard's, or the arenas. It returns the shard that
+// handed it out and whether that raised the shard's peak.
+func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr) (b *block, sh *shard, peak bool, err error) {
 	if p.closed.Load() {
-		return Block{}, errClosed
+		return nil, nil, false, errClosed
 	}
 	if r > smallMax {
-		b, err := p.allocSlow(ctx, r, size, stream)
-		if err != nil {
-			return Block{}, err
+		if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
+			return nil, nil, false, err
 		}
-		sh := p.front.lock()
-		peak := sh.handOut(b, r, size)
+		sh = p.front.lock()
+		peak = sh.handOut(b, r, size)
 		sh.mu.Unlock()
-		return p.handedOut(sh, b, size, stream, peak), nil
+		return b, sh, peak, nil
 	}
-	sh := p.front.lock()
+	sh = p.front.lock()
 	key := cacheKey{stream, r}
-	b := sh.pop(key)
-	if b == nil {
+	if b = sh.pop(key); b == nil {
 		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
 		// where blocks land independent of which shard this goroutine
 		// happens to use, so placement, and the memory it wastes, do not
 		// depend on scheduling.
 		if b = p.front.steal(key, sh); b == nil {
-			var err error
 			if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
-				return Block{}, err
+				return nil, nil, false, err
 			}
 		}
 		sh.mu.Lock()
 	}
-	peak := sh.handOut(b, r, size)
+	peak = sh.handOut(b, r, size)
 	sh.mu.Unlock()
-	return p.handedOut(sh, b, size, stream, peak), nil
+	return b, sh, peak, nil
 }
 
 // handedOut finishes an allocation of b from sh: the peak, the observer,

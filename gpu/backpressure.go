@@ -138,14 +138,21 @@ func allocWaiting(s *Scope, size int64) (Buffer, error) {
 	defer q.active.Add(-1)
 	front := false
 	pause := time.Duration(0)
+	// Stats.OOMs counts the allocation, not its attempts: none where a
+	// wait served it, one where it failed after running out of memory.
+	counted := int64(0) // the pool's out-of-memory counts of its attempts
+	absorb := &s.dev.evict.absorbed
 	for {
 		seen := q.frees.Load()
 		b, err := s.allocOnce(size)
 		if err == nil {
 			q.passOn()
+			absorb.Add(counted)
 			return b, nil
 		}
+		counted += poolOOMs(err)
 		if !isOutOfMemory(err) || neverFits(err, size) {
+			absorb.Add(max(0, counted-1))
 			return Buffer{}, err
 		}
 		if s.dev.evict.couldEvictFor(s) {
@@ -154,6 +161,7 @@ func allocWaiting(s *Scope, size int64) (Buffer, error) {
 			pause = 0
 		}
 		if werr := q.wait(s.s.Context(), seen, front, pause); werr != nil {
+			absorb.Add(max(0, counted-1))
 			return Buffer{}, &waitError{scope: s.s.Path(), size: size, ctx: werr, oom: err}
 		}
 		front = true

@@ -148,3 +148,53 @@ func TestAWaitThatEndsWithItsContextNamesTheScopeAndTheSize(t *testing.T) {
 	assert.Equal(t, "request", oom.Scope)
 	assert.Equal(t, `gpu: out of memory: scope "request" gave up waiting for 12.00 MiB: the client went away`, err.Error())
 }
+
+// TestAWaitingAllocationCountsOneOutOfMemoryAtMost plays a waiter that
+// fails three attempts before a release makes room, and one that gives
+// up: Stats.OOMs counts allocations, so the first adds none and the
+// second one, however many attempts each made.
+func TestAWaitingAllocationCountsOneOutOfMemoryAtMost(t *testing.T) {
+	const piece = 4 << 20
+	attempts := make(chan struct{}, 16)
+	dev := openHost(t, gpu.HostMemory(4*piece), gpu.OnOutOfMemory(func(error) { attempts <- struct{}{} }))
+	err := gpu.WithScope(context.Background(), dev, func(hog *gpu.Scope) error {
+		var held []gpu.Buffer
+		for range 4 {
+			b, err := hog.Alloc(piece)
+			require.NoError(t, err)
+			held = append(held, b)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+				_, err := s.Alloc(3 * piece)
+				return err
+			}, gpu.WaitForMemory())
+		}()
+		for i := range 3 { // each release but the third leaves too little
+			<-attempts
+			require.NoError(t, hog.Free(held[i]))
+		}
+		require.NoError(t, <-done, "the third release made room")
+		assert.Zero(t, dev.Stats().OOMs, "a wait served it after three failed attempts: no out-of-memory")
+
+		_, err := hog.Alloc(3 * piece) // the waiter's memory, back in the cache: the device is full again
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for range 3 {
+				<-attempts
+				require.NoError(t, dev.EmptyCache()) // wakes it to fail again
+			}
+			cancel()
+		}()
+		err = gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(piece)
+			return err
+		}, gpu.WaitForMemory())
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, int64(1), dev.Stats().OOMs, "one allocation gave up: one out-of-memory, not one an attempt")
+		return nil
+	})
+	require.NoError(t, err)
+}

@@ -81,8 +81,9 @@ type evictor struct {
 	// served counts the allocations (and reservations) that eviction made
 	// room for; absorbed, the pool's out-of-memory counts they left behind
 	// (their failed attempts, and all but one of a request that failed
-	// after evicting), which Stats.OOMs leaves out: an allocation that
-	// eviction served did not run out of memory.
+	// after evicting), and those of a WaitForMemory allocation's attempts
+	// before its last, which Stats.OOMs leaves out: an allocation that
+	// eviction or a wait served did not run out of memory.
 	served, absorbed atomic.Int64
 
 	mu     sync.Mutex // protects scopes and their states' owned streams

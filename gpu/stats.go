@@ -53,7 +53,7 @@ type Stats struct {
 	Growths         int64 `json:"growths"`           // times the pool mapped more memory into an arena
 	PagesMapped     int64 `json:"pages_mapped"`      // pages mapped into arenas, new or moved
 	PagesMoved      int64 `json:"pages_moved"`       // pages unmapped from under free blocks to be mapped elsewhere
-	OOMs            int64 `json:"ooms"`              // allocations the device had no room for (a scope's Limit refusing one is not counted, nor one that eviction made room for)
+	OOMs            int64 `json:"ooms"`              // allocations the device had no room for (a scope's Limit refusing one is not counted, nor one that eviction or a wait made room for)
 	Retries         int64 `json:"retries"`           // allocations retried after the pool released its cache
 	Evictions       int64 `json:"evictions"`         // Evictable scopes evicted to make room
 	EvictedBytes    int64 `json:"evicted_bytes"`     // bytes those scopes held

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"io"
 	"sync"
 
@@ -26,7 +27,10 @@ var errRecording = prefixed.Errorf("gpu", "the device is recording already")
 // StartRecording starts writing the device's allocations and frees to w, in
 // the shape of pprof.StartCPUProfile: one recording per device at a time,
 // until Stop. It records at the pool: a reservation is one allocation, and
-// what scopes allocate inside it is not in the trace.
+// what scopes allocate inside it is not in the trace. Each allocation names
+// the scope that made it, by the path its Summary and Snapshot show
+// (scopes that C libraries allocate in, through gpu/capi or libgpuscope,
+// too), so that `gpumem plot` stacks memory by scope.
 func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
 	if err := d.usable(); err != nil {
 		return nil, err
@@ -43,16 +47,24 @@ func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
 	return r, nil
 }
 
-// note writes one event.
-func (r *Recording) note(alloc bool, b pool.Block) {
-	action := trace.Free
+// scoped is the context a scope's allocations give the pool (package
+// scope's allocContext): it names the scope that allocates.
+type scoped interface{ ScopePath() string }
+
+// note writes one event: an allocation with the path of the scope that
+// made it, which its context names.
+func (r *Recording) note(ctx context.Context, alloc bool, b pool.Block) {
+	ev := trace.Event{Action: trace.Free, Addr: uint64(b.Ptr()), Size: b.Size(), Stream: uint64(b.Stream())}
 	if alloc {
-		action = trace.Alloc
+		ev.Action = trace.Alloc
+		if s, ok := ctx.(scoped); ok {
+			ev.Scope = s.ScopePath() // before the lock: other allocations need not wait for it
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err == nil && !r.stopped {
-		r.err = r.w.Write(trace.Event{Action: action, Addr: uint64(b.Ptr()), Size: b.Size(), Stream: uint64(b.Stream())})
+		r.err = r.w.Write(ev)
 	}
 }
 

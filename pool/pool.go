@@ -26,7 +26,7 @@ type Pool struct {
 	opts options
 
 	closed   atomic.Bool
-	observer atomic.Pointer[func(alloc bool, b Block)] // Observe's function, or nil
+	observer atomic.Pointer[func(ctx context.Context, alloc bool, b Block)] // Observe's function, or nil
 
 	front frontCache // freed small blocks, by stream and size, and the peaks
 
@@ -151,7 +151,7 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if err != nil {
 		return Block{}, err
 	}
-	return p.handedOut(sh, b, size, stream, peak), nil
+	return p.handedOut(ctx, sh, b, size, stream, peak), nil
 }
 
 // invalidSize is AllocContext's error for a size out of (0, MaxSize], kept
@@ -173,7 +173,7 @@ func (p *Pool) allocRounded(ctx context.Context, r, size int64, stream uintptr) 
 	if err != nil {
 		return Block{}, err
 	}
-	return p.handedOut(sh, b, size, stream, peak), nil
+	return p.handedOut(ctx, sh, b, size, stream, peak), nil
 }
 
 // takeBlock finds a block of r bytes for a request of size bytes on stream: from
@@ -212,26 +212,27 @@ func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr) (b 
 	return b, sh, peak, nil
 }
 
-// handedOut finishes an allocation of b from sh: the peak, the observer,
-// and the Block itself.
-func (p *Pool) handedOut(sh *shard, b *block, size int64, stream uintptr, peak bool) Block {
+// handedOut finishes an allocation of b from sh for ctx: the peak, the
+// observer, and the Block itself.
+func (p *Pool) handedOut(ctx context.Context, sh *shard, b *block, size int64, stream uintptr, peak bool) Block {
 	if peak {
 		p.front.notePeak(sh)
 	}
 	blk := Block{ptr: b.ptr, size: size, stream: stream, blk: b, gen: b.gen}
 	if o := p.observer.Load(); o != nil {
-		(*o)(true, blk)
+		(*o)(ctx, true, blk)
 	}
 	return blk
 }
 
 // Observe makes the pool call fn after every allocation (alloc true) and
 // at every free, before the block can be handed out again, so that the
-// calls' order is one the allocations could have had; nil stops it. fn is
-// called from the allocating and freeing goroutines, concurrently, and must
-// not call the pool. A device's recording (gpu.Device.StartRecording) uses
-// it.
-func (p *Pool) Observe(fn func(alloc bool, b Block)) {
+// calls' order is one the allocations could have had; nil stops it. ctx is
+// the allocation's (AllocContext's), so that fn can tell who allocated;
+// context.Background() at a free. fn is called from the allocating and
+// freeing goroutines, concurrently, and must not call the pool. A device's
+// recording (gpu.Device.StartRecording) uses it.
+func (p *Pool) Observe(fn func(ctx context.Context, alloc bool, b Block)) {
 	if fn == nil {
 		p.observer.Store(nil)
 		return
@@ -259,7 +260,7 @@ func (p *Pool) Free(b Block) error {
 	}
 	blk.live = 0
 	if o := p.observer.Load(); o != nil {
-		(*o)(false, b) // before the block can be handed out again
+		(*o)(context.Background(), false, b) // before the block can be handed out again
 	}
 	// The block goes back to the shard that handed it out, which is the
 	// freeing goroutine's own in the common case and saves finding the

@@ -1,6 +1,7 @@
 package pool_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -267,3 +268,22 @@ func (u unaligned) Alloc(n int64) (uintptr, error) {
 }
 
 func (u unaligned) Free(p uintptr, n int64) error { return u.PlainSource.Free(p-8, n) }
+
+// The observer gets each allocation's context, whatever cache or arena
+// serves it, so that a recording can name who allocated; a free has none.
+func TestTheObserverGetsTheAllocationsContext(t *testing.T) {
+	p := newPool(t, sim.New(0, 0))
+	type key struct{}
+	var got []any
+	p.Observe(func(ctx context.Context, alloc bool, b pool.Block) {
+		got = append(got, alloc, ctx.Value(key{}))
+	})
+	ctx := context.WithValue(context.Background(), key{}, "a")
+	for _, size := range []int64{512, 512, 64 << 20} { // new, cached, large
+		b, err := p.AllocContext(ctx, size, 0)
+		require.NoError(t, err)
+		require.NoError(t, p.Free(b))
+	}
+	p.Observe(nil)
+	assert.Equal(t, []any{true, "a", false, nil, true, "a", false, nil, true, "a", false, nil}, got)
+}

@@ -17,3 +17,16 @@ type madeContext struct {
 	epoch uint64
 	ctx   context.Context
 }
+
+// allocContext is the context a scope's allocations give the pool: the
+// one the scope was opened with, and the scope's path, which the pool's
+// observer (a device's recording) reads through ScopePath. A node holds
+// its own, so that an allocation makes none.
+type allocContext struct {
+	context.Context
+	n *node
+}
+
+// ScopePath returns the path of the scope that allocates, as its Summary
+// and Snapshot name it.
+func (c *allocContext) ScopePath() string { return c.n.pathName() }

@@ -29,6 +29,7 @@ type node struct {
 	waits            bool                        // allocations wait for memory (Options.Wait, here or above)
 	evictable        bool                        // Options.Evictable: its uses are counted in lastUse
 	opened           context.Context             // the context it was opened with
+	allocCtx         allocContext                // opened, and the scope's path: what its allocations give the pool
 	made             atomic.Pointer[madeContext] // opened with the scope in it, made on first use (Context)
 	readers          atomic.Int32                // Context calls reading opened without mu: setUp waits for them
 	done             <-chan struct{}
@@ -116,7 +117,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if m.region == nil {
 		// Short of memory, the pool may wait for other streams' work; it
 		// stops when the scope's context is done.
-		b, err := allocRounded(n.tree.pool, n.opened, m.charged, size, n.stream)
+		b, err := allocRounded(n.tree.pool, &n.allocCtx, m.charged, size, n.stream)
 		if err != nil {
 			n.uncharge(m.charged, nil)
 			return Ref{}, prefixed.Wrap("scope", err, "allocating in scope %q", n.pathName())
@@ -236,6 +237,7 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 		n.made.Store(nil) // an old use's, which holds on to its context
 	}
 	n.opened, n.done = ctx, ctx.Done()
+	n.allocCtx = allocContext{Context: ctx, n: n}
 	n.stack = stack
 	n.path = o.Name // an unnamed scope's path is made when asked for: pathName
 	if pn != nil && o.Name != "" {

@@ -33,7 +33,8 @@ func (op *opening) reserve(size int64) error {
 		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
 	op.charged = charged
-	b, err := allocRounded(p, context.Background(), charged, charged, 0)
+	// The pool's observer names the reserving scope, as for its allocations.
+	b, err := allocRounded(p, &allocContext{Context: context.Background(), n: n}, charged, charged, 0)
 	if err != nil {
 		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -102,4 +104,39 @@ func TestRecordingManyGoroutinesGivesAReplayableOrder(t *testing.T) {
 	res := replayRecorded(t, recorded.Bytes())
 	assert.Equal(t, 1600, res.Allocs)
 	assert.Equal(t, 1600, res.Frees, "a block is freed in the trace before it is handed out again")
+}
+
+// A device's recording names its scopes, and `gpumem plot` stacks the
+// memory of the recording by them.
+func TestPlotOfARecordingStacksByScope(t *testing.T) {
+	dev, err := gpu.OpenHost()
+	require.NoError(t, err)
+	defer dev.Close()
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "recorded.csv"))
+	require.NoError(t, err)
+	rec, err := dev.StartRecording(f)
+	require.NoError(t, err)
+	weights, err := dev.NewScope(gpu.Name("weights"))
+	require.NoError(t, err)
+	_, err = weights.Alloc(4 << 20)
+	require.NoError(t, err)
+	for range 3 {
+		require.NoError(t, gpu.WithScope(weights.Context(), dev, func(s *gpu.Scope) error {
+			_, err := s.Alloc(2 << 20)
+			return err
+		}, gpu.Name("batch")))
+	}
+	require.NoError(t, weights.Close())
+	require.NoError(t, rec.Stop())
+	require.NoError(t, f.Close())
+
+	out := filepath.Join(dir, "p.svg")
+	var o, e bytes.Buffer
+	require.NoError(t, run([]string{"plot", "-o", out, f.Name()}, &o, &e), e.String())
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), ">weights<")
+	assert.Contains(t, string(data), ">weights/batch<")
+	assert.NotContains(t, string(data), "(no scope)")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -56,7 +57,7 @@ func TestATraceOnStreamsReplaysOnStreamsTheSourceMade(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	seen := map[uintptr]bool{}
-	p.Observe(func(alloc bool, b pool.Block) {
+	p.Observe(func(_ context.Context, alloc bool, b pool.Block) {
 		mu.Lock()
 		seen[b.Stream()] = true
 		mu.Unlock()

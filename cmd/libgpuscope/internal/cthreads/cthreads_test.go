@@ -1,8 +1,11 @@
 package cthreads_test
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -63,4 +66,33 @@ func TestAllocatorAfterItsScopeEnded(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.Zero(t, dev.Stats().ActiveBlocks)
 	require.Equal(t, 2*1000, cthreads.RunAllocator(a, 2, 0), "allocations in an ended scope")
+}
+
+// TestARecordingNamesTheScopeOfCThreads: a recording of the device names
+// the scope that C threads allocate in through the context form, as its
+// Summary does, on every allocation they make.
+func TestARecordingNamesTheScopeOfCThreads(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(256 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	var recorded bytes.Buffer
+	rec, err := dev.StartRecording(&recorded)
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("onnx"))
+	require.NoError(t, err)
+	a, err := capi.For(s)
+	require.NoError(t, err)
+	require.Zero(t, cthreads.RunAllocator(a, 4, 1))
+	require.Contains(t, dev.Summary(), "onnx")
+	require.NoError(t, s.Close())
+	require.NoError(t, rec.Stop())
+
+	scopes := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(recorded.String()), "\n")[1:] {
+		if f := strings.Split(line, ","); f[0] == "alloc" {
+			require.Len(t, f, 5, "an allocation with its scope: %q", line)
+			scopes[f[4]]++
+		}
+	}
+	assert.Equal(t, map[string]int{"onnx": 4 * 1000}, scopes, "4 threads, 1000 allocations each")
 }

@@ -25,14 +25,28 @@ import (
 // message is in the stats.
 const failed = -1
 
+// gpuscopeGoAlloc frees the nflush blocks at flush, which the front cache
+// held, and allocates; *tok is the token of the scope the allocation
+// belongs to, for the front cache.
+//
 //export gpuscopeGoAlloc
-func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t) C.uintptr_t {
-	ptr, err := foreign.Alloc(int(device), int64(size), uintptr(stream))
+func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.uintptr_t, nflush C.int, tok *C.uint64_t) C.uintptr_t {
+	blocks := unsafe.Slice((*uintptr)(unsafe.Pointer(flush)), int(nflush))
+	ptr, t, err := foreign.AllocAfter(blocks, int(device), int64(size), uintptr(stream))
 	if err != nil {
 		foreign.Fail("gpuscope_alloc", err)
 		return 0
 	}
+	*tok = C.uint64_t(t)
 	return C.uintptr_t(ptr)
+}
+
+// gpuscopeGoFreedAlready fails the call named call, whose ptr is in a
+// front cache: the library freed it already.
+//
+//export gpuscopeGoFreedAlready
+func gpuscopeGoFreedAlready(call *C.char, ptr C.uintptr_t) {
+	foreign.Fail(C.GoString(call), foreign.NotLive(uintptr(ptr)))
 }
 
 //export gpuscopeGoFree

@@ -10,7 +10,19 @@
 //
 // Build (interop-gpu.sh does): gcc -O2 -shared -fPIC -I$CUDA/include
 // interop_freelist.c -o interop_freelist.so -L$CUDA/lib64 -lcudart
+//
+// With FL_HOST defined it allocates host memory (malloc), for the reference
+// that cmd/libgpuscope's BenchmarkCFreeList times beside gpuscope's pair on
+// a machine without a GPU.
+#ifdef FL_HOST
+#include <stdlib.h>
+typedef int cudaError_t;
+enum { cudaSuccess = 0 };
+static cudaError_t cudaMalloc(void **p, size_t size) { return (*p = malloc(size)) != NULL ? cudaSuccess : 1; }
+static cudaError_t cudaFree(void *p) { return free(p), cudaSuccess; }
+#else
 #include <cuda_runtime_api.h>
+#endif
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/types.h>

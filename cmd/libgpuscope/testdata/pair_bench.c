@@ -7,11 +7,14 @@
 //
 // Each figure is timed in rounds of pairs calls; it prints the fastest
 // round and the median, the fastest being the least disturbed by other
-// work on the machine. Besides the pair it times an empty call into the
-// library (gpuscope_free(NULL)), the crossing into Go that every call
-// pays, and a pair with 64 buffers live.
+// work on the machine. Besides the pair, which the front cache serves, it
+// times pairs whose size alternates with another, which the cache never
+// serves (every allocation crosses into Go, and frees there the block
+// freed before), and a pair with 64 buffers live. GPUSCOPE_FRONT_CACHE=0
+// times every pair through Go: two crossings.
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gpuscope.h"
@@ -41,9 +44,11 @@ static void pair(void) {
 	}
 }
 
-static void empty(void) {
+static void alternating(void) {
 	for (long i = 0; i < pairs; i++) {
-		gpuscope_free(NULL, 0, device, NULL);
+		ssize_t n = size + (i & 1) * 512;
+		void *p = gpuscope_alloc(n, device, NULL);
+		gpuscope_free(p, n, device, NULL);
 	}
 }
 
@@ -87,9 +92,11 @@ int main(int argc, char **argv) {
 		}
 		gpuscope_free(p, size, device, NULL);
 	}
-	printf("pair_bench: %ld calls a round, %d rounds, %zd bytes, device %d\n", pairs, rounds, size, device);
+	const char *cache = getenv("GPUSCOPE_FRONT_CACHE");
+	printf("pair_bench: %ld calls a round, %d rounds, %zd bytes, device %d, front cache %s\n", pairs, rounds, size, device,
+	       cache != NULL && strcmp(cache, "0") == 0 ? "off" : "on");
 	report("alloc+free pair", pair, rounds);
-	report("empty call", empty, rounds);
+	report("sizes alternating", alternating, rounds);
 	for (int k = 0; k < live; k++) {
 		held[k] = gpuscope_alloc(size, device, NULL);
 	}

@@ -15,25 +15,39 @@ var tbl table
 // whatever i and stream are, as c10's allocator and C's malloc(0) may:
 // PyTorch asks for it routinely, and it is no failure.
 func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
+	ptr, _, err := alloc(i, size, stream)
+	return ptr, err
+}
+
+// alloc is Alloc, and returns the token of the scope the allocation
+// belongs to (front.go).
+func alloc(i int, size int64, stream uintptr) (uintptr, uint64, error) {
 	if size == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	d := openDeviceAt(i)
 	if d == nil {
 		var err error
 		if d, err = deviceAt(i); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	for {
+	for flushed := false; ; {
 		// The current scope may end under the allocation: then the one
 		// current after it serves.
 		r := d.current.Load()
-		if ptr, ok, err := r.alloc(size, stream); ok {
-			return ptr, err
+		ptr, ok, err := r.alloc(size, stream)
+		if ok && errors.Is(err, gpu.ErrOutOfMemory) && !flushed {
+			flushed = true
+			if flushFront(i) {
+				continue // what the front cache held may make room
+			}
+		}
+		if ok {
+			return ptr, r.tok, err
 		}
 		if r == d.root {
-			return 0, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
+			return 0, 0, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
 		}
 	}
 }
@@ -172,7 +186,13 @@ func RecordStream(ptr, stream uintptr) error {
 func (s *shard) live(ptr uintptr, h uint64) (int, error) {
 	k := s.find(ptr, h)
 	if k < 0 {
-		return -1, prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
+		return -1, NotLive(ptr)
 	}
 	return k, nil
+}
+
+// NotLive is the error of a call that names ptr as a live allocation of
+// this library, which it is not.
+func NotLive(ptr uintptr) error {
+	return prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
 }

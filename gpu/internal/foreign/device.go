@@ -86,8 +86,8 @@ func deviceAt(i int) (*device, error) {
 		return nil, err
 	}
 	d := &device{index: i, gpu: g}
-	d.root = &record{dev: d, gdev: g, scope: s}
-	d.current.Store(d.root)
+	d.root = &record{tok: tokens.Add(1), dev: d, gdev: g, scope: s}
+	d.setCurrent(d.root)
 	devices.open[i].Store(d)
 	return d, nil
 }
@@ -115,6 +115,7 @@ func Shutdown() error {
 		for r := d.current.Load(); r != d.root; r = d.current.Load() {
 			errs = append(errs, r.endLocked(true))
 		}
+		d.frontOff()
 		errs = append(errs, d.root.endLocked(true))
 		devices.open[i].Store(nil)
 		d.mu.Unlock()

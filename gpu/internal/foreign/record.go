@@ -15,6 +15,7 @@ import (
 // a device's root, or a Go scope handed to a library (Attach).
 type record struct {
 	id    int64
+	tok   uint64      // its token for the front cache (front.go); a scope on a stream has its scope's
 	dev   *device     // the C device it was begun on; nil for a Go scope
 	gdev  *gpu.Device // its scope's device
 	scope *gpu.Scope
@@ -128,7 +129,7 @@ func Begin(i int, name string) (int64, error) {
 		return 0, errors.Join(err, <-r.result)
 	}
 	parent.children++
-	d.current.Store(r)
+	d.setCurrent(r)
 	return r.id, nil
 }
 
@@ -136,7 +137,7 @@ func Begin(i int, name string) (int64, error) {
 // another is WithScope's, which ends when its function returns: the
 // function waits for End. Called with d.mu held.
 func openRecord(d *device, parent *record, name string, opts ...gpu.ScopeOption) (*record, error) {
-	r := &record{dev: d, gdev: d.gpu, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
+	r := &record{tok: tokens.Add(1), dev: d, gdev: d.gpu, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
 	opened := make(chan *gpu.Scope, 1)
 	go func() {
 		r.result <- gpu.WithScope(parent.scope.Context(), d.gpu, func(s *gpu.Scope) error {
@@ -198,10 +199,11 @@ func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 	for _, c := range r.onStreams {
 		c.ending.Store(true)
 	}
-	if r.dev != nil && r.dev.current.Load() == r && r.parent != nil {
-		r.dev.current.Store(r.parent)
-	}
 	var errs []error
+	if r.dev != nil && r.dev.current.Load() == r && r.parent != nil {
+		// What the front cache held of r is freed: the library freed it.
+		r.dev.setCurrent(r.parent)
+	}
 	tbl.each(func(e *entry) bool {
 		owner := e.rec
 		if owner != r && owner.streamOf != r {

@@ -41,6 +41,7 @@ type stats struct {
 	Scope     string `json:"scope,omitempty"`          // the path of the scope current on the device
 	LastEnd   string `json:"last_scope_end,omitempty"` // what the last gpuscope_scope_end on it found still live
 	Error     string `json:"error,omitempty"`          // why there are no counters: the device could not be opened
+	FrontHits int64  `json:"c_front_hits"`             // pairs the front cache served without crossing into Go: not in allocs and frees
 	Failures  int64  `json:"c_failures"`               // calls from C that failed, in the process
 	LastError string `json:"c_last_error,omitempty"`   // the last one's message
 }
@@ -53,6 +54,8 @@ func Stats(i int) []byte {
 	if d, err := deviceAt(i); err != nil {
 		st.Error = err.Error()
 	} else {
+		flushFront(i) // what the library freed is free
+		st.FrontHits = frontHits(i)
 		st.Stats, st.Device, st.Scope = d.gpu.Stats(), d.gpu.String(), d.current.Load().scope.Path()
 		if p := d.lastEnd.Load(); p != nil {
 			st.LastEnd = *p
@@ -75,6 +78,7 @@ func Summary(i int) string {
 	if err != nil {
 		return err.Error() + "\n"
 	}
+	flushFront(i)
 	return d.gpu.Summary()
 }
 
@@ -84,5 +88,6 @@ func SetMaxReserved(i int, bytes int64) error {
 	if err != nil {
 		return err
 	}
+	flushFront(i) // a lower cap gives back what is cached: this too
 	return d.gpu.SetMaxReserved(bytes)
 }

@@ -1,25 +1,68 @@
 package cthreads_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/cthreads"
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-// BenchmarkCPair is an alloc+free pair of 4 KiB through gpuscope_alloc and
-// gpuscope_free, called from a C thread: two crossings into Go, the
-// current scope, the table, the pool. testdata/pair_bench.c times the same
-// from a C program over the shared library.
+// benchSizes are the sizes issue 37 times the pair at, as
+// scripts/measure/interop_pair.cpp does on a GPU.
+var benchSizes = []int64{256, 1 << 20, 64 << 20}
+
+// BenchmarkCPair is an alloc+free pair through gpuscope_alloc and
+// gpuscope_free, called from a C thread: the front cache serves it, with
+// no crossing into Go. testdata/pair_bench.c times the same from a C
+// program over the shared library.
 func BenchmarkCPair(b *testing.B) {
-	b.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
-	gpu.RecordStacks(false) // the leak check of TestMain turns them on; a library's process has none
-	defer gpu.RecordStacks(true)
-	if !cthreads.Pairs(1000, 4096) { // the device opens, the pool caches the size
+	benchPairs(b, cthreads.Pairs)
+}
+
+// BenchmarkCPairGo is BenchmarkCPair with the front cache off
+// (GPUSCOPE_FRONT_CACHE=0) in a scope of its own: two crossings into Go,
+// the current scope, the table, the pool.
+func BenchmarkCPairGo(b *testing.B) {
+	b.Setenv("GPUSCOPE_HOST_MEMORY", "1073741824")
+	if !cthreads.Pairs(1, 256) { // the device opens with the cache on
 		b.Fatal("allocation failed")
 	}
-	b.ResetTimer()
-	if !cthreads.Pairs(b.N, 4096) {
-		b.Fatal("allocation failed")
+	b.Setenv("GPUSCOPE_FRONT_CACHE", "0")
+	id := cthreads.BeginScope("bench") // which the cache does not serve
+	if id <= 0 {
+		b.Fatal("gpuscope_scope_begin failed")
+	}
+	os.Unsetenv("GPUSCOPE_FRONT_CACHE") // the enclosing scope's cache is on again after the end
+	defer func() {
+		if !cthreads.EndScope(id) {
+			b.Error("gpuscope_scope_end failed")
+		}
+	}()
+	benchPairs(b, cthreads.Pairs)
+}
+
+// BenchmarkCFreeList is the same pair through the minimal free list per
+// size of scripts/measure/interop_freelist.c, on host memory: the floor
+// that PyTorch's pluggable path is measured over.
+func BenchmarkCFreeList(b *testing.B) {
+	benchPairs(b, cthreads.FreeListPairs)
+}
+
+func benchPairs(b *testing.B, pairs func(n int, size int64) bool) {
+	b.Setenv("GPUSCOPE_HOST_MEMORY", "1073741824")
+	gpu.RecordStacks(false) // the leak check of TestMain turns them on; a library's process has none
+	defer gpu.RecordStacks(true)
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			if !pairs(1000, size) { // the device opens, the pool caches the size
+				b.Fatal("allocation failed")
+			}
+			b.ResetTimer()
+			if !pairs(b.N, size) {
+				b.Fatal("allocation failed")
+			}
+		})
 	}
 }

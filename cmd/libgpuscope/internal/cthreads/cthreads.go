@@ -10,11 +10,17 @@ package cthreads
 #cgo LDFLAGS: -pthread
 int cthreads_main(void);
 int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
-int c_pairs(long n, long size);
+int c_pairs(long n, long size, int freelist);
+#include <stdlib.h>
+#include "gpuscope.h"
 */
 import "C"
 
-import "github.com/gpuscope/gpuscope/gpu/capi" // the entry points it calls
+import (
+	"unsafe"
+
+	"github.com/gpuscope/gpuscope/gpu/capi" // the entry points it calls
+)
 
 // Run runs the C program's checks and returns its exit status: 0 where all
 // held. It prints what failed to standard output.
@@ -30,4 +36,21 @@ func RunAllocator(a capi.Allocator, threads, keep int) int {
 // Pairs makes n alloc+free pairs of size bytes on device 0 through the
 // PyTorch entry points, from a C thread, and reports whether all
 // allocations succeeded.
-func Pairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size)) == 0 }
+func Pairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 0) == 0 }
+
+// FreeListPairs makes n pairs as Pairs does, through the minimal free list
+// per size of scripts/measure/interop_freelist.c, on host memory: what a
+// pair costs with almost nothing of an allocator's.
+func FreeListPairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 1) == 0 }
+
+// BeginScope begins a scope named name on device 0 and returns its id, or
+// a negative number.
+func BeginScope(name string) int64 {
+	s := C.CString(name)
+	defer C.free(unsafe.Pointer(s))
+	return int64(C.gpuscope_scope_begin(0, s))
+}
+
+// EndScope ends the scope id, freeing what is live in it, and reports
+// whether it ended.
+func EndScope(id int64) bool { return C.gpuscope_scope_end(C.int64_t(id), C.GPUSCOPE_FREE_LIVE) == 0 }

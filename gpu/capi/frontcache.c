@@ -1,0 +1,280 @@
+// The front cache: a library's alloc+free pair that the cache serves never
+// crosses into Go. Per device, it tracks the allocations made in the scope
+// current on it (a table from address to size and stream), and keeps the
+// blocks the library freed of them, at most FC_CACHED, for the next
+// allocation of the same size on the same stream. To Go a cached block is
+// still an allocation of the scope, so it never serves another; Go takes
+// the cache's blocks back, and frees them, before every allocation the
+// cache did not serve (fc_alloc's flush), when the current scope changes
+// (fc_reset: the table then starts empty), and before the device's figures
+// are read or its pool is short (fc_take). docs/interop.md says why that
+// keeps the figures exact.
+//
+// Every function is safe from any thread: a device's state is under its
+// mutex. GPUSCOPE_FRONT_CACHE=0 turns the cache off, at the next scope
+// change or device open.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontcache.h"
+
+enum { FC_TABLE = 8192 }; // places in a device's table; at most half are used
+
+// An allocation made in the scope the cache serves, live or in the cache.
+typedef struct {
+	uintptr_t ptr; // 0: an empty place
+	int64_t size;  // as the library asked for it
+	uintptr_t stream;
+	uint8_t cached;   // the library freed it: it is in the cache
+	uint8_t recorded; // record_stream named another stream for it: never cached
+} fc_entry;
+
+typedef struct {
+	uintptr_t ptr;
+	int64_t size;
+	uintptr_t stream;
+} fc_block;
+
+typedef struct {
+	pthread_mutex_t mu; // protects the fields below
+	uint64_t tok;       // the scope served (foreign's token); 0: none, nothing tracked
+	fc_entry *table;    // FC_TABLE places, open addressing, deletion by shifting back
+	int n;              // entries in table
+	fc_block cached[FC_CACHED];
+	int ncached;
+	int64_t hits; // allocations the cache served
+	char pad[64]; // devices on cache lines of their own
+} fc_device;
+
+static fc_device fc[FC_DEVICES] = {[0 ... FC_DEVICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+
+// active has bit i set once device i has a table: fc_forget of any device
+// looks at those only, so that a program that never calls gpuscope_alloc
+// takes no lock of the cache's.
+static uint64_t active;
+
+// hash mixes an address (a multiple of 512 bytes) over 64 bits:
+// splitmix64's finalizer, as foreign's table.
+static uint64_t hash(uintptr_t ptr) {
+	uint64_t x = ptr;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ x >> 31;
+}
+
+// find returns ptr's place in d's table, or -1. Called with d->mu held.
+static int find(fc_device *d, uintptr_t ptr) {
+	if (d->table == NULL) {
+		return -1;
+	}
+	for (uint64_t i = hash(ptr) & (FC_TABLE - 1);; i = (i + 1) & (FC_TABLE - 1)) {
+		if (d->table[i].ptr == ptr) {
+			return (int)i;
+		}
+		if (d->table[i].ptr == 0) {
+			return -1;
+		}
+	}
+}
+
+// removeAt deletes the entry at place i, moving later entries of its probe
+// run back so that no lookup stops early. Called with d->mu held.
+static void removeAt(fc_device *d, int i) {
+	for (int j = i;;) {
+		j = (j + 1) & (FC_TABLE - 1);
+		if (d->table[j].ptr == 0) {
+			break;
+		}
+		int k = (int)(hash(d->table[j].ptr) & (FC_TABLE - 1));
+		if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j)) {
+			continue; // its home is cyclically in (i, j]: it stays
+		}
+		d->table[i] = d->table[j];
+		i = j;
+	}
+	memset(&d->table[i], 0, sizeof d->table[i]);
+	d->n--;
+}
+
+// takeLocked moves the cache's blocks to out, forgetting them. Called with
+// d->mu held.
+static int takeLocked(fc_device *d, uintptr_t *out) {
+	int n = d->ncached;
+	for (int k = 0; k < n; k++) {
+		out[k] = d->cached[k].ptr;
+		int i = find(d, out[k]);
+		if (i >= 0) {
+			removeAt(d, i);
+		}
+	}
+	d->ncached = 0;
+	return n;
+}
+
+// fc_alloc returns a block of size bytes for stream from device dev's
+// cache, or NULL. On NULL, the cache's blocks are in flush (FC_CACHED
+// places), *nflush of them, for Go to free before it allocates.
+void *fc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush) {
+	*nflush = 0;
+	if ((unsigned)dev >= FC_DEVICES) {
+		return NULL;
+	}
+	fc_device *d = &fc[dev];
+	pthread_mutex_lock(&d->mu);
+	for (int k = d->ncached - 1; k >= 0; k--) {
+		fc_block *b = &d->cached[k];
+		if (b->size == size && b->stream == stream) {
+			uintptr_t ptr = b->ptr;
+			*b = d->cached[--d->ncached];
+			d->table[find(d, ptr)].cached = 0;
+			d->hits++;
+			pthread_mutex_unlock(&d->mu);
+			return (void *)ptr;
+		}
+	}
+	*nflush = takeLocked(d, flush);
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+// fc_track notes an allocation that Go made in the scope of token tok,
+// where that is still the scope the cache serves and the table has room.
+void fc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t tok) {
+	if ((unsigned)dev >= FC_DEVICES || ptr == 0 || tok == 0) {
+		return;
+	}
+	fc_device *d = &fc[dev];
+	pthread_mutex_lock(&d->mu);
+	if (tok == d->tok && d->table != NULL && 2 * (d->n + 1) <= FC_TABLE) {
+		uint64_t i = hash(ptr) & (FC_TABLE - 1);
+		while (d->table[i].ptr != 0 && d->table[i].ptr != ptr) {
+			i = (i + 1) & (FC_TABLE - 1);
+		}
+		if (d->table[i].ptr == 0) {
+			d->n++;
+		}
+		d->table[i] = (fc_entry){.ptr = ptr, .size = size, .stream = stream};
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+// fc_free keeps ptr in device dev's cache (FC_KEPT) where it is a live
+// allocation the table tracks, freed with its size and stream, never
+// recorded on another stream, and the cache has room. FC_FREED: it is in
+// the cache, freed already. FC_PASS: Go is to free it; the table forgets
+// it, whether Go's free succeeds or not.
+int fc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream) {
+	if ((unsigned)dev >= FC_DEVICES) {
+		return FC_PASS;
+	}
+	fc_device *d = &fc[dev];
+	pthread_mutex_lock(&d->mu);
+	int i = find(d, ptr);
+	int r = FC_PASS;
+	if (i >= 0) {
+		fc_entry *e = &d->table[i];
+		if (e->cached) {
+			r = FC_FREED;
+		} else if (e->size == size && e->stream == stream && !e->recorded && d->ncached < FC_CACHED) {
+			e->cached = 1;
+			d->cached[d->ncached++] = (fc_block){ptr, size, stream};
+			r = FC_KEPT;
+		} else {
+			removeAt(d, i);
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+// fc_forget prepares a call that Go serves for ptr, on device dev (< 0:
+// any): FC_FREED where ptr is in a cache; else the table forgets ptr, or,
+// for record_stream (record != 0), marks it never to be cached, and it
+// returns FC_PASS.
+int fc_forget(int dev, uintptr_t ptr, int record) {
+	int lo = dev, hi = dev + 1;
+	if (dev < 0) {
+		lo = 0, hi = FC_DEVICES;
+	} else if (dev >= FC_DEVICES) {
+		return FC_PASS;
+	}
+	uint64_t on = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+	for (int k = lo; k < hi; k++) {
+		if ((on >> k & 1) == 0) {
+			continue;
+		}
+		fc_device *d = &fc[k];
+		pthread_mutex_lock(&d->mu);
+		int i = find(d, ptr);
+		if (i >= 0) {
+			int r = FC_PASS;
+			if (d->table[i].cached) {
+				r = FC_FREED;
+			} else if (record) {
+				d->table[i].recorded = 1;
+			} else {
+				removeAt(d, i);
+			}
+			pthread_mutex_unlock(&d->mu);
+			return r;
+		}
+		pthread_mutex_unlock(&d->mu);
+	}
+	return FC_PASS;
+}
+
+// fc_reset empties device dev's cache into out (FC_CACHED places),
+// returning how many blocks, and makes the cache serve the scope of token
+// tok (0: none) with an empty table.
+int fc_reset(int dev, uint64_t tok, uintptr_t *out) {
+	if ((unsigned)dev >= FC_DEVICES) {
+		return 0;
+	}
+	const char *off = getenv("GPUSCOPE_FRONT_CACHE");
+	if (off != NULL && strcmp(off, "0") == 0) {
+		tok = 0;
+	}
+	fc_device *d = &fc[dev];
+	pthread_mutex_lock(&d->mu);
+	int n = takeLocked(d, out);
+	if (d->table != NULL) {
+		memset(d->table, 0, FC_TABLE * sizeof d->table[0]);
+	} else if (tok != 0) {
+		d->table = calloc(FC_TABLE, sizeof d->table[0]);
+		if (d->table != NULL) {
+			__atomic_fetch_or(&active, (uint64_t)1 << dev, __ATOMIC_RELEASE);
+		}
+	}
+	d->n = 0;
+	d->tok = d->table != NULL ? tok : 0;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+// fc_take empties device dev's cache into out (FC_CACHED places) and
+// returns how many blocks.
+int fc_take(int dev, uintptr_t *out) {
+	if ((unsigned)dev >= FC_DEVICES) {
+		return 0;
+	}
+	fc_device *d = &fc[dev];
+	pthread_mutex_lock(&d->mu);
+	int n = takeLocked(d, out);
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+// fc_hits returns how many allocations device dev's cache served.
+int64_t fc_hits(int dev) {
+	if ((unsigned)dev >= FC_DEVICES) {
+		return 0;
+	}
+	fc_device *d = &fc[dev];
+	pthread_mutex_lock(&d->mu);
+	int64_t n = d->hits;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}

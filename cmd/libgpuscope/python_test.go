@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,4 +28,41 @@ func TestThePythonModule(t *testing.T) {
 	t.Logf("%s", out)
 	require.NoError(t, err, "the Python module's tests failed")
 	require.Contains(t, string(out), "Ran 11 tests")
+}
+
+// TestTheInteropHarness checks what of scripts/measure/interop-gpu.sh, the
+// harness that runs the C allocator under PyTorch and CuPy on a GPU, runs
+// without one: its shell and Python parse, its report reads the verdicts
+// off logs as it should (interop_report_test.py), and its plan keeps the
+// timed parts' rounds whole under the budget.
+func TestTheInteropHarness(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine: the harness's tests need one")
+	}
+	dir := filepath.Join("..", "..", "scripts", "measure")
+	run(t, dir, "bash", "-n", "interop-gpu.sh")
+	scripts, err := filepath.Glob(filepath.Join(dir, "interop_*.py"))
+	require.NoError(t, err)
+	scripts = append(scripts, filepath.Join("python", "gpuscope.py"))
+	require.GreaterOrEqual(t, len(scripts), 8)
+	run(t, "", python, append([]string{"-c", `import sys
+for f in sys.argv[1:]:
+    compile(open(f).read(), f, "exec")`}, scripts...)...)
+
+	cmd := exec.Command(python, "-m", "unittest", "-v", "interop_report_test")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	cmd = exec.Command("bash", filepath.Join(dir, "interop-gpu.sh"), "plan")
+	cmd.Env = append(os.Environ(), "BUDGET=160", "PARTS=torch streams", "PROCS=3")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	plan := string(out)
+	require.Contains(t, plan, "streams.jsonl", "streams first")
+	require.Contains(t, plan, "torch.jsonl: round 1 of 3: SKIPPED", "the second round does not fit whole:\n%s", plan)
+	require.Equal(t, 3, strings.Count(plan, "interop_torch.py"), "one round of three modes:\n%s", plan)
+	require.NotContains(t, plan, "round 2 of 3", "no round after one that did not fit")
 }

@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
 # interop-gpu.sh measures gpuscope's C allocator under real clients on a GPU,
-# in one run (docs/interop.md): PyTorch training and CuPy's matrix products
-# and FFTs against their own allocators, both frameworks on one pool under one
-# cap, cuBLAS GEMMs whose workspace is a scope's (examples/cublas), the cost
-# of an allocation + free from C++ and from Python, and compute-sanitizer on a
-# short PyTorch run.
+# in one command (docs/interop.md): record_stream through PyTorch's hook,
+# PyTorch training and CuPy's matrix products and FFTs against their own
+# allocators, the cost of an allocation + free from C++ and from Python,
+# both frameworks on one pool under one cap, cuBLAS GEMMs whose workspace is
+# a scope's (examples/cublas), and compute-sanitizer on a short PyTorch run.
 #
-#   scripts/measure/interop-gpu.sh build        here, with Go: .interop/ holds
-#                                               libgpuscope.so (-tags cuda), the
-#                                               cublas example and its test binary
-#   scripts/measure/interop-gpu.sh run LOGDIR   there, with PyTorch, CuPy and the
-#                                               CUDA toolkit, no Go: builds the C++
-#                                               twin and the minimal allocator, runs
-#                                               everything, writes LOGDIR/report.txt
+#   scripts/measure/interop-gpu.sh build              here, with Go: .interop/ holds
+#                                                     libgpuscope.so (-tags cuda), the
+#                                                     cublas example and its test binary
+#   scripts/measure/interop-gpu.sh run LOGDIR [OUT]   there, with PyTorch, CuPy and the
+#                                                     CUDA toolkit, no Go: builds the C++
+#                                                     twin and the minimal allocator, runs
+#                                                     the batch, writes LOGDIR/report.txt;
+#                                                     with OUT, packs LOGDIR into
+#                                                     OUT/interop-logs.tgz and copies
+#                                                     report.txt there (two files)
+#   scripts/measure/interop-gpu.sh plan               anywhere: the batch's parts in order,
+#                                                     with what each may take, run nothing
 #
-# PROCS (default 3) sets how many processes of each mode the timed parts run,
-# taking turns; QUICK=1 makes every part short, to check the harness. Each part
-# runs under a time limit and the run goes on when one fails; the report says
-# what is missing.
+# The batch fits one command of the device's (10 minutes): it runs its parts
+# in the order of what must be shown first, each under a time limit, and
+# starts none that its budget (BUDGET seconds, default 480) has no room
+# for; a part that fails or is skipped is listed in failures.txt or
+# skipped.txt, and the report says what is missing. commands.txt gives
+# every part's exit status and seconds, to budget the next run by.
+#
+# PROCS (default 3) sets how many processes of each mode the timed parts
+# run; the modes take turns in rounds, each round in another order, so that
+# the machine's drift falls on every mode alike. QUICK=1 makes every part
+# short, to check the harness. PARTS (default all) picks parts by name:
+# streams torch pair pyalloc cupy both cublas sanitizer.
+#
+# On the device, with .interop carried (the CUDA suite is a command of its
+# own, scripts/gpu-test.sh run, with .gpubin carried):
+#
+#   scripts/measure/interop-gpu.sh run /tmp/interop "$OUT"
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/measure
@@ -34,96 +52,195 @@ build)
   go build -tags cuda -o "$bin/cublas" ./examples/cublas
   go test -c -tags cuda -o "$bin/cublas.test" ./examples/cublas
   echo "built $(ls "$bin" | wc -l) files in $bin ($(du -sh "$bin" | cut -f1))"
+  exit 0
   ;;
 run)
-  [ $# -ge 2 ] || { echo "usage: $0 run LOGDIR" >&2; exit 64; }
-  logs=$2
-  mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
-  [ -f "$bin/libgpuscope.so" ] || { echo "interop-gpu: no $bin/libgpuscope.so: run build first, where Go is" >&2; exit 1; }
-  export GPUSCOPE_LIB=$bin/libgpuscope.so PYTHONUNBUFFERED=1
-  rounds=${PROCS:-3}
-  if [ "${QUICK:-}" = 1 ]; then
-    rounds=1 steps=12 warmup=2 ops=16 passes=1
-    export N=2000 ROUNDS=2
-  else
-    steps=60 warmup=10 ops=120 passes=3
+  [ $# -ge 2 ] || { echo "usage: $0 run LOGDIR [OUT]" >&2; exit 64; }
+  dry=0 logs=$2 out=${3:-}
+  ;;
+plan)
+  dry=1 logs=$(mktemp -d) out=
+  trap 'rm -rf "$logs"' EXIT
+  ;;
+*)
+  echo "usage: $0 build | run LOGDIR [OUT] | plan" >&2
+  exit 64
+  ;;
+esac
+
+mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
+if [ $dry = 0 ] && [ ! -f "$bin/libgpuscope.so" ]; then
+  echo "interop-gpu: no $bin/libgpuscope.so: run build first, where Go is" >&2
+  exit 1
+fi
+export GPUSCOPE_LIB=$bin/libgpuscope.so PYTHONUNBUFFERED=1
+rounds=${PROCS:-3}
+budget=${BUDGET:-480}
+parts=" ${PARTS:-streams torch pair pyalloc cupy both cublas sanitizer} "
+if [ "${QUICK:-}" = 1 ]; then
+  rounds=1 steps=12 warmup=2 ops=16 passes=1
+  export N=2000 ROUNDS=2
+else
+  steps=60 warmup=10 ops=120 passes=3
+fi
+cuda=${CUDA_HOME:-$(ls -d /usr/local/cuda*/ 2>/dev/null | head -1)}
+start=$SECONDS
+spent=0 # seconds of the budget used; in a plan, the parts' estimates
+
+# want NAME: whether PARTS names the part.
+want() { [[ $parts == *" $1 "* ]]; }
+
+# fits SECONDS WHAT: whether the budget has room for SECONDS more; where
+# it has not, WHAT is listed as skipped.
+fits() {
+  local left
+  [ $dry = 1 ] || spent=$((SECONDS - start))
+  left=$((budget - spent))
+  [ "$left" -ge "$1" ] && return 0
+  echo "== $2 [skipped: $left s of the budget left, it needs about $1]" >>"$logs/commands.txt"
+  echo "$2: skipped, $left s of the budget left, it needs about $1" >>"$logs/skipped.txt"
+  echo "interop-gpu: skipped $2: $left s of the budget left" >&2
+  [ $dry = 0 ] || printf '%5d s  %s: SKIPPED, %d s left\n' "$spent" "$2" "$left"
+  return 1
+}
+
+# part NAME NEED LIMIT CMD...: runs CMD with its output appended to
+# LOGDIR/NAME (stderr to NAME.err), for at most LIMIT seconds and never
+# past the budget; it is skipped where less than NEED seconds, what it
+# usually takes, are left.
+part() {
+  local name=$1 need=$2 limit=$3 rc t0 secs
+  shift 3
+  fits "$need" "$name: $*" || return 0
+  [ "${QUICK:-}" != 1 ] || limit=$((limit < 150 ? limit : 150))
+  limit=$((limit < budget - spent ? limit : budget - spent))
+  if [ $dry = 1 ]; then
+    printf '%5d s  %-14s about %3d s, at most %3d s: %s\n' "$spent" "$name" "$need" "$limit" "$*"
+    spent=$((spent + need))
+    return 0
   fi
-  cuda=${CUDA_HOME:-$(ls -d /usr/local/cuda*/ 2>/dev/null | head -1)}
+  t0=$(date +%s.%N)
+  timeout "$limit" "$@" >>"$logs/$name" 2>>"$logs/$name.err"
+  rc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "== $name [rc $rc, $secs s]: $*" >>"$logs/commands.txt"
+  if [ $rc -ne 0 ]; then
+    echo "$name: exited $rc after $secs s$([ $rc -eq 124 ] && echo ", at its limit of $limit s"): $*" >>"$logs/failures.txt"
+    echo "interop-gpu: $name exited $rc: $*" >&2
+  fi
+  return 0
+}
+
+if [ $dry = 1 ]; then
+  torchdir=TORCH abi=ABI
+  echo "budget $budget s, PROCS=$rounds; parts in order (start, name, estimate, limit):"
+else
   {
     echo "commit $(cat "$bin/commit.txt")"
     date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c 'import torch, cupy; print("torch", torch.__version__, "cupy", cupy.__version__)'
     nproc
+    echo "PROCS=$rounds BUDGET=$budget QUICK=${QUICK:-} PARTS=$parts"
   } >"$logs/machine.txt" 2>&1
-  # part NAME LIMIT CMD...: runs CMD with its output appended to LOGDIR/NAME.
-  part() {
-    local name=$1 limit=$2 rc
-    shift 2
-    [ "${QUICK:-}" != 1 ] || limit=$((limit < 150 ? limit : 150))
-    echo "== $name: $*" >>"$logs/commands.txt"
-    timeout "$limit" "$@" >>"$logs/$name" 2>>"$logs/$name.err"
-    rc=$?
-    [ $rc -eq 0 ] || echo "interop-gpu: $name exited $rc: $*" | tee -a "$logs/failures.txt" >&2
-    return 0
-  }
-
-  # The C/C++ pieces, against the PyTorch wheel and the toolkit found here.
   torchdir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-  gcc -O2 -shared -fPIC -I"$cuda/include" "$here/interop_freelist.c" -o "$bin/interop_freelist.so" \
-    -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" 2>>"$logs/build.err" || echo "interop-gpu: interop_freelist.c did not build" | tee -a "$logs/failures.txt"
-  g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$torchdir/include" -I"$cuda/include" "$here/interop_pair.cpp" \
-    -o "$bin/interop_pair" -L"$torchdir/lib" -lc10 -lc10_cuda -L"$cuda/lib64" -lcudart -ldl \
-    -Wl,-rpath,"$torchdir/lib" -Wl,-rpath,"$cuda/lib64" 2>>"$logs/build.err" || echo "interop-gpu: interop_pair.cpp did not build" | tee -a "$logs/failures.txt"
+fi
 
-  # cuBLAS from Go: the example, and its test as the CUDA suite runs it.
+# 1. record_stream through the compiled hook (it compiles
+# torch_streams.cpp first), and the control without it: the check has
+# never run on a GPU.
+if want streams; then
+  part streams.jsonl 45 180 env GPUSCOPE_BUILD_DIR="$bin" python3 "$here/interop_streams.py" wired
+  part streams.jsonl 10 90 python3 "$here/interop_streams.py" unwired
+fi
+
+# 2. PyTorch's step time: each mode a process of its own, the same steps,
+# the warm-up untimed; each round runs the three modes in another order,
+# and a round starts only where the budget has room for all three.
+if want torch; then
+  modes=(native expandable gpuscope)
+  for ((r = 0; r < rounds; r++)); do
+    fits 60 "torch.jsonl: round $r of $rounds" || break
+    for ((k = 0; k < 3; k++)); do
+      m=${modes[(r + k) % 3]}
+      case $m in
+      expandable) conf=(env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) ;;
+      *) conf=(env -u PYTORCH_CUDA_ALLOC_CONF) ;;
+      esac
+      part torch.jsonl 20 180 "${conf[@]}" python3 "$here/interop_torch.py" "$m" --steps $steps --warmup $warmup --round $r
+    done
+  done
+fi
+
+# 3. The cost of a pair from C/C++: the C++ twin (c10, gpuscope and the
+# minimal allocator in one process) and libgpuscope's own C benchmark.
+if want pair || want pyalloc; then
+  part build.txt 2 60 gcc -O2 -shared -fPIC -I"$cuda/include" "$here/interop_freelist.c" -o "$bin/interop_freelist.so" \
+    -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64"
+fi
+if want pair; then
+  part build.txt 20 120 g++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$torchdir/include" -I"$cuda/include" \
+    "$here/interop_pair.cpp" -o "$bin/interop_pair" -L"$torchdir/lib" -lc10 -lc10_cuda -L"$cuda/lib64" -lcudart -ldl \
+    -Wl,-rpath,"$torchdir/lib" -Wl,-rpath,"$cuda/lib64"
+  part build.txt 2 60 gcc -O2 -I"$root/cmd/libgpuscope" "$root/cmd/libgpuscope/testdata/pair_bench.c" -o "$bin/pair_bench" \
+    -L"$bin" -lgpuscope -Wl,-rpath,"$bin"
+  part pair.jsonl 10 120 "$bin/interop_pair" "$GPUSCOPE_LIB" "$bin/interop_freelist.so"
+  for size in 256 $((1 << 20)) $((64 << 20)); do
+    part pair_bench.txt 3 60 "$bin/pair_bench" 1000000 $size 0
+  done
+fi
+
+# 4. The pair from Python: a process per mode, in rounds as the training.
+if want pyalloc; then
+  modes=(native freelist gpuscope)
+  for ((r = 0; r < rounds; r++)); do
+    fits 24 "pyalloc.jsonl: round $r of $rounds" || break
+    for ((k = 0; k < 3; k++)); do
+      case ${modes[(r + k) % 3]} in
+      native) part pyalloc.jsonl 8 120 env -u PYTORCH_CUDA_ALLOC_CONF python3 "$here/interop_pyalloc.py" native ;;
+      freelist) part pyalloc.jsonl 8 120 python3 "$here/interop_pyalloc.py" freelist "$bin/interop_freelist.so" ;;
+      gpuscope) part pyalloc.jsonl 8 120 python3 "$here/interop_pyalloc.py" gpuscope ;;
+      esac
+    done
+  done
+fi
+
+# 5. What the last run showed already, as far as the budget goes: CuPy
+# against its pool, both frameworks under one cap, cuBLAS from Go,
+# compute-sanitizer.
+if want cupy; then
+  for ((r = 0; r < rounds; r++)); do
+    fits 16 "cupy.jsonl: round $r of $rounds" || break
+    for m in $([ $((r % 2)) = 0 ] && echo pool gpuscope || echo gpuscope pool); do
+      part cupy.jsonl 8 120 python3 "$here/interop_cupy.py" "$m" --ops $ops --passes $passes --round $r
+    done
+  done
+fi
+if want both; then
+  part both.txt 12 120 python3 "$here/interop_both.py" $((8 << 30))
+fi
+if want cublas; then
   cublas=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.[0-9]+ /{print $NF; exit}')
   [ -n "$cublas" ] || cublas=$(ls "$cuda"/lib64/libcublas.so.* 2>/dev/null | head -1)
-  [ -n "$cublas" ] || cublas=$(find "$(python3 -c 'import site; print(site.getsitepackages()[0])')/nvidia" -name 'libcublas.so.*' 2>/dev/null | head -1)
+  [ -n "$cublas" ] || [ $dry = 1 ] || cublas=$(find "$(python3 -c 'import site; print(site.getsitepackages()[0])')/nvidia" -name 'libcublas.so.*' 2>/dev/null | head -1)
   export CUBLAS_LIB=$cublas
-  part cublas.txt 120 "$bin/cublas"
-  part cublas_test.txt 120 bash -c "cd '$root/examples/cublas' && '$bin/cublas.test' -test.v -test.count=1"
-
-  # PyTorch: each mode a process of its own, the modes taking turns.
-  for ((r = 0; r < rounds; r++)); do
-    part torch.jsonl 300 env -u PYTORCH_CUDA_ALLOC_CONF python3 "$here/interop_torch.py" native --steps $steps --warmup $warmup
-    part torch.jsonl 300 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 "$here/interop_torch.py" expandable --steps $steps --warmup $warmup
-    part torch.jsonl 300 env -u PYTORCH_CUDA_ALLOC_CONF python3 "$here/interop_torch.py" gpuscope --steps $steps --warmup $warmup
-  done
-  # CuPy, likewise.
-  for ((r = 0; r < rounds; r++)); do
-    part cupy.jsonl 300 python3 "$here/interop_cupy.py" pool --ops $ops --passes $passes
-    part cupy.jsonl 300 python3 "$here/interop_cupy.py" gpuscope --ops $ops --passes $passes
-  done
-  part both.txt 300 python3 "$here/interop_both.py" $((8 << 30))
-  # record_stream through the compiled hook, and the control without it.
-  part streams.jsonl 300 env GPUSCOPE_BUILD_DIR="$bin" python3 "$here/interop_streams.py" wired
-  part streams.jsonl 120 python3 "$here/interop_streams.py" unwired
-  # The cost of a pair: from C++, all three in one process; from Python, a
-  # process per mode, taking turns.
-  part pair.jsonl 300 "$bin/interop_pair" "$GPUSCOPE_LIB" "$bin/interop_freelist.so"
-  # libgpuscope's own C benchmark, where the tree has it: the same pair,
-  # and the empty crossing into Go.
-  if [ -f "$root/cmd/libgpuscope/testdata/pair_bench.c" ] &&
-    gcc -O2 -I"$root/cmd/libgpuscope" "$root/cmd/libgpuscope/testdata/pair_bench.c" -o "$bin/pair_bench" \
-      -L"$bin" -lgpuscope -Wl,-rpath,"$bin" 2>>"$logs/build.err"; then
-    for size in 256 $((1 << 20)) $((64 << 20)); do
-      part pair_bench.txt 120 "$bin/pair_bench" 1000000 $size 0
-    done
-  fi
-  for ((r = 0; r < rounds; r++)); do
-    part pyalloc.jsonl 300 env -u PYTORCH_CUDA_ALLOC_CONF python3 "$here/interop_pyalloc.py" native
-    part pyalloc.jsonl 300 python3 "$here/interop_pyalloc.py" freelist "$bin/interop_freelist.so"
-    part pyalloc.jsonl 300 python3 "$here/interop_pyalloc.py" gpuscope
-  done
-  # compute-sanitizer on a short PyTorch run through gpuscope.
-  part sanitizer.txt 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  part cublas.txt 3 60 "$bin/cublas"
+  part cublas_test.txt 3 60 bash -c "cd '$root/examples/cublas' && '$bin/cublas.test' -test.v -test.count=1"
+fi
+if want sanitizer; then
+  part sanitizer.txt 60 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
     python3 "$here/interop_torch.py" gpuscope --small --steps 4 --warmup 1
-  python3 "$here/interop_report.py" "$logs" | tee "$logs/report.txt"
-  ;;
-*)
-  echo "usage: $0 build | run LOGDIR" >&2
-  exit 64
-  ;;
-esac
+fi
+
+if [ $dry = 1 ]; then
+  echo "about $spent s of $budget"
+  exit 0
+fi
+echo "== the batch took $((SECONDS - start)) s of its budget of $budget" >>"$logs/commands.txt"
+python3 "$here/interop_report.py" "$logs" | tee "$logs/report.txt"
+if [ -n "$out" ]; then
+  mkdir -p "$out"
+  tar czf "$out/interop-logs.tgz" -C "$(dirname "$logs")" "$(basename "$logs")"
+  cp "$logs/report.txt" "$out/report.txt"
+fi

@@ -76,6 +76,7 @@ def main():
     ap.add_argument("mode", choices=["pool", "gpuscope"])
     ap.add_argument("--ops", type=int, default=120)
     ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--round", type=int, default=0, help="the harness's round, echoed in the output")
     a = ap.parse_args()
     gs = None
     if a.mode == "gpuscope":
@@ -108,6 +109,7 @@ def main():
         peak_reserved = gs.stats()["peak_reserved"]
     print(json.dumps({
         "mode": a.mode,
+        "round": a.round,
         "ops": a.ops,
         "passes": a.passes,
         "pass_ms": [1e3 * t for t in times],

@@ -13,7 +13,7 @@ def lines(path):
     if not os.path.exists(path):
         return []
     out = []
-    for line in open(path):
+    for line in text(path).splitlines():
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -21,6 +21,12 @@ def lines(path):
             except json.JSONDecodeError:
                 pass
     return out
+
+
+def text(path):
+    """The file's text."""
+    with open(path) as f:
+        return f.read()
 
 
 def verdict(ok):
@@ -38,9 +44,32 @@ def by(rows, key):
     return out
 
 
+def spread(xs):
+    """The range of xs as a share of their median, in percent."""
+    return 100 * (max(xs) - min(xs)) / statistics.median(xs)
+
+
+def timings(m, key, unit, what):
+    """One line a mode: each process's figure in the order run, their
+    median and spread."""
+    out = []
+    for k, v in m.items():
+        xs = [r[key] for r in v]
+        runs = ", ".join(f"{x:.2f}" for x in xs)
+        out.append(f"  {k:10s} {what} {statistics.median(xs):8.2f} {unit} (median of {len(xs)}: {runs}; spread {spread(xs):.1f}%)")
+    return out
+
+
+def paired(m, a, b, key):
+    """a / b within each round, where both ran in it."""
+    ra = {r.get("round"): r[key] for r in m.get(a, [])}
+    rb = {r.get("round"): r[key] for r in m.get(b, [])}
+    return [(k, ra[k] / rb[k]) for k in ra if k in rb and k is not None]
+
+
 def torch_report(rows):
     if not rows:
-        return ["torch: no results"]
+        return ["PyTorch: no results -> NOT RUN"]
     m = by(rows, "mode")
     out = ["PyTorch: transformer training, dynamic sequence lengths"]
     ref = rows[0]["losses"]
@@ -54,13 +83,18 @@ def torch_report(rows):
     step = {k: statistics.median(r["step_ms"] for r in v) for k, v in m.items()}
     peak = {k: max(r["peak_reserved"] for r in v) for k, v in m.items()}
     alloc = {k: max(r["peak_allocated"] for r in v) for k, v in m.items()}
+    out.append(f"  step time: each process's mean over its {rows[0]['timed_steps']} timed steps (the warm-up untimed), in the order run")
+    out += timings(m, "step_ms", "ms", "step")
     for k in m:
-        runs = ", ".join("%.2f" % r["step_ms"] for r in m[k])
-        out.append(f"  {k:10s} step {step[k]:8.2f} ms (median of {len(m[k])} runs: {runs})"
-                   f"   peak reserved {gb(peak[k])}   peak allocated {gb(alloc[k])}")
+        out.append(f"  {k:10s} peak reserved {gb(peak[k])}   peak allocated {gb(alloc[k])}")
     if "gpuscope" in step and "native" in step:
         ratio = step["gpuscope"] / step["native"]
-        out.append(f"  step time gpuscope / native: {ratio:.4f} (target <= 1.02) -> {verdict(ratio <= 1.02)}")
+        out.append(f"  step time gpuscope / native, medians: {ratio:.4f} (target <= 1.02) -> {verdict(ratio <= 1.02)}")
+        pr = paired(m, "gpuscope", "native", "step_ms")
+        if pr:
+            out.append("    the same within each round: " + ", ".join(f"{x:.4f}" for _, x in pr))
+        if len(m["native"]) > 1:
+            out.append(f"    native's own spread: {spread([r['step_ms'] for r in m['native']]):.1f}%")
     if {"gpuscope", "native", "expandable"} <= peak.keys():
         floor = min(peak["native"], peak["expandable"])
         out.append(f"  peak reserved gpuscope {gb(peak['gpuscope'])} vs the smaller of native and expandable {gb(floor)} "
@@ -70,26 +104,67 @@ def torch_report(rows):
 
 def cupy_report(rows):
     if not rows:
-        return ["cupy: no results"]
+        return ["CuPy: no results -> NOT RUN"]
     m = by(rows, "mode")
     out = ["CuPy: matrix products and FFTs of varying sizes"]
     same = len({r["digest"] for r in rows}) == 1
     out.append(f"  results of {rows[0]['ops']} operations, {len(rows)} runs: bit for bit the same: {same} -> {verdict(same)}")
     t = {k: statistics.median(r["pass_ms_min"] for r in v) for k, v in m.items()}
     peak = {k: max(r["peak_reserved"] for r in v) for k, v in m.items()}
+    out.append("  time of a pass: each process's fastest, in the order run")
+    out += timings(m, "pass_ms_min", "ms", "pass")
     for k in m:
-        runs = ", ".join("%.2f" % r["pass_ms_min"] for r in m[k])
-        out.append(f"  {k:10s} pass {t[k]:8.2f} ms (median of {len(m[k])} runs' fastest: {runs})   peak reserved {gb(peak[k])}")
+        out.append(f"  {k:10s} peak reserved {gb(peak[k])}")
     if {"gpuscope", "pool"} <= t.keys():
         ratio = t["gpuscope"] / t["pool"]
-        out.append(f"  time gpuscope / pool: {ratio:.4f} (target <= 1.02) -> {verdict(ratio <= 1.02)}")
+        out.append(f"  time gpuscope / pool, medians: {ratio:.4f} (target <= 1.02) -> {verdict(ratio <= 1.02)}")
         out.append(f"  peak reserved gpuscope {gb(peak['gpuscope'])} vs pool {gb(peak['pool'])} -> {verdict(peak['gpuscope'] <= peak['pool'])}")
     return out
 
 
+def streams_report(rows, err):
+    """record_stream: the wired run's late write must land in no new tensor,
+    while the side stream was still busy; the unwired control shows that the
+    check can fail."""
+    out = ["record_stream through PyTorch's hook (interop_streams.py)"]
+    got = {r["mode"]: r for r in rows if "late_write_landed_in_a_new_tensor" in r}
+    w, u = got.get("wired"), got.get("unwired")
+    if w is None:
+        out.append(f"  wired: no result -> NOT RUN{last_line(err)}")
+    else:
+        out.append(f"  wired: {w['record_stream_calls']} record_stream calls reached gpuscope; the side stream was "
+                   f"{'busy' if w['side_stream_busy_after_the_allocations'] else 'DONE'} after the allocations ({w['allocations_ms']:.1f} ms); "
+                   f"its late write landed in a new tensor: {w['late_write_landed_in_a_new_tensor']}; c_failures {w['c_failures']}")
+        if w["late_write_landed_in_a_new_tensor"]:
+            v = "MISSED: memory recorded on the side stream was reused before its work ran"
+        elif not w["side_stream_busy_after_the_allocations"]:
+            v = "INCONCLUSIVE: the side stream had finished before the allocations did"
+        elif w["record_stream_calls"] < 1 or w["c_failures"]:
+            v = "MISSED: the hook did not reach gpuscope, or gpuscope refused it"
+        else:
+            v = "met"
+        out.append(f"  -> {v}")
+    if u is None:
+        out.append("  unwired (the control): no result")
+    else:
+        landed = u["late_write_landed_in_a_new_tensor"]
+        out.append(f"  unwired (the control, record_stream dropped): the late write landed in a new tensor: {landed} -> "
+                   + ("the check can fail, as it should" if landed else "the check did NOT show that it can fail: the wired result proves nothing"))
+    return out
+
+
+def last_line(path):
+    """The last line of a part's stderr, where it has one, to say why it
+    gave no result."""
+    if not os.path.exists(path):
+        return ""
+    given = [x.strip() for x in text(path).splitlines() if x.strip()]
+    return f" (stderr: {given[-1]})" if given else ""
+
+
 def pair_report(rows):
     if not rows:
-        return ["C pair: no results"]
+        return ["Allocation + free from C/C++: no results -> NOT RUN"]
     out = ["Allocation + free from C/C++ (ns per pair, median of rounds, [min, max])"]
     sizes = sorted({r["size"] for r in rows})
     for s in sizes:
@@ -104,7 +179,7 @@ def pair_report(rows):
 
 def pyalloc_report(rows):
     if not rows:
-        return ["Python pair: no results"]
+        return ["torch.empty + del from Python: no results -> NOT RUN"]
     m = by(rows, "mode")
     out = ["torch.empty + del from Python (ns per pair, median over processes of each one's median)"]
     for s in ("256", str(1 << 20), str(64 << 20)):
@@ -118,14 +193,18 @@ def pyalloc_report(rows):
     return out
 
 
-def main():
-    d = sys.argv[1]
+def report(d):
+    """The report of the logs in folder d, as lines: what the last run
+    missed or never ran first."""
     out = []
-    for part in (torch_report(lines(f"{d}/torch.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl")),
-                 pair_report(lines(f"{d}/pair.jsonl")), pyalloc_report(lines(f"{d}/pyalloc.jsonl"))):
+    for part in (streams_report(lines(f"{d}/streams.jsonl"), f"{d}/streams.jsonl.err"),
+                 torch_report(lines(f"{d}/torch.jsonl")), pair_report(lines(f"{d}/pair.jsonl")),
+                 pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl"))):
         out += part + [""]
     both = lines(f"{d}/both.txt")
-    if both:
+    if not both:
+        out.append("PyTorch and CuPy on one pool: no result -> NOT RUN")
+    else:
         r = both[0]
         out.append(f"PyTorch and CuPy on one pool: cap {gb(r['cap'])}, peak reserved {gb(r['peak_reserved'])}: "
                    f"under the cap -> {verdict(r['under_cap'])}; the Summary names both scopes -> {verdict(r['both_named'])}")
@@ -134,16 +213,15 @@ def main():
             out.append(f"  PyTorch past the cap: {x.get('torch_past_cap')}")
     if os.path.exists(f"{d}/pair_bench.txt"):
         out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
-        out += ["  " + x.rstrip() for x in open(f"{d}/pair_bench.txt") if x.strip()]
-    for r in lines(f"{d}/streams.jsonl"):
-        if "late_write_landed_in_a_new_tensor" not in r:
-            continue  # the first version of the check, which read addresses only
-        bad = r["late_write_landed_in_a_new_tensor"]
-        out.append(f"record_stream {r['mode']}: {r['record_stream_calls']} calls reached gpuscope; the side stream's late write "
-                   f"landed in a new tensor: {bad} (side stream busy after the allocations: "
-                   f"{r['side_stream_busy_after_the_allocations']}, {r['allocations_ms']:.1f} ms)"
-                   + (f" -> {verdict(not bad)}" if r["mode"] == "wired" else " (the control)"))
-    print("\n".join(out))
+        out += ["  " + x.rstrip() for x in text(f"{d}/pair_bench.txt").splitlines() if x.strip()]
+    for name, what in (("failures.txt", "Parts that failed"), ("skipped.txt", "Parts the budget left out")):
+        if os.path.exists(f"{d}/{name}"):
+            out += ["", what + ":"] + ["  " + x.rstrip() for x in text(f"{d}/{name}").splitlines() if x.strip()]
+    return out
+
+
+def main():
+    print("\n".join(report(sys.argv[1])))
 
 
 if __name__ == "__main__":

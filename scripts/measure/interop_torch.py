@@ -1,7 +1,8 @@
 """Trains a transformer on sequences of varying length through one of three
 CUDA allocators, for docs/interop.md, and prints one JSON line: the loss of
 every step (float.hex, to compare bit for bit), the time of the timed steps
-and the peak memory the allocator reserved.
+(their mean, step_ms, and each one's) and the peak memory the allocator
+reserved.
 
     python3 interop_torch.py native      # PyTorch's caching allocator
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 interop_torch.py expandable
@@ -66,6 +67,7 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10, help="steps before the clock starts")
     ap.add_argument("--small", action="store_true", help="the short version, for compute-sanitizer")
+    ap.add_argument("--round", type=int, default=0, help="the harness's round, echoed in the output")
     a = ap.parse_args()
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if (a.mode == "expandable") != ("expandable_segments:True" in conf):
@@ -92,11 +94,11 @@ def main():
     def train():
         model = Model(vocab, d, heads, ff, layers, lengths[1]).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-        losses, start = [], None
+        losses, steps, start = [], [], None
         for i, x in enumerate(data):
             if i == a.warmup:
                 torch.cuda.synchronize()
-                start = time.perf_counter()
+                start = last = time.perf_counter()
             x = x.cuda(non_blocking=False)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 logits = model(x[:, :-1])
@@ -104,25 +106,31 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            losses.append(loss.item())
+            losses.append(loss.item())  # waits for the step's work: each step is timed whole
+            if start is not None:
+                now = time.perf_counter()
+                steps.append(now - last)
+                last = now
         torch.cuda.synchronize()
-        return losses, time.perf_counter() - start
+        return losses, steps, time.perf_counter() - start
 
     if gs is not None:
         with gs.scope("torch-train"):
-            losses, secs = train()
+            losses, steps, secs = train()
         st = gs.stats()
         peak_reserved, peak_allocated = st["peak_reserved"], st["peak_allocated"]
     else:
-        losses, secs = train()
+        losses, steps, secs = train()
         peak_reserved, peak_allocated = torch.cuda.max_memory_reserved(), torch.cuda.max_memory_allocated()
     timed = a.steps - a.warmup
     print(json.dumps({
         "mode": a.mode,
+        "round": a.round,
         "steps": a.steps,
         "timed_steps": timed,
         "tokens": sum(seq) * batch,
         "step_ms": 1e3 * secs / timed,
+        "step_ms_each": [round(1e3 * t, 3) for t in steps],
         "peak_reserved": peak_reserved,
         "peak_allocated": peak_allocated,
         "final_loss": losses[-1],

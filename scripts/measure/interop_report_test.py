@@ -1,0 +1,103 @@
+"""Tests of interop_report.py on logs made up here, in the shapes that
+interop_torch.py, interop_cupy.py and interop_streams.py print: the
+verdicts the next GPU run is read by. cmd/libgpuscope's Go tests run it
+(python3 -m unittest interop_report_test, in this folder); it needs no GPU.
+"""
+import json
+import os
+import tempfile
+import unittest
+
+import interop_report
+
+
+def torch_row(mode, rnd, step_ms, losses=("0x1.0p+0", "0x1.8p+0")):
+    return {"mode": mode, "round": rnd, "steps": 12, "timed_steps": 10, "tokens": 1, "step_ms": step_ms,
+            "step_ms_each": [step_ms] * 10, "peak_reserved": {"native": 9e9}.get(mode, 3e9),
+            "peak_allocated": 2e9, "final_loss": 1.5, "losses": list(losses)}
+
+
+def streams_row(mode, landed, busy=True, calls=None, failures=0):
+    return {"mode": mode, "record_stream_calls": (1 if mode == "wired" else 0) if calls is None else calls,
+            "side_stream_busy_after_the_allocations": busy, "allocations_ms": 3.2,
+            "a_new_tensor_took_its_address": landed, "late_write_landed_in_a_new_tensor": landed,
+            "c_failures": failures}
+
+
+class Report(unittest.TestCase):
+    def logs(self, files):
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: [os.remove(os.path.join(d, f)) for f in os.listdir(d)] and os.rmdir(d))
+        for name, rows in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                for r in rows:
+                    f.write((json.dumps(r) if isinstance(r, dict) else r) + "\n")
+        return interop_report.report(d)
+
+    def line(self, out, start):
+        found = [x for x in out if x.strip().startswith(start)]
+        self.assertEqual(len(found), 1, f"one line starting {start!r} in:\n" + "\n".join(out))
+        return found[0]
+
+    def test_step_time_verdict_is_of_the_medians(self):
+        # Native's rounds differ by 10%; the medians are 100 and 101.5.
+        rows = [torch_row("native", 0, 95.0), torch_row("expandable", 0, 99.0), torch_row("gpuscope", 0, 101.5),
+                torch_row("expandable", 1, 100.0), torch_row("gpuscope", 1, 112.0), torch_row("native", 1, 104.5),
+                torch_row("gpuscope", 2, 96.0), torch_row("native", 2, 100.0), torch_row("expandable", 2, 101.0)]
+        out = self.logs({"torch.jsonl": rows})
+        self.assertIn("1.0150 (target <= 1.02) -> met", self.line(out, "step time gpuscope / native, medians"))
+        self.assertIn("median of 3: 95.00, 104.50, 100.00; spread 9.5%", self.line(out, "native     step"))
+        self.assertIn("1.0684, 1.0718, 0.9600", self.line(out, "the same within each round"))
+        self.assertIn("9.5%", self.line(out, "native's own spread"))
+        self.assertIn("-> met", self.line(out, "losses of 2 steps"))
+        self.assertIn("-> met", self.line(out, "peak reserved gpuscope"))
+
+        rows[2]["step_ms"] = rows[8]["step_ms"] = 103.0  # gpuscope's median 103: 1.03
+        rows[8] = torch_row("gpuscope", 2, 103.0)
+        out = self.logs({"torch.jsonl": rows})
+        self.assertIn("1.0300 (target <= 1.02) -> MISSED", self.line(out, "step time gpuscope / native, medians"))
+
+    def test_a_loss_that_differs_is_missed(self):
+        rows = [torch_row("native", 0, 100.0), torch_row("gpuscope", 0, 100.0, losses=("0x1.0p+0", "0x1.9p+0"))]
+        out = self.logs({"torch.jsonl": rows})
+        self.assertIn("-> MISSED", self.line(out, "losses of 2 steps"))
+
+    def test_record_stream_met_where_the_control_fails(self):
+        out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", True)]})
+        self.assertEqual("  -> met", self.line(out, "-> "))
+        self.assertIn("the check can fail, as it should", self.line(out, "unwired"))
+
+    def test_record_stream_verdicts_that_are_no_pass(self):
+        cases = [
+            (streams_row("wired", True), "MISSED: memory recorded on the side stream was reused"),
+            (streams_row("wired", False, busy=False), "INCONCLUSIVE"),
+            (streams_row("wired", False, calls=0), "MISSED: the hook did not reach gpuscope"),
+            (streams_row("wired", False, failures=1), "MISSED: the hook did not reach gpuscope"),
+        ]
+        for row, want in cases:
+            out = self.logs({"streams.jsonl": [row, streams_row("unwired", True)]})
+            self.assertIn(want, self.line(out, "-> "))
+        out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]})
+        self.assertIn("did NOT show that it can fail", self.line(out, "unwired"))
+
+    def test_what_did_not_run_says_so(self):
+        out = self.logs({"streams.jsonl.err": ["", "RuntimeError: the hook did not compile"],
+                         "failures.txt": ["torch.jsonl: exited 124 after 180.0 s, at its limit of 180 s: python3 x"],
+                         "skipped.txt": ["cupy.jsonl: round 2 of 3: skipped, 10 s of the budget left, it needs about 16"]})
+        self.assertIn("NOT RUN (stderr: RuntimeError: the hook did not compile)", self.line(out, "wired"))
+        for start in ("PyTorch:", "CuPy:", "Allocation + free from C/C++:", "torch.empty + del", "PyTorch and CuPy on one pool"):
+            self.assertIn("NOT RUN", self.line(out, start))
+        self.assertIn("exited 124", self.line(out, "torch.jsonl: exited"))
+        self.assertIn("round 2 of 3", self.line(out, "cupy.jsonl"))
+
+    def test_cupy_time_is_of_the_medians(self):
+        rows = [{"mode": m, "round": r, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,
+                 "peak_reserved": {"pool": 2e9, "gpuscope": 1e9}[m], "digest": "d"}
+                for m, r, t in (("pool", 0, 10.0), ("gpuscope", 0, 10.1), ("gpuscope", 1, 9.0), ("pool", 1, 11.0))]
+        out = self.logs({"cupy.jsonl": rows})
+        self.assertIn("0.9095 (target <= 1.02) -> met", self.line(out, "time gpuscope / pool, medians"))
+        self.assertIn("10.00, 11.00; spread 9.5%", self.line(out, "pool       pass"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -155,25 +155,7 @@ if want streams; then
   part streams.jsonl 10 90 python3 "$here/interop_streams.py" unwired
 fi
 
-# 2. PyTorch's step time: each mode a process of its own, the same steps,
-# the warm-up untimed; each round runs the three modes in another order,
-# and a round starts only where the budget has room for all three.
-if want torch; then
-  modes=(native expandable gpuscope)
-  for ((r = 0; r < rounds; r++)); do
-    fits 60 "torch.jsonl: round $r of $rounds" || break
-    for ((k = 0; k < 3; k++)); do
-      m=${modes[(r + k) % 3]}
-      case $m in
-      expandable) conf=(env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) ;;
-      *) conf=(env -u PYTORCH_CUDA_ALLOC_CONF) ;;
-      esac
-      part torch.jsonl 20 180 "${conf[@]}" python3 "$here/interop_torch.py" "$m" --steps $steps --warmup $warmup --round $r
-    done
-  done
-fi
-
-# 3. The cost of a pair from C/C++: the C++ twin (c10, gpuscope and the
+# 2. The cost of a pair from C/C++: the C++ twin (c10, gpuscope and the
 # minimal allocator in one process) and libgpuscope's own C benchmark.
 if want pair || want pyalloc; then
   part build.txt 2 60 gcc -O2 -shared -fPIC -I"$cuda/include" "$here/interop_freelist.c" -o "$bin/interop_freelist.so" \
@@ -191,22 +173,37 @@ if want pair; then
   done
 fi
 
-# 4. The pair from Python: a process per mode, in rounds as the training.
-if want pyalloc; then
-  modes=(native freelist gpuscope)
-  for ((r = 0; r < rounds; r++)); do
+# 3. In rounds, each mode a process of its own and each round in another
+# order: PyTorch's step time (the same steps, the warm-up untimed), then
+# the pair from Python. A round starts only where the budget has room for
+# all of it, so that where the budget runs short every mode has as many
+# processes, and the training as many rounds as the pair.
+tmodes=(native expandable gpuscope) pmodes=(native freelist gpuscope)
+for ((r = 0; r < rounds; r++)); do
+  if want torch; then
+    fits 60 "torch.jsonl: round $r of $rounds" || break
+    for ((k = 0; k < 3; k++)); do
+      m=${tmodes[(r + k) % 3]}
+      case $m in
+      expandable) conf=(env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) ;;
+      *) conf=(env -u PYTORCH_CUDA_ALLOC_CONF) ;;
+      esac
+      part torch.jsonl 20 180 "${conf[@]}" python3 "$here/interop_torch.py" "$m" --steps $steps --warmup $warmup --round $r
+    done
+  fi
+  if want pyalloc; then
     fits 24 "pyalloc.jsonl: round $r of $rounds" || break
     for ((k = 0; k < 3; k++)); do
-      case ${modes[(r + k) % 3]} in
+      case ${pmodes[(r + k) % 3]} in
       native) part pyalloc.jsonl 8 120 env -u PYTORCH_CUDA_ALLOC_CONF python3 "$here/interop_pyalloc.py" native ;;
       freelist) part pyalloc.jsonl 8 120 python3 "$here/interop_pyalloc.py" freelist "$bin/interop_freelist.so" ;;
       gpuscope) part pyalloc.jsonl 8 120 python3 "$here/interop_pyalloc.py" gpuscope ;;
       esac
     done
-  done
-fi
+  fi
+done
 
-# 5. What the last run showed already, as far as the budget goes: CuPy
+# 4. What the last run showed already, as far as the budget goes: CuPy
 # against its pool, both frameworks under one cap, cuBLAS from Go,
 # compute-sanitizer.
 if want cupy; then

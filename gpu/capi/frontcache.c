@@ -38,7 +38,7 @@ typedef struct {
 
 typedef struct {
 	pthread_mutex_t mu; // protects the fields below
-	uint64_t tok;       // the scope served (foreign's token); 0: none, nothing tracked
+	uint64_t tok;       // the scope served (foreign's token); 0: none, nothing tracked (see off)
 	fc_entry *table;    // FC_TABLE places, open addressing, deletion by shifting back
 	int n;              // entries in table
 	fc_block cached[FC_CACHED];
@@ -53,6 +53,13 @@ static fc_device fc[FC_DEVICES] = {[0 ... FC_DEVICES - 1] = {.mu = PTHREAD_MUTEX
 // looks at those only, so that a program that never calls gpuscope_alloc
 // takes no lock of the cache's.
 static uint64_t active;
+
+// off reports whether d's cache is off, without its lock, so that a call
+// where it is off takes none. A cache is off with an empty table, and an
+// allocation it tracks is made after it was turned on: a call that reads 0
+// here, for a pointer the library got from gpuscope_alloc, finds no entry
+// of it under the lock either. Written under d->mu, by fc_reset.
+static int off(fc_device *d) { return __atomic_load_n(&d->tok, __ATOMIC_RELAXED) == 0; }
 
 // hash mixes an address (a multiple of 512 bytes) over 64 bits:
 // splitmix64's finalizer, as foreign's table.
@@ -123,6 +130,9 @@ void *fc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *n
 		return NULL;
 	}
 	fc_device *d = &fc[dev];
+	if (off(d)) {
+		return NULL;
+	}
 	pthread_mutex_lock(&d->mu);
 	for (int k = d->ncached - 1; k >= 0; k--) {
 		fc_block *b = &d->cached[k];
@@ -143,7 +153,7 @@ void *fc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *n
 // fc_track notes an allocation that Go made in the scope of token tok,
 // where that is still the scope the cache serves and the table has room.
 void fc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t tok) {
-	if ((unsigned)dev >= FC_DEVICES || ptr == 0 || tok == 0) {
+	if ((unsigned)dev >= FC_DEVICES || ptr == 0 || tok == 0 || off(&fc[dev])) {
 		return;
 	}
 	fc_device *d = &fc[dev];
@@ -167,7 +177,7 @@ void fc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t t
 // the cache, freed already. FC_PASS: Go is to free it; the table forgets
 // it, whether Go's free succeeds or not.
 int fc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream) {
-	if ((unsigned)dev >= FC_DEVICES) {
+	if ((unsigned)dev >= FC_DEVICES || off(&fc[dev])) {
 		return FC_PASS;
 	}
 	fc_device *d = &fc[dev];
@@ -203,10 +213,10 @@ int fc_forget(int dev, uintptr_t ptr, int record) {
 	}
 	uint64_t on = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 	for (int k = lo; k < hi; k++) {
-		if ((on >> k & 1) == 0) {
+		fc_device *d = &fc[k];
+		if ((on >> k & 1) == 0 || off(d)) {
 			continue;
 		}
-		fc_device *d = &fc[k];
 		pthread_mutex_lock(&d->mu);
 		int i = find(d, ptr);
 		if (i >= 0) {
@@ -249,7 +259,7 @@ int fc_reset(int dev, uint64_t tok, uintptr_t *out) {
 		}
 	}
 	d->n = 0;
-	d->tok = d->table != NULL ? tok : 0;
+	__atomic_store_n(&d->tok, d->table != NULL ? tok : 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->mu);
 	return n;
 }

@@ -3,7 +3,10 @@
 //
 //   c10       PyTorch's CUDA caching allocator: c10's raw_alloc / raw_delete
 //   gpuscope  libgpuscope's PyTorch-form entry points, gpuscope_alloc /
-//             gpuscope_free (the library at the path given, opened by dlopen)
+//             gpuscope_free (the library at the path given, opened by dlopen),
+//             which its front cache serves on the C side
+//   gpuscope-go  the same in a scope begun with the front cache off
+//             (GPUSCOPE_FRONT_CACHE=0): every call crosses into Go
 //   freelist  interop_freelist.so's fl_alloc / fl_free, the minimal allocator
 //
 //   interop_pair LIBGPUSCOPE FREELIST_SO   one JSON line per allocator and size
@@ -21,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,11 +46,16 @@ bool hasPrimaryContext(c10::DeviceIndex device) { return device == 0; }
 using AllocFn = void* (*)(ssize_t, int, void*);
 using FreeFn = void (*)(void*, ssize_t, int, void*);
 
+using BeginFn = int64_t (*)(int, const char*);
+using EndFn = int (*)(int64_t, int);
+
 struct Allocator {
   std::string name;
   AllocFn alloc;  // null: c10
   FreeFn free;
   std::vector<double> rounds;  // ns per pair, one a round, of the size timed now
+  BeginFn begin = nullptr;     // gpuscope-go: its pairs run in a scope begun with the front cache off
+  EndFn end = nullptr;
 };
 
 void* c10Alloc(ssize_t size, int, void*) { return alloc::raw_alloc(size); }
@@ -67,8 +76,31 @@ Allocator open(const char* name, const char* path, const char* allocName, const 
   return Allocator{name, a, f, {}};
 }
 
+// goPath is gpuscope's allocator a in a scope of its own, begun with the
+// front cache off, for each batch of pairs.
+Allocator goPath(const Allocator& a, const char* path) {
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  auto begin = reinterpret_cast<BeginFn>(dlsym(lib, "gpuscope_scope_begin"));
+  auto end = reinterpret_cast<EndFn>(dlsym(lib, "gpuscope_scope_end"));
+  if (begin == nullptr || end == nullptr) {
+    fprintf(stderr, "interop_pair: %s lacks gpuscope_scope_begin or gpuscope_scope_end\n", path);
+    exit(1);
+  }
+  return Allocator{"gpuscope-go", a.alloc, a.free, {}, begin, end};
+}
+
 // pairs times n pairs of size bytes and returns nanoseconds per pair.
 double pairs(const Allocator& a, ssize_t size, long n) {
+  int64_t scope = 0;
+  if (a.begin != nullptr) {
+    setenv("GPUSCOPE_FRONT_CACHE", "0", 1);  // read as the scope begins
+    scope = a.begin(0, "gpuscope-go");
+    unsetenv("GPUSCOPE_FRONT_CACHE");  // the enclosing scope's cache is on again at its end
+    if (scope <= 0) {
+      fprintf(stderr, "interop_pair: gpuscope_scope_begin failed\n");
+      exit(1);
+    }
+  }
   auto start = std::chrono::steady_clock::now();
   for (long i = 0; i < n; i++) {
     void* p = a.alloc(size, 0, nullptr);
@@ -78,7 +110,12 @@ double pairs(const Allocator& a, ssize_t size, long n) {
     }
     a.free(p, size, 0, nullptr);
   }
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / n;
+  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / n;
+  if (scope > 0 && a.end(scope, 0) != 0) {
+    fprintf(stderr, "interop_pair: gpuscope_scope_end failed\n");
+    exit(1);
+  }
+  return ns;
 }
 
 long envLong(const char* name, long def) {
@@ -100,10 +137,12 @@ int main(int argc, char** argv) {
   }
   c10::cuda::_internal::setHasPrimaryContext(hasPrimaryContext);
   alloc::init(c10::cuda::device_count());
+  Allocator gpuscope = open("gpuscope", argv[1], "gpuscope_alloc", "gpuscope_free");
   std::vector<Allocator> as = {
       Allocator{"c10", c10Alloc, c10Free, {}},
-      open("gpuscope", argv[1], "gpuscope_alloc", "gpuscope_free"),
+      gpuscope,
       open("freelist", argv[2], "fl_alloc", "fl_free"),
+      goPath(gpuscope, argv[1]),
   };
   long n = envLong("N", 200000), rounds = envLong("ROUNDS", 7);
   for (ssize_t size : {ssize_t(256), ssize_t(1) << 20, ssize_t(64) << 20}) {

@@ -13,5 +13,8 @@
 // A library frees by address. The table from address to Buffer (table.go)
 // is an open-addressed hash in shards, filled in place: no allocation per
 // call, nothing for the garbage collector to trace per allocation beyond
-// the Buffer itself.
+// the Buffer itself. A pair that a library repeats, freeing a block and
+// allocating its size again, does not reach this package: gpu/capi's
+// front cache serves it on the C side (front.go says how the figures stay
+// exact).
 package foreign

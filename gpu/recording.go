@@ -43,6 +43,7 @@ func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
 		return nil, errRecording
 	}
 	r.err = r.w.WriteHeader()
+	d.holdFront(true) // what a library frees reaches the pool, and the recording
 	d.pool.Observe(r.note)
 	return r, nil
 }
@@ -79,6 +80,7 @@ func (r *Recording) Stop() error {
 		// Only the first Stop clears the device's observer, and no other
 		// recording can start before the swap below: the observer is ours.
 		r.dev.pool.Observe(nil)
+		r.dev.holdFront(false)
 		r.dev.recording.CompareAndSwap(r, nil)
 		if err := r.w.Flush(); r.err == nil {
 			r.err = err

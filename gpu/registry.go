@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"github.com/gpuscope/gpuscope/gpu/internal/frontcache"
 	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
@@ -14,7 +15,10 @@ func register(d *Device) {
 	registry.Register(d.registered)
 }
 
-func unregister(d *Device) { registry.Unregister(d.registered) }
+func unregister(d *Device) {
+	registry.Unregister(d.registered)
+	frontcache.Detach(d)
+}
 
 // RecordStacks turns on or off, for every device open now and later, the
 // recording of the Go stack where each buffer is allocated and each scope

@@ -227,6 +227,11 @@ func (s *Scope) alloc(size int64) (Buffer, error) {
 
 func (s *Scope) allocOnce(size int64) (Buffer, error) {
 	ref, err := s.s.Alloc(size)
+	if err != nil && isOutOfMemory(err) && s.dev.flushFront() {
+		// What a library freed and its cache held may make room.
+		s.dev.evict.absorbed.Add(poolOOMs(err)) // one allocation, one count: the retry's
+		ref, err = s.s.Alloc(size)
+	}
 	if err != nil && isOutOfMemory(err) && s.dev.evict.has.Load() {
 		ref, err = evictFor(s, size, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/gpu/internal/frontcache"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
@@ -26,6 +27,7 @@ type device struct {
 	root    *record
 	current atomic.Pointer[record] // the innermost open scope; root where none
 	lastEnd atomic.Pointer[string] // what the last End found still live
+	held    atomic.Bool            // the front cache is kept off: a recording runs (holdFront)
 
 	mu sync.Mutex // serializes Begin and End on the device
 }
@@ -88,6 +90,7 @@ func deviceAt(i int) (*device, error) {
 	d := &device{index: i, gpu: g}
 	d.root = &record{tok: tokens.Add(1), dev: d, gdev: g, scope: s}
 	d.setCurrent(d.root)
+	frontcache.Attach(g, &frontcache.Cache{Flush: func() bool { return flushFront(i) }, Hold: d.holdFront})
 	devices.open[i].Store(d)
 	return d, nil
 }

@@ -10,9 +10,13 @@ import "sync/atomic"
 // serves another; the cache gives its blocks back to be freed here before
 // every allocation it does not serve, so that a scope's Peak and the
 // device's are those of what the library holds, and before anyone reads
-// the device's figures (Stats, Summary), changes its cap, ends a scope or
-// finds the pool short: they are exact when read, and the cache costs the
-// pool no memory it needs. docs/interop.md gives the figures.
+// the device's figures (Stats, Summary, from C or from Go, and Snapshot,
+// which gputest reads), changes its cap, ends a scope or finds the pool
+// short, a Go allocation on the device included (gpu/internal/frontcache
+// is how the device asks): they are exact when read, and the cache costs
+// the pool no memory it needs. While the device records, the cache is off,
+// so that the recording sees every allocation. docs/interop.md gives the
+// figures.
 
 // FrontCacheBlocks is how many blocks a device's front cache holds at most.
 const FrontCacheBlocks = 32
@@ -47,8 +51,21 @@ var tokens atomic.Uint64
 func (d *device) setCurrent(r *record) {
 	d.frontOff()
 	d.current.Store(r)
-	if front != nil {
+	if front != nil && !d.held.Load() {
 		front.Reset(d.index, r.tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
+	}
+}
+
+// holdFront keeps d's front cache off, and empty, while on: the device's
+// recording then sees every allocation the library makes.
+func (d *device) holdFront(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held.Store(on)
+	if on {
+		d.frontOff()
+	} else if front != nil {
+		front.Reset(d.index, d.current.Load().tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
 	}
 }
 

@@ -96,3 +96,15 @@ func TestARecordingNamesTheScopeOfCThreads(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"onnx": 4 * 1000}, scopes, "4 threads, 1000 allocations each")
 }
+
+// TestPairsFromCLeaveNoLeak: pairs through the PyTorch entry points leave
+// their last block in the C side's front cache; a leak check from Go, which
+// reads the device's Snapshot, finds nothing live in the library's scope.
+func TestPairsFromCLeaveNoLeak(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	require.True(t, cthreads.Pairs(10, 4096))
+	err := gputest.Find() // the library's root scope stays open, as in a process that loaded it
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "0 buffers (0 B) live", "the library freed all it allocated")
+	assert.NotContains(t, err.Error(), "[Buffer of")
+}

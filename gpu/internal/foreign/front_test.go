@@ -1,0 +1,121 @@
+package foreign
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/gpu"
+)
+
+// fakeFront stands for gpu/capi's C cache: a block the library frees into
+// it stays a live allocation here until this package takes it back.
+type fakeFront struct {
+	mu     sync.Mutex
+	tok    uint64 // the scope it serves; 0: off
+	blocks []uintptr
+}
+
+func (f *fakeFront) Reset(_ int, tok uint64, out *[FrontCacheBlocks]uintptr) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tok = tok
+	return f.takeLocked(out)
+}
+
+func (f *fakeFront) Take(_ int, out *[FrontCacheBlocks]uintptr) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.takeLocked(out)
+}
+
+func (f *fakeFront) takeLocked(out *[FrontCacheBlocks]uintptr) int {
+	n := copy(out[:], f.blocks)
+	f.blocks = nil
+	return n
+}
+
+func (f *fakeFront) Hits(int) int64 { return 0 }
+
+// free is the library's free of ptr as the C side makes it: into the
+// cache where it is on, else through Free.
+func (f *fakeFront) free(t *testing.T, ptr uintptr) {
+	f.mu.Lock()
+	on := f.tok != 0
+	if on {
+		f.blocks = append(f.blocks, ptr)
+	}
+	f.mu.Unlock()
+	if !on {
+		require.NoError(t, Free(0, ptr, -1, 0))
+	}
+}
+
+func (f *fakeFront) on() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tok != 0
+}
+
+func withFakeFront(t *testing.T) *fakeFront {
+	f := &fakeFront{}
+	old := front
+	front = f
+	t.Cleanup(func() { front = old })
+	return f
+}
+
+// What a library freed into the front cache is no allocation of the
+// device's to anyone who reads it from Go: not to Snapshot (what gputest
+// reads), not to Stats, and not to an allocation that needs its room.
+func TestWhatTheFrontCacheHoldsIsFreeToGo(t *testing.T) {
+	f := withFakeFront(t)
+	d := hostDevice(t) // 64 MiB
+	p, err := Alloc(0, 4096, 0)
+	require.NoError(t, err)
+	f.free(t, p)
+	snap, err := d.gpu.Snapshot()
+	require.NoError(t, err)
+	for _, s := range snap.Scopes {
+		assert.Empty(t, s.Buffers, "scope %q: the library freed everything it had", s.Path)
+	}
+	assert.Zero(t, d.gpu.Stats().ActiveBlocks)
+
+	big, err := Alloc(0, 48<<20, 0)
+	require.NoError(t, err)
+	f.free(t, big)
+	err = gpu.WithScope(t.Context(), d.gpu, func(s *gpu.Scope) error {
+		_, err := s.Alloc(48 << 20)
+		return err
+	})
+	require.NoError(t, err, "the cache gave back the 48 MiB the library freed")
+	assert.Zero(t, d.gpu.Stats().OOMs, "a retry after the cache gave back served it")
+}
+
+// While the device records, the front cache is off, so that the recording
+// sees every allocation: a scope begun meanwhile does not turn it on, and
+// the recording's Stop does.
+func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
+	f := withFakeFront(t)
+	d := hostDevice(t)
+	require.True(t, f.on())
+	p, err := Alloc(0, 4096, 0)
+	require.NoError(t, err)
+	f.free(t, p)
+
+	var recorded bytes.Buffer
+	rec, err := d.gpu.StartRecording(&recorded)
+	require.NoError(t, err)
+	assert.False(t, f.on(), "off while recording")
+	assert.Zero(t, d.gpu.Stats().ActiveBlocks, "what it held went back")
+	id, err := Begin(0, "torch")
+	require.NoError(t, err)
+	assert.False(t, f.on(), "a scope begun while recording leaves it off")
+	require.NoError(t, rec.Stop())
+	assert.True(t, f.on(), "on again after the recording")
+	require.NoError(t, End(id, false))
+	assert.True(t, f.on())
+}

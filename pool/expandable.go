@@ -33,6 +33,9 @@ type expander struct {
 	// release: the next release of address space (EmptyCache, Close)
 	// tries them again.
 	unreleased []*segment
+	// shortAt is the budget under which a growth last had to move memory
+	// (see recut); 0 if none has.
+	shortAt int64
 }
 
 // The address space an expandable segment reserves: reservesPerDevice
@@ -69,6 +72,11 @@ func (e *expander) granules(n int64) int64 { return (n + e.gran - 1) / e.gran }
 // when memory is short. Called with growMu held.
 func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 	e.unstick()
+	if squeeze {
+		if err := e.recut(a); err != nil {
+			return err
+		}
+	}
 	e.mu.Lock()
 	h, at, k := e.bestHole(a, r)
 	e.mu.Unlock()
@@ -97,13 +105,16 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 }
 
 // roundToStep rounds a growth of k granules at at in hole h, for a request
-// of r bytes, up to whole steps, where the hole has room, and returns where it then starts and its granules. Where memory
-// is plentiful (two steps are within what one handle may strand, see
-// handleLimit), a request smaller than a step gets two: requests of a size
-// come in numbers (a layer's activations, an optimizer's buffers), and the
-// next then fits without a growth of its own, for the memory two one-step
-// growths would take. PyTorch serves requests of 1-10 MiB from 20 MiB
-// segments for the same reason.
+// of r bytes, up to whole steps, where the hole has room, and returns where
+// it then starts and its granules. Where memory is plentiful (two steps are
+// within what one handle may strand, see handleLimit), a request smaller
+// than a step grows by enough to hold the next request of its size too,
+// counting the free block the growth joins: requests of a size come in
+// numbers (a layer's activations, an optimizer's buffers), and the next
+// then fits without a growth of its own. PyTorch serves requests of 1-10
+// MiB from 20 MiB segments for the same reason. Two whole steps for every
+// such request, as before, left a stream's arena of mix a step above
+// PyTorch expandable's (docs/measurements.md, "Unconstrained").
 func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64) {
 	step := e.step / e.gran
 	if step <= 1 {
@@ -112,7 +123,13 @@ func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64
 	e.mu.Lock()
 	want := k
 	if limit, _ := e.handleLimit(r); r < e.step && 2*e.step <= limit {
-		want = max(k, 2*step)
+		var joined int64 // the free block the growth extends
+		if at == h.ptr && h.prev != nil && h.prev.state == stateFree {
+			joined = h.prev.size
+		} else if at != h.ptr && h.next != nil && h.next.state == stateFree {
+			joined = h.next.size
+		}
+		want = max(k, e.granules(2*r-joined))
 	}
 	n := (want + step - 1) / step * step
 	e.mu.Unlock()
@@ -170,6 +187,9 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // free rest, and the next large block does not fit (docs/pool.md, "The
 // largest blocks"). Pages of 1/2048 strand as little as PyTorch's 20 MiB
 // pages on a budget of 40 GB, less below.
+//
+// Once a growth has had to move memory under the budget (memory is short,
+// see recut), every new handle is such a page, until the budget changes.
 const (
 	budgetShare       = 256
 	minHandleGranules = 4
@@ -186,10 +206,58 @@ func (e *expander) handleLimit(r int64) (limit int64, pages bool) {
 	if budget <= 0 {
 		return MaxSize, false
 	}
-	if r >= budget/largeShare && r >= fineFrom {
-		return max(budget/fineShare&^(e.gran-1), e.gran), true
+	if r >= budget/largeShare && r >= fineFrom || budget == e.shortAt {
+		return e.pageSize(budget), true
 	}
 	return max(budget/budgetShare&^(e.gran-1), minHandleGranules*e.gran), false
+}
+
+// pageSize is the size of a page under budget: 1/fineShare of it, in whole
+// granules, at least one.
+func (e *expander) pageSize(budget int64) int64 {
+	return max(budget/fineShare&^(e.gran-1), e.gran)
+}
+
+// recut is the first step of a growth that moves memory (squeeze): memory
+// is short under the budget, so from now on new handles are pages (see
+// handleLimit), and the handles larger than a page that lie wholly under
+// free blocks of a's stream go back to the source, leaving holes that
+// growths fill with pages where requests need them. A handle cannot be
+// given back in part: what a block placed later leaves free beside it in a
+// large one is stranded, and at a cap near the peak, mix's phases, each
+// placing its blocks in handles cut for the phase before, stranded more
+// than PyTorch expandable's 20 MiB pages (docs/pool.md, "Under a memory
+// cap"). Under a cap never reached no growth moves memory, so none of
+// this happens there. Called with growMu held and mu not held.
+func (e *expander) recut(a *arena) error {
+	e.mu.Lock()
+	budget := e.ledger.budget()
+	e.shortAt = budget
+	page := e.pageSize(budget)
+	cands, under := e.movable(a.key.stream, nil, nil)
+	var moving []*block
+	var hs []*handle
+	for i, hd := range cands {
+		if hd.size > page {
+			moving = append(moving, e.arenas.of(under[i].seg).isolate(hd, under[i]))
+			hs = append(hs, hd)
+		}
+	}
+	e.mu.Unlock()
+	if len(moving) == 0 {
+		return nil
+	}
+	// The stream's work may still use the memory under its free blocks.
+	if _, err := e.streams.wait(context.Background(), []uintptr{a.key.stream}); err != nil {
+		e.mu.Lock()
+		for _, mv := range moving {
+			e.arenas.release(mv)
+		}
+		e.mu.Unlock()
+		return err
+	}
+	unmapped, err := e.unmapMoving(moving, hs)
+	return errors.Join(err, e.releaseHandles(unmapped))
 }
 
 // newHandleSizes cuts the bytes a growth creates, which start off bytes

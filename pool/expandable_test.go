@@ -45,15 +45,15 @@ func TestGrowthStepsRoundGrowthUp(t *testing.T) {
 	require.NoError(t, p.Free(b2))
 }
 
-func TestARequestUnderAStepGrowsByTwoWhereMemoryIsPlentiful(t *testing.T) {
+func TestARequestUnderAStepGrowsByRoomForTheNextOfItsSizeWhereMemoryIsPlentiful(t *testing.T) {
 	src := sim.New(0, 0)
 	p := newPool(t, src, pool.GrowthStep(20*mib))
-	b, err := p.Alloc(3 * mib)
+	b, err := p.Alloc(12 * mib)
 	require.NoError(t, err)
-	assert.Equal(t, int64(40*mib), p.Stats().Reserved, "two steps for a request under one")
+	assert.Equal(t, int64(40*mib), p.Stats().Reserved, "two steps: one holds one request of 12 MiB, not two")
 	more := []pool.Block{b}
 	for range 2 {
-		b, err := p.Alloc(15 * mib)
+		b, err := p.Alloc(12 * mib)
 		require.NoError(t, err)
 		more = append(more, b)
 	}
@@ -62,12 +62,31 @@ func TestARequestUnderAStepGrowsByTwoWhereMemoryIsPlentiful(t *testing.T) {
 		require.NoError(t, p.Free(b))
 	}
 
+	t.Run("where one step holds two, one step", func(t *testing.T) {
+		// Two steps for every request under one left a stream's arena of
+		// mix a step above PyTorch expandable's (docs/measurements.md).
+		p := newPool(t, sim.New(0, 0), pool.GrowthStep(20*mib))
+		b, err := p.Alloc(3 * mib)
+		require.NoError(t, err)
+		assert.Equal(t, int64(20*mib), p.Stats().Reserved)
+		require.NoError(t, p.Free(b))
+	})
+	t.Run("counting the free block the growth extends", func(t *testing.T) {
+		p := newPool(t, sim.New(0, 0), pool.GrowthStep(20*mib))
+		b, err := p.Alloc(36 * mib) // 40 MiB, 4 free at the end
+		require.NoError(t, err)
+		b2, err := p.Alloc(6 * mib) // 2 MiB lacking, 6 more for the next of its size
+		require.NoError(t, err)
+		assert.Equal(t, int64(60*mib), p.Stats().Reserved, "one step more, not two")
+		require.NoError(t, p.Free(b))
+		require.NoError(t, p.Free(b2))
+	})
 	t.Run("under a cap, one step", func(t *testing.T) {
 		// A cap of 1 GiB bounds a handle to 8 MiB: two steps of 20 MiB
 		// would be more than one handle may strand.
 		src := sim.New(0, 0)
 		p := newPool(t, src, pool.GrowthStep(20*mib), pool.MaxReserved(1<<30))
-		b, err := p.Alloc(3 * mib)
+		b, err := p.Alloc(12 * mib)
 		require.NoError(t, err)
 		assert.Equal(t, int64(20*mib), p.Stats().Reserved)
 		require.NoError(t, p.Free(b))
@@ -162,19 +181,66 @@ func TestARepeatingWorkloadMakesNoDriverCallsAfterItsFirstPass(t *testing.T) {
 }
 
 func TestALimitMovesMemoryInsteadOfCreatingIt(t *testing.T) {
-	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0), pool.MaxReserved(64*mib))
+	// Under 1 GiB a block of 128 MiB or more grows in pages of 2 MiB.
+	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0), pool.MaxReserved(1<<30))
+	a, err := p.Alloc(200 * mib)
+	require.NoError(t, err)
+	pin, err := p.Alloc(2 * mib)
+	require.NoError(t, err)
+	fill, err := p.Alloc(700 * mib)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(a))
+	b, err := p.Alloc(300 * mib)
+	require.NoError(t, err, "200 MiB move from the freed block, 100 MiB are new")
+	st := p.Stats()
+	assert.Equal(t, int64(100), st.PagesMoved, "the freed block's 200 MiB moved")
+	assert.Equal(t, int64(1002*mib), st.Reserved)
+	assert.Zero(t, st.SourceFrees, "nothing went back to the source")
+	require.NoError(t, p.CheckInvariants(nil))
+	for _, b := range []pool.Block{b, pin, fill} {
+		require.NoError(t, p.Free(b))
+	}
+}
+
+func TestOnceMemoryIsShortLargeHandlesGoBackAndGrowthIsInPages(t *testing.T) {
+	// Under 64 MiB a handle is 8 MiB, a page 2 MiB.
+	src := &recordingSource{Source: sim.New(0, 0)}
+	p := newPool(t, src, pool.GrowthStep(0), pool.MaxReserved(64*mib))
 	a, err := p.Alloc(40 * mib)
 	require.NoError(t, err)
 	pin, err := p.Alloc(2 * mib)
 	require.NoError(t, err)
 	require.NoError(t, p.Free(a))
+	assert.Equal(t, []int64{8 * mib, 8 * mib, 8 * mib, 8 * mib, 8 * mib, 2 * mib}, src.created)
+	src.created = nil
 	b, err := p.Alloc(60 * mib)
-	require.NoError(t, err, "40 MiB move from the freed block, 20 MiB are new")
+	require.NoError(t, err, "past the cap: the freed block's handles go back, 60 MiB of pages are new")
 	st := p.Stats()
-	assert.Equal(t, int64(20), st.PagesMoved, "the freed block's 40 MiB moved")
+	assert.Equal(t, int64(5), st.SourceFrees, "the five handles of 8 MiB under the freed block")
+	assert.Zero(t, st.PagesMoved)
+	assert.Len(t, src.created, 30)
+	for _, n := range src.created {
+		assert.Equal(t, int64(2*mib), n, "pages, once memory was short")
+	}
 	assert.Equal(t, int64(62*mib), st.Reserved)
 	require.NoError(t, p.CheckInvariants(nil))
 	require.NoError(t, p.Free(b))
+	src.created = nil
+	c, err := p.Alloc(20 * mib)
+	require.NoError(t, err)
+	assert.Empty(t, src.created, "freed pages serve the next request where they are")
+	require.NoError(t, p.Free(c))
+
+	t.Run("until the cap changes", func(t *testing.T) {
+		require.NoError(t, p.SetMaxReserved(1<<30))
+		src.created = nil
+		d, err := p.Alloc(100 * mib)
+		require.NoError(t, err)
+		for _, n := range src.created {
+			assert.Greater(t, n, int64(2*mib), "handles of 1/256 of the new cap again")
+		}
+		require.NoError(t, p.Free(d))
+	})
 	require.NoError(t, p.Free(pin))
 }
 

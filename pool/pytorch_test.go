@@ -1,6 +1,10 @@
 package pool_test
 
 import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,15 +120,25 @@ func TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
 		names = append(names, f.name)
 		all[f.name] = shapeOps(f.shape, f.seed)
 	}
+	var caps bytes.Buffer
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			ops := all[name]
 			torchCap, _ := torchSmallestCap(t, ops)
 			ours, _, _ := smallestDevice(t, ops)
+			fmt.Fprintf(&caps, "%s %d\n", name, ours)
 			assert.LessOrEqual(t, ours, torchCap, "the smallest cap")
 			_, torchFree := torchFits(t, ops, 0)
 			free := replayOps(t, sim.New(h200Bytes, 0), ops, false)
 			assert.LessOrEqual(t, free.st.PeakReserved, torchFree, "the peak reserved unconstrained")
 		})
 	}
+	if *capsFile != "" {
+		require.NoError(t, os.WriteFile(*capsFile, caps.Bytes(), 0o644))
+	}
 }
+
+// go test ./pool -run TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds
+// -caps PATH writes the pool's smallest caps, one "NAME BYTES" line per
+// workload: what scripts/measure/pressure-gpu.sh build gives the GPU run.
+var capsFile = flag.String("caps", "", "write each workload's smallest cap to this file")

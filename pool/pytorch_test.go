@@ -95,7 +95,8 @@ func TestTheModelOfPyTorchExpandableFindsTheCapsTheH200Measured(t *testing.T) {
 }
 
 // h200Bytes is the H200's memory as its driver reports it: the budget of
-// an unconstrained replay there (docs/data/dev-2026-12-05-cap12).
+// an unconstrained replay there (143771 MiB in
+// docs/data/h200-2026-12-05-pressure-4/machine.txt).
 const h200Bytes = 150754820096
 
 // The whole table against the model of PyTorch expandable, as the H200 run

@@ -232,6 +232,11 @@ func (e *expander) pageSize(budget int64) int64 {
 func (e *expander) recut(a *arena) error {
 	e.mu.Lock()
 	budget := e.ledger.budget()
+	if budget <= 0 {
+		// No budget to take a share of: handles stay as large as growths.
+		e.mu.Unlock()
+		return nil
+	}
 	e.shortAt = budget
 	page := e.pageSize(budget)
 	cands, under := e.movable(a.key.stream, nil, nil)

@@ -142,8 +142,8 @@ const DefaultGrowthStep = 10 << 20
 // growths, and so fewer driver calls, for more memory reserved ahead of need.
 // Where two steps are within what one handle may strand (1/256 of the cap,
 // or of the device's memory where there is no cap; unbounded where neither
-// is known), a request smaller than the step grows the arena by two, so
-// that the next of its size fits in the same growth.
+// is known), a request smaller than the step grows the arena by room for
+// the next of its size too, so that it fits in the same growth.
 // 0 grows by exactly what a request lacks, rounded to the granularity; the
 // default is [DefaultGrowthStep]; PyTorch's expandable segments grow by
 // 20 MiB. docs/measurements.md ("GrowthStep") shows the trade-off on real

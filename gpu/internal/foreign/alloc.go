@@ -32,17 +32,13 @@ func alloc(i int, size int64, stream uintptr) (uintptr, uint64, error) {
 			return 0, 0, err
 		}
 	}
-	for flushed := false; ; {
+	for {
 		// The current scope may end under the allocation: then the one
-		// current after it serves.
+		// current after it serves. An allocation that finds the pool
+		// short has the front cache give back what it holds, and tries
+		// again (gpu's allocOnce).
 		r := d.current.Load()
 		ptr, ok, err := r.alloc(size, stream)
-		if ok && errors.Is(err, gpu.ErrOutOfMemory) && !flushed {
-			flushed = true
-			if flushFront(i) {
-				continue // what the front cache held may make room
-			}
-		}
 		if ok {
 			return ptr, r.tok, err
 		}

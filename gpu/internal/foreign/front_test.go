@@ -2,6 +2,7 @@ package foreign
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync"
 	"testing"
 
@@ -118,4 +119,89 @@ func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
 	assert.True(t, f.on(), "on again after the recording")
 	require.NoError(t, End(id, false))
 	assert.True(t, f.on())
+}
+
+// serving returns the token of the scope the cache serves; 0: off.
+func (f *fakeFront) serving() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tok
+}
+
+func activeBlocks(t *testing.T) int64 {
+	var st struct {
+		ActiveBlocks int64 `json:"active_blocks"`
+	}
+	require.NoError(t, json.Unmarshal(Stats(0), &st))
+	return st.ActiveBlocks
+}
+
+// The cache serves the scope current on the device, and what it held of
+// the one before is freed when the current scope changes: a scope's end
+// reports only what the library still holds.
+func TestTheFrontCacheServesTheCurrentScopeOnly(t *testing.T) {
+	f := withFakeFront(t)
+	d := hostDevice(t)
+	require.Equal(t, d.root.tok, f.serving())
+
+	p, tok, err := alloc(0, 4096, 0)
+	require.NoError(t, err)
+	require.Equal(t, d.root.tok, tok)
+	f.free(t, p)
+	id, err := Begin(0, "torch")
+	require.NoError(t, err)
+	require.Equal(t, d.current.Load().tok, f.serving())
+	require.NotEqual(t, d.root.tok, f.serving())
+	assert.Zero(t, d.gpu.Stats().ActiveBlocks, "the cached block of the root was not freed at Begin")
+
+	q, tok, err := alloc(0, 4096, 0)
+	require.NoError(t, err)
+	require.Equal(t, f.serving(), tok)
+	f.free(t, q)
+	require.NoError(t, End(id, false))
+	assert.Equal(t, d.root.tok, f.serving())
+	assert.Zero(t, d.gpu.Stats().ActiveBlocks, "the cached block of torch was passed on, not freed")
+	assert.Contains(t, string(Stats(0)), "ended with no buffer live")
+}
+
+// A block on a library's stream is its scope's: its token is the scope's,
+// so that the cache may keep it while that scope is current.
+func TestABlockOnAStreamHasItsScopesToken(t *testing.T) {
+	f := withFakeFront(t)
+	d := hostDevice(t)
+	st, err := d.root.scope.NewStream()
+	require.NoError(t, err)
+	p, tok, err := alloc(0, 4096, st.ID())
+	require.NoError(t, err)
+	require.Equal(t, d.root.tok, tok)
+	f.free(t, p)
+	assert.Zero(t, activeBlocks(t), "Stats did not free what the cache held")
+}
+
+// What the cache holds is freed before the figures are read through C,
+// and before an allocation of a library's that finds the pool short fails.
+func TestWhatTheFrontCacheHoldsIsFreedWhenItMatters(t *testing.T) {
+	f := withFakeFront(t)
+	hostDevice(t)
+	require.NoError(t, SetMaxReserved(0, 8<<20))
+
+	p, _, err := alloc(0, 6<<20, 0)
+	require.NoError(t, err)
+	f.free(t, p)
+	q, err := Alloc(0, 7<<20, 0)
+	require.NoError(t, err, "the cached 6 MiB kept 7 MiB from fitting under an 8 MiB cap")
+	require.NoError(t, Free(0, q, -1, 0))
+
+	p, _, err = alloc(0, 4096, 0)
+	require.NoError(t, err)
+	f.free(t, p)
+	assert.Zero(t, activeBlocks(t))
+
+	// AllocAfter frees what a miss of the cache gave back, then allocates.
+	p, _, err = alloc(0, 4096, 0)
+	require.NoError(t, err)
+	q, _, err = AllocAfter([]uintptr{p}, 0, 8192, 0)
+	require.NoError(t, err)
+	require.NoError(t, Free(0, q, -1, 0))
+	assert.Zero(t, activeBlocks(t))
 }

@@ -15,7 +15,7 @@ import (
 // a device's root, or a Go scope handed to a library (Attach).
 type record struct {
 	id    int64
-	tok   uint64      // its token for the front cache (front.go); a scope on a stream has its scope's
+	tok   uint64      // its token for the front cache (front.go): a block on a stream is its scope's
 	dev   *device     // the C device it was begun on; nil for a Go scope
 	gdev  *gpu.Device // its scope's device
 	scope *gpu.Scope

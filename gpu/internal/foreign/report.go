@@ -54,8 +54,8 @@ func Stats(i int) []byte {
 	if d, err := deviceAt(i); err != nil {
 		st.Error = err.Error()
 	} else {
-		flushFront(i) // what the library freed is free
 		st.FrontHits = frontHits(i)
+		// d.gpu.Stats has the front cache give back what it holds first.
 		st.Stats, st.Device, st.Scope = d.gpu.Stats(), d.gpu.String(), d.current.Load().scope.Path()
 		if p := d.lastEnd.Load(); p != nil {
 			st.LastEnd = *p
@@ -78,8 +78,7 @@ func Summary(i int) string {
 	if err != nil {
 		return err.Error() + "\n"
 	}
-	flushFront(i)
-	return d.gpu.Summary()
+	return d.gpu.Summary() // which has the front cache give back what it holds first
 }
 
 // SetMaxReserved caps what device i's pool reserves (gpu.Device.SetMaxReserved).
@@ -88,6 +87,5 @@ func SetMaxReserved(i int, bytes int64) error {
 	if err != nil {
 		return err
 	}
-	flushFront(i) // a lower cap gives back what is cached: this too
 	return d.gpu.SetMaxReserved(bytes)
 }

@@ -41,7 +41,6 @@ func (r *record) onStream(h uintptr) (*record, error) {
 		return nil, err
 	}
 	c.streamOf = r
-	c.tok = r.tok // the front cache keeps a stream's blocks apart by stream
 	r.onStreams = append(r.onStreams, c)
 	r.byStream.Store(h, c)
 	return c, nil

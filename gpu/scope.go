@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/gpuscope/gpuscope/internal/prefixed"
-	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
 )
 
@@ -206,15 +205,12 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if !s.valid() {
 		return Buffer{}, errNilScope
 	}
-	if size <= 0 || size > pool.MaxSize {
-		return Buffer{}, prefixed.Kind("gpu", ErrInvalidSize, "%d bytes", size)
-	}
 	return s.alloc(size)
 }
 
-// alloc is Alloc of a valid scope and a size in (0, pool.MaxSize]: the
-// one place where sizes are checked is this package's boundary (Alloc,
-// the package's Alloc), and the layers below take them as they are.
+// alloc is Alloc of a valid scope. The pool checks the size, once, where
+// it rounds it (pool.AllocCharged): a size outside (0, pool.MaxSize] comes
+// back from there as ErrInvalidSize, having taken nothing.
 func (s *Scope) alloc(size int64) (Buffer, error) {
 	if err := s.dev.injected("Alloc", size); err != nil {
 		return Buffer{}, s.injectedOOM(size, err) // no wait, no eviction: a test said it fails

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gpuscope/gpuscope/internal/poolentry"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
@@ -147,7 +146,26 @@ func (p *Pool) AllocContext(ctx context.Context, size int64, stream uintptr) (Bl
 	if size <= 0 || size > MaxSize {
 		return Block{}, invalidSize(size)
 	}
-	b, sh, peak, err := p.takeBlock(ctx, roundSize(size), size, stream)
+	b, sh, peak, err := p.takeBlock(ctx, roundSize(size), size, stream, nil)
+	if err != nil {
+		return Block{}, err
+	}
+	return p.handedOut(ctx, sh, b, size, stream, peak), nil
+}
+
+// AllocCharged is AllocContext for a caller that accounts for the memory it
+// takes, as a scope charges its limits: charge is called with the bytes the
+// allocation takes (size rounded up to a multiple of 512, as [Rounded]
+// says) before any memory is taken, and an error from it fails the
+// allocation with that error, taking nothing; where the allocation then
+// fails, charge is called again with the negated bytes (its error is
+// ignored). So a size is checked and rounded once, here, and the caller's
+// limits refuse without taking memory. charge must not call the pool.
+func (p *Pool) AllocCharged(ctx context.Context, size int64, stream uintptr, charge func(bytes int64) error) (Block, error) {
+	if size <= 0 || size > MaxSize {
+		return Block{}, invalidSize(size)
+	}
+	b, sh, peak, err := p.takeBlock(ctx, roundSize(size), size, stream, charge)
 	if err != nil {
 		return Block{}, err
 	}
@@ -162,29 +180,22 @@ func invalidSize(size int64) error {
 	return prefixed.Kind("pool", ErrInvalidSize, "%d bytes", size)
 }
 
-func init() { poolentry.AllocRounded = (*Pool).allocRounded }
-
-// allocRounded is AllocContext of a size already checked, rounded to r:
-// scopes, which check and round once, reach it through internal/poolentry.
-// It and AllocContext each make the Block from take's parts: a function
-// that returned the Block to the other would copy it through its frame.
-func (p *Pool) allocRounded(ctx context.Context, r, size int64, stream uintptr) (Block, error) {
-	b, sh, peak, err := p.takeBlock(ctx, r, size, stream)
-	if err != nil {
-		return Block{}, err
-	}
-	return p.handedOut(ctx, sh, b, size, stream, peak), nil
-}
-
 // takeBlock finds a block of r bytes for a request of size bytes on stream: from
-// the front cache, another shard's, or the arenas. It returns the shard that
-// handed it out and whether that raised the shard's peak.
-func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr) (b *block, sh *shard, peak bool, err error) {
+// the front cache, another shard's, or the arenas, first charging r where
+// charge is not nil (AllocCharged). It returns the shard that handed it out
+// and whether that raised the shard's peak.
+func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr, charge func(int64) error) (b *block, sh *shard, peak bool, err error) {
 	if p.closed.Load() {
 		return nil, nil, false, errClosed
 	}
+	if charge != nil {
+		if err = charge(r); err != nil {
+			return nil, nil, false, err
+		}
+	}
 	if r > smallMax {
 		if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
+			uncharge(charge, r)
 			return nil, nil, false, err
 		}
 		sh = p.front.lock()
@@ -202,6 +213,7 @@ func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr) (b 
 		// depend on scheduling.
 		if b = p.front.steal(key, sh); b == nil {
 			if b, err = p.allocSlow(ctx, r, size, stream); err != nil {
+				uncharge(charge, r)
 				return nil, nil, false, err
 			}
 		}
@@ -210,6 +222,14 @@ func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr) (b 
 	peak = sh.handOut(b, r, size)
 	sh.mu.Unlock()
 	return b, sh, peak, nil
+}
+
+// uncharge gives back r bytes that charge took for an allocation that
+// failed.
+func uncharge(charge func(int64) error, r int64) {
+	if charge != nil {
+		_ = charge(-r)
+	}
 }
 
 // handedOut finishes an allocation of b from sh for ctx: the peak, the

@@ -36,6 +36,7 @@ type node struct {
 	stack            []uintptr
 	region           *pool.Region // the reservation, if any
 	reservationBlock *pool.Block  // the memory behind region, from the moment the pool returned it
+	reserved         int64        // the bytes of reservationBlock, rounded as the pool charged them
 	reserves         bool         // it or an ancestor has a reservation
 	stream           uintptr      // the stream its allocations are ordered on
 
@@ -72,7 +73,7 @@ func (n *node) handle() Scope {
 func (n *node) statsLocked() Stats {
 	stats := Stats{Live: n.live.Load(), Peak: n.peak.Load(), Allocations: n.allocs.n, Children: n.children.n, Limit: n.limit}
 	if n.region != nil {
-		stats.Reserved = n.reservationBlock.Size()
+		stats.Reserved = n.reserved
 	}
 	if n.evictable {
 		stats.LastUse = n.lastUse.Load()
@@ -103,26 +104,26 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 			break
 		}
 	}
-	if m.region == nil {
-		m.charged = pool.Rounded(size)
-	}
-	// The memory is new to the scopes below the reservation that served it,
-	// or, from the pool, to every scope up to the root: charge those.
-	if err := n.charge(m.charged, m.reservedIn); err != nil {
-		if m.region != nil {
-			err = errors.Join(err, m.region.Free(m.ptr), m.reservedIn.releaseReservationIfEmpty())
+	if m.region != nil {
+		// The memory is new to the scopes below the reservation that
+		// served it: charge those.
+		if err := n.charge(m.charged, m.reservedIn); err != nil {
+			return Ref{}, errors.Join(err, m.region.Free(m.ptr), m.reservedIn.releaseReservationIfEmpty())
 		}
-		return Ref{}, err
-	}
-	if m.region == nil {
-		// Short of memory, the pool may wait for other streams' work; it
-		// stops when the scope's context is done.
-		b, err := allocRounded(n.tree.pool, &n.allocCtx, m.charged, size, n.stream)
+	} else {
+		// From the pool, the memory is new to every scope up to the root:
+		// the pool checks and rounds the size and has them charged before
+		// it takes memory. Short of memory, it may wait for other streams'
+		// work; it stops when the scope's context is done.
+		c := poolCharge{n: n}
+		b, err := n.tree.pool.AllocCharged(&n.allocCtx, size, n.stream, c.charge)
 		if err != nil {
-			n.uncharge(m.charged, nil)
+			if c.refused || errors.Is(err, errdefs.InvalidSize) {
+				return Ref{}, err // a limit's refusal says which scope it was; a size is no scope's
+			}
 			return Ref{}, prefixed.Wrap("scope", err, "allocating in scope %q", n.pathName())
 		}
-		m.ptr, m.block = b.Ptr(), b
+		m.ptr, m.block, m.charged = b.Ptr(), b, c.charged
 	}
 	n.raisePeaks(m.reservedIn)
 	sl := n.spareSlot()
@@ -146,6 +147,30 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	}
 	n.allocs.push(sl, &sl.link)
 	return Ref{slot: sl, gen: gen, ptr: sl.ptr}, nil
+}
+
+// poolCharge charges, from within the pool's allocation
+// (pool.AllocCharged), the scope and every ancestor with the bytes the
+// pool takes, before it takes them, and gives them back where it then
+// fails.
+type poolCharge struct {
+	n       *node
+	charged int64
+	refused bool // a limit refused the charge
+}
+
+func (c *poolCharge) charge(bytes int64) error {
+	if bytes < 0 {
+		c.n.uncharge(-bytes, nil)
+		c.charged = 0
+		return nil
+	}
+	if err := c.n.charge(bytes, nil); err != nil {
+		c.refused = true
+		return err
+	}
+	c.charged = bytes
+	return nil
 }
 
 // memory is what an allocation holds, before it has a slot.
@@ -183,7 +208,7 @@ func (n *node) releaseReservationIfEmpty() error {
 	if n.region == nil || !n.closed() || !n.region.CloseIfEmpty() {
 		return nil
 	}
-	n.uncharge(n.reservationBlock.Size(), nil) // the bytes reserve charged, rounded
+	n.uncharge(n.reserved, nil) // the bytes the pool charged for it
 	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
 		return prefixed.Wrap("scope", err, "scope %q: releasing its reservation", n.pathName())
 	}
@@ -246,7 +271,7 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	if n.peak.Load() != 0 { // live is 0: everything was released
 		n.peak.Store(0)
 	}
-	n.region, n.reservationBlock = nil, nil
+	n.region, n.reservationBlock, n.reserved = nil, nil, 0
 	n.epoch.Add(1) // odd: open
 }
 

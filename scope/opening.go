@@ -28,18 +28,16 @@ var newRegion = pool.NewRegion
 // size works.
 func (op *opening) reserve(size int64) error {
 	n, p := op.n, op.tree.pool
-	charged := pool.Rounded(size)
-	if err := n.charge(charged, nil); err != nil {
-		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
-	}
-	op.charged = charged
-	// The pool's observer names the reserving scope, as for its allocations.
-	b, err := allocRounded(p, &allocContext{Context: context.Background(), n: n}, charged, charged, 0)
+	// The pool's observer names the reserving scope, as for its allocations;
+	// the pool rounds the size, and has it charged before it takes memory.
+	c := poolCharge{n: n}
+	b, err := p.AllocCharged(&allocContext{Context: context.Background(), n: n}, size, 0, c.charge)
 	if err != nil {
 		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
-	n.reservationBlock = &b // before any step that can fail: undo frees it
-	r, err := newRegion(b.Ptr(), charged)
+	op.charged = c.charged
+	n.reservationBlock, n.reserved = &b, c.charged // before any step that can fail: undo frees it
+	r, err := newRegion(b.Ptr(), c.charged)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,9 @@ package scope
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/gpuscope/gpuscope/internal/errdefs"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
 // Scope owns allocations; closing it releases them, last allocated first.
@@ -148,16 +146,13 @@ func (s Scope) children() []Scope {
 // reservation, its own or an ancestor's, with room, else from the device's
 // pool. It fails once the scope is closed or its context is done. The
 // allocation takes a slot of the tree's slot table, not a heap object of
-// its own. size is in (0, pool.MaxSize]: the caller checks it where users
-// give it (package gpu does), and another size is a bug that panics.
+// its own. The pool checks size (pool.AllocCharged), once: a size outside
+// (0, pool.MaxSize] fails with ErrInvalidSize and takes nothing.
 //
 // The scope's lock is held throughout, so that the scope cannot end, nor
 // its node serve another scope, while it allocates: the lock is the one
 // that recording the allocation takes anyway.
 func (s Scope) Alloc(size int64) (Ref, error) {
-	if size <= 0 || size > pool.MaxSize {
-		panic(fmt.Sprintf("scope: bug: Alloc of %d bytes: sizes are checked where users give them (package gpu)", size))
-	}
 	if !s.lock() {
 		return Ref{}, prefixed.Kind("scope", errdefs.ScopeClosed, "allocating through a scope that has ended")
 	}

@@ -2,7 +2,7 @@ package scope_test
 
 import (
 	"context"
-	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -138,19 +138,20 @@ func TestRacingFreesKeepsAndClose(t *testing.T) {
 	}
 }
 
-// Sizes are checked where users give them (package gpu): a size outside
-// (0, pool.MaxSize] reaching a scope is a bug of its caller, and panics
-// before anything is charged or taken.
-func TestAllocOfASizeNoCallerChecksPanics(t *testing.T) {
+// A size is checked once, by the pool where it rounds it: one outside
+// (0, pool.MaxSize] fails with ErrInvalidSize, in a scope with a
+// reservation too, before anything is charged or taken.
+func TestAllocOfAnInvalidSizeTakesNothing(t *testing.T) {
 	tr := newTree(t)
-	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "sizes", Limit: 1 << 20})
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Name: "sizes", Limit: 1 << 20, Reserve: 64 << 10})
 	require.NoError(t, err)
-	for _, n := range []int64{0, -1, pool.MaxSize + 1} {
-		assert.PanicsWithValue(t, fmt.Sprintf("scope: bug: Alloc of %d bytes: sizes are checked where users give them (package gpu)", n),
-			func() { _, _ = s.Alloc(n) })
+	for _, n := range []int64{0, -1, pool.MaxSize + 1, math.MaxInt64} {
+		_, err := s.Alloc(n)
+		assert.ErrorIs(t, err, pool.ErrInvalidSize, "%d bytes", n)
 	}
-	assert.Zero(t, s.Stats().Live, "nothing charged")
-	assert.Zero(t, tr.Pool().Stats().Allocated, "nothing taken")
+	assert.Equal(t, pool.Rounded(64<<10), s.Stats().Live, "nothing charged past the reservation")
+	assert.Zero(t, s.Stats().Allocations)
+	assert.Equal(t, pool.Rounded(64<<10), tr.Pool().Stats().Allocated, "nothing taken past the reservation")
 	_, err = s.End()
 	require.NoError(t, err)
 }

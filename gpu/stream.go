@@ -43,8 +43,9 @@ func (s *Scope) NewStream() (*Stream, error) {
 // UseStream returns a Stream for a stream of the device that other code
 // made, such as a library's cudaStream_t: h is its handle, which a driver
 // with a method AdoptStream(h uintptr) (id uintptr, err error) turns into
-// its own id (gpu/cuda's does), and which is the id itself on others (the
-// host device's). It is for [OnStream] and [Buffer.RecordUse]:
+// its own id (gpu/cuda's and the host device's do; the host device makes a
+// stream for a handle it does not know), and which is the id itself on
+// others. It is for [OnStream] and [Buffer.RecordUse]:
 // memory used on it is reused on another stream only once the work queued
 // on it has completed. The scope owns the Stream as it owns NewStream's,
 // except that the stream stays its maker's: when the scope ends, the work

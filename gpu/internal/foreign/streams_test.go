@@ -118,3 +118,22 @@ func TestAStreamsAllocationsGoToAChildOnIt(t *testing.T) {
 	require.NoError(t, Free(0, again, 4096, st.ID()))
 	require.NoError(t, Free(0, q, 4096, 0))
 }
+
+// A library's stream that record_stream named, on the host device, serves
+// the library's later allocations on it: the host driver makes a stream for
+// a handle it does not know, as CUDA's adopts a library's CUstream, where
+// before the pool found no such stream at the free and retired it.
+func TestAStreamRecordStreamNamedServesLaterAllocations(t *testing.T) {
+	hostDevice(t)
+	const side = 0x5000 // a library's stream handle, no stream of the driver's
+	p, err := Alloc(0, 4096, 0)
+	require.NoError(t, err)
+	require.NoError(t, RecordStream(p, side))
+	require.NoError(t, Free(0, p, 4096, 0))
+	id, err := Begin(0, "torch")
+	require.NoError(t, err)
+	q, err := Alloc(0, 4096, side)
+	require.NoError(t, err, "the stream is still in use")
+	require.NoError(t, Free(0, q, 4096, side))
+	require.NoError(t, End(id, false))
+}

@@ -70,6 +70,7 @@ type Driver struct {
 	segs       []hostSeg // sorted by ptr
 	closed     bool
 	streams    map[uintptr]*stream // 0, the default stream, maps to nil
+	adopted    map[uintptr]uintptr // handles other code named (AdoptStream): the id of their stream
 	nextID     uintptr
 	events     map[uintptr]event
 	pinned     map[unsafe.Pointer][]byte // HostAlloc's memory, until HostFree
@@ -288,11 +289,44 @@ func (d *Driver) NewStream() (uintptr, error) {
 	return handles.Add(d.streams, &d.nextID, newStream()), nil
 }
 
+// AdoptStream returns the id the driver knows the stream of handle h by,
+// as the CUDA driver's does for a stream other code made: h itself where it
+// is one of the driver's streams (0, NewStream's), else a stream the driver
+// makes for h on first use, the same for the same h for the driver's life.
+// Such a stream is its maker's: DestroyStream refuses it, Close ends it.
+// gpu.Scope.UseStream calls it, so that a library on the host device may
+// name streams of its own (libgpuscope's tests, a C library in host mode).
+func (d *Driver) AdoptStream(h uintptr) (uintptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, driver.ErrClosed
+	}
+	if _, ok := d.streams[h]; ok {
+		return h, nil
+	}
+	if id, ok := d.adopted[h]; ok {
+		return id, nil
+	}
+	if d.adopted == nil {
+		d.adopted = map[uintptr]uintptr{}
+	}
+	id := handles.Add(d.streams, &d.nextID, newStream())
+	d.adopted[h] = id
+	return id, nil
+}
+
 // DestroyStream implements driver.Driver: it waits for the stream's work,
 // stops its goroutine, and reports the first error of its asynchronous
-// work.
+// work. A stream made for another's handle (AdoptStream) is refused.
 func (d *Driver) DestroyStream(stream uintptr) error {
 	d.mu.Lock()
+	for h, id := range d.adopted {
+		if id == stream {
+			d.mu.Unlock()
+			return prefixed.Errorf("host", "DestroyStream(%#x): the stream of handle %#x is its maker's to destroy", stream, h)
+		}
+	}
 	s, ok := handles.Take(d.streams, stream)
 	d.mu.Unlock()
 	if !ok {

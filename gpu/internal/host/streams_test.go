@@ -235,3 +235,35 @@ func TestAStreamDestroyedWithoutRetiringGivesItsMemoryBack(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Zero(t, d.Used())
 }
+
+// A handle the driver did not make gets a stream of its own, the same one
+// each time, that events and synchronization work on and that only Close
+// ends; the driver's own streams and 0 are themselves.
+func TestAdoptStreamMakesAStreamForAHandleItDoesNotKnow(t *testing.T) {
+	d, err := host.New(1 << 20)
+	require.NoError(t, err)
+	id, err := d.AdoptStream(0x5000)
+	require.NoError(t, err)
+	again, err := d.AdoptStream(0x5000)
+	require.NoError(t, err)
+	assert.Equal(t, id, again, "the same handle, the same stream")
+	ev, err := d.RecordEvent(id)
+	require.NoError(t, err, "the adopted stream exists")
+	require.NoError(t, d.DestroyEvent(ev))
+	require.NoError(t, d.Synchronize(id))
+	assert.Error(t, d.DestroyStream(id), "its maker's to destroy")
+
+	own, err := d.NewStream()
+	require.NoError(t, err)
+	got, err := d.AdoptStream(own)
+	require.NoError(t, err)
+	assert.Equal(t, own, got, "the driver's own stream is itself")
+	got, err = d.AdoptStream(0)
+	require.NoError(t, err)
+	assert.Zero(t, got)
+	require.NoError(t, d.DestroyStream(own))
+
+	require.NoError(t, d.Close())
+	_, err = d.AdoptStream(0x6000)
+	assert.ErrorIs(t, err, driver.ErrClosed)
+}

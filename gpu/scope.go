@@ -202,16 +202,12 @@ var errEnded = prefixed.Kind("gpu", ErrScopeClosed, "the scope has ended")
 // size that is not positive, or above any device (256 TiB), is
 // ErrInvalidSize.
 func (s *Scope) Alloc(size int64) (Buffer, error) {
+	// The pool checks the size, once, where it rounds it
+	// (pool.AllocCharged): a size outside (0, pool.MaxSize] comes back from
+	// there as ErrInvalidSize, having taken nothing.
 	if !s.valid() {
 		return Buffer{}, errNilScope
 	}
-	return s.alloc(size)
-}
-
-// alloc is Alloc of a valid scope. The pool checks the size, once, where
-// it rounds it (pool.AllocCharged): a size outside (0, pool.MaxSize] comes
-// back from there as ErrInvalidSize, having taken nothing.
-func (s *Scope) alloc(size int64) (Buffer, error) {
 	if err := s.dev.injected("Alloc", size); err != nil {
 		return Buffer{}, s.injectedOOM(size, err) // no wait, no eviction: a test said it fails
 	}
@@ -256,7 +252,10 @@ func (s *Scope) Free(b Buffer) error {
 	if err := s.owns(b.dev, b.view, "freed"); err != nil {
 		return err
 	}
-	return s.refused(s.s.Free(b.ref))
+	if err := s.s.Free(b.ref); err != nil {
+		return s.refused(err) // only a failure looks at the eviction
+	}
+	return nil
 }
 
 // Keep moves b to the parent scope, so that it outlives this one. The

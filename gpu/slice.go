@@ -31,7 +31,7 @@ func Alloc[T Elem](s *Scope, n int) (Slice[T], error) {
 	if !s.valid() {
 		return Slice[T]{}, errNilScope
 	}
-	b, err := s.alloc(int64(n) * size)
+	b, err := s.Alloc(int64(n) * size)
 	if err != nil {
 		return Slice[T]{}, err
 	}

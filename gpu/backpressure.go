@@ -144,13 +144,13 @@ func allocWaiting(s *Scope, size int64) (Buffer, error) {
 	absorb := &s.dev.evict.absorbed
 	for {
 		seen := q.frees.Load()
-		b, err := s.allocOnce(size)
+		b, left, err := s.allocOnce(size)
 		if err == nil {
 			q.passOn()
 			absorb.Add(counted)
 			return b, nil
 		}
-		counted += poolOOMs(err)
+		counted += left
 		if !isOutOfMemory(err) || neverFits(err, size) {
 			absorb.Add(max(0, counted-1))
 			return Buffer{}, err

@@ -321,9 +321,9 @@ func (d *Device) destroyEvents(events []uintptr) {
 // time and retrying after each. It returns the last attempt's result, or
 // err where nothing could be evicted. A scope Limit's refusal is not the
 // device's want of memory: eviction would not help.
-func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
+func evictFor(s *Scope, size int64, err error) (scope.Ref, int64, error) {
 	if !evictionHelps(err, size) {
-		return scope.Ref{}, err
+		return scope.Ref{}, poolOOMs(err), err
 	}
 	self := func(x *Scope, _ *evictState) bool { return x == s }
 	e := &s.dev.evict
@@ -331,14 +331,12 @@ func evictFor(s *Scope, size int64, err error) (scope.Ref, error) {
 	for e.evictOne(s.dev, self, size) {
 		ref, err2 := s.s.Alloc(size)
 		if err2 == nil || !isOutOfMemory(err2) {
-			e.settle(failed, err2 == nil)
-			return ref, err2
+			return ref, e.settle(failed, err2 == nil), err2
 		}
 		err = err2
 		failed += poolOOMs(err2)
 	}
-	e.settle(failed, false)
-	return scope.Ref{}, err
+	return scope.Ref{}, e.settle(failed, false), err
 }
 
 // poolOOMs returns 1 where the pool counted err as one of its
@@ -354,16 +352,18 @@ func poolOOMs(err error) int64 {
 // settle counts what became of a request that evicted scopes after the
 // pool counted failed of its attempts out of memory: served by the room
 // eviction made, it ran out of memory none of those times; failing all
-// the same, once.
-func (e *evictor) settle(failed int64, served bool) {
+// the same, once. It returns the counts it left: 0 or 1.
+func (e *evictor) settle(failed int64, served bool) (left int64) {
 	if served {
 		e.served.Add(1)
-	} else {
+	} else if failed > 0 {
 		failed-- // the request's own out-of-memory, which stays counted
+		left = 1
 	}
 	if failed > 0 {
 		e.absorbed.Add(failed)
 	}
+	return left
 }
 
 // reserveEvicting opens the scope of options so, whose reservation found

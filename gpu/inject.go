@@ -1,6 +1,9 @@
 package gpu
 
-import "github.com/gpuscope/gpuscope/internal/prefixed"
+import (
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+	"github.com/gpuscope/gpuscope/pool"
+)
 
 // requestInjector is a driver that fails allocations a scope asks for
 // before the pool sees them: gputest's faulty device (gputest.OpRequest),
@@ -27,6 +30,9 @@ func (d *Device) injected(method string, size int64) error {
 //
 //go:noinline
 func (d *Device) askInjector(method string, size int64) error {
+	if size <= 0 || size > pool.MaxSize {
+		return nil // no fault for a size the pool refuses: the caller hears that instead
+	}
 	if err := d.inject.InjectRequest(method, size); err != nil {
 		return &injectedFault{err}
 	}

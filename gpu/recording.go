@@ -16,6 +16,11 @@ import (
 type Recording struct {
 	dev *Device
 
+	// stopping serializes Stop. Stop gives the device's front cache back
+	// (holdFront) under it and not under mu: the cache's owner may hold its
+	// own lock while a free it makes reaches note, which takes mu.
+	stopping sync.Mutex
+
 	mu      sync.Mutex // protects the fields below
 	w       *trace.Writer
 	err     error
@@ -73,15 +78,22 @@ func (r *Recording) note(ctx context.Context, alloc bool, b pool.Block) {
 // error writing it met. Stop is idempotent, and touches only its own
 // recording: a second Stop leaves the device's next recording running.
 func (r *Recording) Stop() error {
+	r.stopping.Lock()
+	defer r.stopping.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.stopped {
-		r.stopped = true
+	first := !r.stopped
+	r.stopped = true
+	r.mu.Unlock()
+	if first {
 		// Only the first Stop clears the device's observer, and no other
 		// recording can start before the swap below: the observer is ours.
 		r.dev.pool.Observe(nil)
 		r.dev.holdFront(false)
 		r.dev.recording.CompareAndSwap(r, nil)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if first {
 		if err := r.w.Flush(); r.err == nil {
 			r.err = err
 		}

@@ -111,6 +111,11 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		}
 	}
 	h, err := d.tree.Open(ctx, scope.Scope{}, so)
+	if err != nil && o.reserve > 0 && isOutOfMemory(err) && d.flushFront() {
+		// What a library freed and its cache held may make room.
+		d.evict.absorbed.Add(poolOOMs(err)) // one reservation, one count: the retry's
+		h, err = d.tree.Open(ctx, scope.Scope{}, so)
+	}
 	if err != nil && o.reserve > 0 {
 		h, err = reserveEvicting(ctx, d, so, err)
 	}
@@ -214,37 +219,61 @@ func (s *Scope) Alloc(size int64) (Buffer, error) {
 	if s.s.Inherited().Wait {
 		return allocWaiting(s, size)
 	}
-	return s.allocOnce(size)
+	b, _, err := s.allocOnce(size)
+	return b, err
 }
 
-func (s *Scope) allocOnce(size int64) (Buffer, error) {
+// allocOnce is one attempt of Alloc's. It also returns how many
+// out-of-memory errors of the pool's it left counted in Stats.OOMs: 0 or
+// 1, whatever error it returns (allocWaiting counts an allocation once).
+func (s *Scope) allocOnce(size int64) (Buffer, int64, error) {
 	ref, err := s.s.Alloc(size)
-	if err != nil && isOutOfMemory(err) && s.dev.flushFront() {
-		// What a library freed and its cache held may make room.
-		s.dev.evict.absorbed.Add(poolOOMs(err)) // one allocation, one count: the retry's
-		ref, err = s.s.Alloc(size)
-	}
-	if err != nil && isOutOfMemory(err) && s.dev.evict.has.Load() {
-		ref, err = evictFor(s, size, err)
+	left := int64(0)
+	if err != nil {
+		ref, left, err = s.afterOutOfMemory(size, err)
 	}
 	if err != nil {
 		if cause := s.evictedErr(); cause != nil {
-			return Buffer{}, cause
+			return Buffer{}, left, cause
 		}
 		if isOutOfMemory(err) {
-			return Buffer{}, outOfMemory(s.dev, s.s.Path(), size, err)
+			return Buffer{}, left, outOfMemory(s.dev, s.s.Path(), size, err)
 		}
-		return Buffer{}, deviceError(err)
+		return Buffer{}, left, deviceError(err)
 	}
 	if s.s.Inherited().Zeroed {
 		// On the memory's stream: work its previous owner queued there may
 		// still write to it, and must land before the zeros.
 		zero := func(ptr, stream uintptr) error { return s.dev.drv.Memset(ptr, 0, size, stream) }
 		if err := ref.WithPtr(0, zero); err != nil {
-			return Buffer{}, deviceError(errors.Join(prefixed.Wrap("gpu", err, "zeroing %d bytes", size), s.s.Free(ref)))
+			return Buffer{}, 0, deviceError(errors.Join(prefixed.Wrap("gpu", err, "zeroing %d bytes", size), s.s.Free(ref)))
 		}
 	}
-	return Buffer{dev: s.dev, ref: ref, size: size}, nil
+	return Buffer{dev: s.dev, ref: ref, size: size}, 0, nil
+}
+
+// afterOutOfMemory tries again where the first attempt of an allocation
+// failed with err: after the cache in front of the pool gave back what it
+// held, and after evicting idle evictable scopes. It returns the last
+// attempt's result and the pool's out-of-memory errors it left counted.
+func (s *Scope) afterOutOfMemory(size int64, err error) (scope.Ref, int64, error) {
+	left := poolOOMs(err)
+	if !isOutOfMemory(err) {
+		return scope.Ref{}, left, err
+	}
+	var ref scope.Ref
+	if s.dev.flushFront() {
+		// What a library freed and its cache held may make room.
+		s.dev.evict.absorbed.Add(left) // one allocation, one count: the retry's
+		if ref, err = s.s.Alloc(size); err == nil {
+			return ref, 0, nil
+		}
+		left = poolOOMs(err)
+	}
+	if isOutOfMemory(err) && s.dev.evict.has.Load() {
+		return evictFor(s, size, err)
+	}
+	return ref, left, err
 }
 
 // Free releases b before the scope ends, back to the pool.

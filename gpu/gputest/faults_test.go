@@ -396,3 +396,19 @@ func TestLeaksMdQuotesTheInjectedErrorsTheCodePrints(t *testing.T) {
 	require.ErrorIs(t, err, gputest.ErrInjected)
 	assert.Contains(t, text, "`"+err.Error()+"`", "a request's fault, as leaks.md quotes it")
 }
+
+// A size the pool refuses is refused as such on a faulty device too: it is
+// not a request, and the fault stays for the next one.
+func TestAnInvalidSizeTakesNoInjectedFault(t *testing.T) {
+	dev, faults := openFaulty(t)
+	faults.FailNth(gputest.OpRequest, 1)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(-1)
+		assert.ErrorIs(t, err, gpu.ErrInvalidSize)
+		assert.NotErrorIs(t, err, gputest.ErrInjected)
+		_, err = s.Alloc(1 << 20)
+		assert.ErrorIs(t, err, gputest.ErrInjected, "the fault waited for this request")
+		return nil
+	})
+	require.NoError(t, err)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -204,4 +205,43 @@ func TestWhatTheFrontCacheHoldsIsFreedWhenItMatters(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, Free(0, q, -1, 0))
 	assert.Zero(t, activeBlocks(t))
+}
+
+// A recording's Stop and a scope's End that frees what the library left
+// run at once without waiting on each other: End holds the device's lock
+// while its frees reach the recording, and Stop gives the front cache back,
+// which takes that lock; Stop did so under the recording's own lock.
+func TestARecordingStopsWhileAScopeEnds(t *testing.T) {
+	d := hostDevice(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 3000 {
+			var recorded bytes.Buffer
+			rec, err := d.gpu.StartRecording(&recorded)
+			if !assert.NoError(t, err) {
+				return
+			}
+			id, err := Begin(0, "torch")
+			if !assert.NoError(t, err) {
+				return
+			}
+			for range 64 {
+				_, err := Alloc(0, 4096, 0)
+				if !assert.NoError(t, err) {
+					return
+				}
+			}
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); assert.NoError(t, End(id, true)) }()
+			go func() { defer wg.Done(); assert.NoError(t, rec.Stop()) }()
+			wg.Wait()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a deadlock, not a slow machine: 3000 rounds take a few seconds
+		t.Fatal("Stop and End wait on each other")
+	}
 }

@@ -10,12 +10,12 @@ import (
 )
 
 // opening is what Open has taken for a node that may yet fail to open, so
-// that one undo gives it all back: the bytes charged, and the reservation's
-// block, which reserve records on the node as soon as the pool returns it.
+// that one undo gives it all back: the reservation's block and the bytes
+// charged for it, which reserve records on the node as soon as the pool
+// returns it.
 type opening struct {
-	tree    *Tree
-	n       *node
-	charged int64 // bytes charged against the scope and its ancestors
+	tree *Tree
+	n    *node
 }
 
 // newRegion makes a reservation's region over its block: pool.NewRegion,
@@ -35,7 +35,6 @@ func (op *opening) reserve(size int64) error {
 	if err != nil {
 		return prefixed.About(n.pathName(), "scope", err, "reserving %s for scope %q", units.FormatBytes(size), n.pathName())
 	}
-	op.charged = c.charged
 	n.reservationBlock, n.reserved = &b, c.charged // before any step that can fail: undo frees it
 	r, err := newRegion(b.Ptr(), c.charged)
 	if err != nil {
@@ -49,10 +48,8 @@ func (op *opening) reserve(size int64) error {
 // joined with any error from giving memory back.
 func (op *opening) undo(err error) error {
 	n := op.n
-	if op.charged > 0 {
-		n.uncharge(op.charged, nil)
-	}
 	if n.reservationBlock != nil {
+		n.uncharge(n.reserved, nil)
 		err = errors.Join(err, op.tree.pool.Free(*n.reservationBlock))
 	}
 	op.tree.discard(n)

@@ -51,8 +51,14 @@ var tokens atomic.Uint64
 func (d *device) setCurrent(r *record) {
 	d.frontOff()
 	d.current.Store(r)
+	d.frontOn(r.tok)
+}
+
+// frontOn turns d's front cache on, empty, for the scope of token tok,
+// unless a recording holds it off. Called with it off.
+func (d *device) frontOn(tok uint64) {
 	if front != nil && !d.held.Load() {
-		front.Reset(d.index, r.tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
+		front.Reset(d.index, tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
 	}
 }
 
@@ -64,8 +70,8 @@ func (d *device) holdFront(on bool) {
 	d.held.Store(on)
 	if on {
 		d.frontOff()
-	} else if front != nil {
-		front.Reset(d.index, d.current.Load().tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
+	} else {
+		d.frontOn(d.current.Load().tok)
 	}
 }
 

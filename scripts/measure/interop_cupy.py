@@ -58,6 +58,16 @@ def run(plan, digest=None):
     cupy.cuda.Device().synchronize()
 
 
+def timed(plan, passes):
+    """Runs plan passes times and returns each pass's seconds."""
+    times = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        run(plan)
+        times.append(time.perf_counter() - t)
+    return times
+
+
 class PoolPeak(cupy.cuda.memory_hook.MemoryHook):
     """Reads the pool's reserved bytes after each allocation: the pool grows
     only there, so the most it reads is the peak."""
@@ -92,20 +102,12 @@ def main():
         peak = PoolPeak(pool)
         with peak:
             run(plan, digest)
-        times = []
-        for _ in range(a.passes):
-            t = time.perf_counter()
-            run(plan)
-            times.append(time.perf_counter() - t)
+        times = timed(plan, a.passes)
         peak_reserved = max(peak.peak, pool.total_bytes())
     else:
         with gs.scope("cupy"):
             run(plan, digest)
-            times = []
-            for _ in range(a.passes):
-                t = time.perf_counter()
-                run(plan)
-                times.append(time.perf_counter() - t)
+            times = timed(plan, a.passes)
         peak_reserved = gs.stats()["peak_reserved"]
     print(json.dumps({
         "mode": a.mode,

@@ -19,20 +19,7 @@ out=.dev-ab
 build() {
   local base=$1 tmp
   eval "$(scripts/cuda-sdk.sh)"
-  scripts/gpu-test.sh build
-  # The suite keeps the packages whose tests reach the CUDA driver: the
-  # others run the same with or without it, in CI, and would only make the
-  # carry larger.
-  local name dir
-  while read -r name dir; do
-    # grep reads all of go list's output: with -q it would stop at the
-    # match, and go list, cut off, would fail the pipeline (pipefail).
-    if go list -tags cuda -test -deps "./$dir" | grep -x 'github.com/gpuscope/gpuscope/gpu/cuda' >/dev/null; then
-      echo "$name $dir"
-    else
-      rm -f ".gpubin/$name.gz"
-    fi
-  done <.gpubin/tests.txt >.gpubin/tests.cuda && mv .gpubin/tests.cuda .gpubin/tests.txt
+  scripts/gpu-test.sh build # the packages with files for the GPU: the others run in CI
   rm -rf "$out" && mkdir -p "$out/bin"
   tmp=$(mktemp -d)
   git worktree add -f "$tmp/base" "$base" >/dev/null

@@ -296,7 +296,7 @@ func (p *Pool) Free(b Block) error {
 	sh.mu.Unlock()
 	switch {
 	case usedElsewhere:
-		return p.streams.freeAfterEvents(blk)
+		return p.freeUsedElsewhere(blk)
 	case !cache:
 		p.mu.Lock()
 		p.arenas.of(blk.seg).release(blk) // both inline: no call before the free set
@@ -306,6 +306,20 @@ func (p *Pool) Free(b Block) error {
 		return p.afterFree()
 	}
 	return nil
+}
+
+// freeUsedElsewhere holds blk, freed, until the work of the other streams
+// that used it has completed. After Close nothing else looks at the blocks
+// held, so it gives back then what it can. Kept out of line: inlined, its
+// errors.Join grows Free's frame.
+//
+//go:noinline
+func (p *Pool) freeUsedElsewhere(blk *block) error {
+	err := p.streams.freeAfterEvents(blk)
+	if p.closed.Load() {
+		return errors.Join(err, p.afterFree())
+	}
+	return err
 }
 
 // afterFree gives memory back where a free leaves too much cached: all of

@@ -173,6 +173,29 @@ func TestClosedPool(t *testing.T) {
 	assert.NoError(t, p.Close(), "Close is idempotent")
 }
 
+// A block used on another stream and freed after Close is released as
+// any other freed after Close: its free leaves it pending for the stream's
+// event, and after Close nothing else looks at the pending blocks.
+func TestABlockUsedOnAnotherStreamAndFreedAfterCloseIsReleased(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		src := sim.New(0, 0)
+		var s pool.Source = src
+		if plain {
+			s = src.Plain()
+		}
+		p, err := pool.New(s)
+		require.NoError(t, err)
+		b, err := p.Alloc(23128)
+		require.NoError(t, err)
+		require.NoError(t, p.RecordUse(b, 7))
+		require.Error(t, p.Close(), "closing with a live block is reported")
+		require.NoError(t, p.Free(b), "a block freed after Close is released")
+		require.Zero(t, p.Stats().Reserved, "plain %v", plain)
+		allocs, handles, reserves, events := src.Live()
+		require.Zero(t, allocs+handles+reserves+events, "plain %v: left at the source", plain)
+	}
+}
+
 func TestSourceErrorsThatAreNotOOMPassThrough(t *testing.T) {
 	boom := errors.New("device lost")
 	p := newPool(t, failingSource{err: boom})

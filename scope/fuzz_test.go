@@ -58,12 +58,11 @@ const (
 )
 
 type fresource struct {
-	o            scope.Owned
-	owner        int
-	disowned     bool
-	ended        bool // its scope ended it
-	end, final   atomic.Int32
-	endedInOrder bool
+	o          scope.Owned
+	owner      int
+	disowned   bool
+	ended      bool // its scope ended it
+	end, final atomic.Int32
 }
 
 type scopeFuzz struct {
@@ -613,8 +612,7 @@ func (z *scopeFuzz) live(i int) int64 {
 
 func (z *scopeFuzz) check(step int) {
 	t := z.t
-	var allocs []int
-	allocs = make([]int, len(z.scopes))
+	allocs := make([]int, len(z.scopes))
 	for _, x := range z.refs {
 		if x.state == refLive {
 			allocs[x.owner]++

@@ -17,7 +17,10 @@ import (
 
 // library is libgpuscope.so, built once for the tests that need it, into
 // a folder TestMain removes.
-var library struct {
+var library built
+
+// built is a library built once, on first use.
+type built struct {
 	once sync.Once
 	dir  string
 	out  string
@@ -29,20 +32,29 @@ var library struct {
 // package internal/cthreads runs the same C program's calls under it.)
 func buildLibrary(t *testing.T) string {
 	t.Helper()
+	return library.build(t, nil)
+}
+
+// build builds the library with the go build flags given, once, into a
+// folder of its own, and returns the folder.
+func (b *built) build(t *testing.T, env []string, flags ...string) string {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("the shared library's tests run on Linux")
 	}
-	library.once.Do(func() {
-		if library.dir, library.err = os.MkdirTemp("", "libgpuscope"); library.err != nil {
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "libgpuscope"); b.err != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(library.dir, "libgpuscope.so"), ".")
+		args := append([]string{"build", "-buildmode=c-shared"}, flags...)
+		cmd := exec.Command("go", append(args, "-o", filepath.Join(b.dir, "libgpuscope.so"), ".")...)
+		cmd.Env = append(os.Environ(), env...)
 		var out []byte
-		out, library.err = cmd.CombinedOutput()
-		library.out = string(out)
+		out, b.err = cmd.CombinedOutput()
+		b.out = string(out)
 	})
-	require.NoError(t, library.err, "%s", library.out)
-	return library.dir
+	require.NoError(t, b.err, "%s", b.out)
+	return b.dir
 }
 
 // buildC compiles testdata/name.c against the library in dir and returns
@@ -80,25 +92,78 @@ func TestCThreads(t *testing.T) {
 }
 
 // TestExportsMatchTheHeader checks that the library exports exactly the
-// gpuscope_ functions gpuscope.h declares.
+// functions gpuscope.h declares, and no other dynamic symbol: not cgo's
+// and the Go runtime's, not gpu/capi's crossings into Go, not
+// gorgonia.org/cu's (a -tags cuda build). exports.so, the linker's version
+// script, hides them.
 func TestExportsMatchTheHeader(t *testing.T) {
-	dir := buildLibrary(t)
 	header, err := os.ReadFile("gpuscope.h")
 	require.NoError(t, err)
 	var declared []string
 	for _, m := range regexp.MustCompile(`\b(gpuscope_\w+)\(`).FindAllStringSubmatch(string(header), -1) {
 		declared = append(declared, m[1])
 	}
-	var exported []string
+	slices.Sort(declared)
+	require.NotEmpty(t, declared)
+
+	t.Run("the host build exports the header's names and nothing else", func(t *testing.T) {
+		require.Equal(t, declared, exports(t, buildLibrary(t)))
+	})
+	t.Run("the cuda build exports the header's names and nothing else", func(t *testing.T) {
+		env := cudaSDK(t)
+		require.Equal(t, declared, exports(t, cudaLibrary.build(t, env, "-tags", "cuda")))
+	})
+}
+
+// cudaLibrary is libgpuscope.so built with -tags cuda, for
+// TestExportsMatchTheHeader.
+var cudaLibrary built
+
+// exports returns the names of every symbol that the library in dir
+// defines in its dynamic symbol table, functions and data, sorted.
+func exports(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
 	for _, line := range strings.Split(run(t, "", "nm", "-D", "--defined-only", filepath.Join(dir, "libgpuscope.so")), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && strings.HasPrefix(f[2], "gpuscope_") {
-			exported = append(exported, f[2])
+		if f := strings.Fields(line); len(f) == 3 {
+			names = append(names, f[2])
 		}
 	}
-	slices.Sort(declared)
-	slices.Sort(exported)
-	require.NotEmpty(t, declared)
-	require.Equal(t, declared, exported)
+	slices.Sort(names)
+	return names
+}
+
+// cudaSDK returns the environment that a -tags cuda build needs to find
+// cuda.h and a libcuda.so to link against: none where CGO_CFLAGS names a
+// folder with cuda.h (eval "$(scripts/cuda-sdk.sh)", as CI does), else
+// the repository's .cuda-sdk that scripts/cuda-sdk.sh fetched, else the
+// CUDA toolkit's /usr/local/cuda. It skips the test where none is here.
+func cudaSDK(t *testing.T) []string {
+	t.Helper()
+	for _, f := range strings.Fields(os.Getenv("CGO_CFLAGS")) {
+		if dir, ok := strings.CutPrefix(f, "-I"); ok && exists(filepath.Join(dir, "cuda.h")) {
+			return nil
+		}
+	}
+	for _, sdk := range []struct{ inc, lib string }{
+		{filepath.Join("..", "..", ".cuda-sdk", "include"), filepath.Join("..", "..", ".cuda-sdk", "lib")},
+		{"/usr/local/cuda/include", "/usr/local/cuda/lib64/stubs"},
+	} {
+		if exists(filepath.Join(sdk.inc, "cuda.h")) {
+			inc, err := filepath.Abs(sdk.inc)
+			require.NoError(t, err)
+			lib, err := filepath.Abs(sdk.lib)
+			require.NoError(t, err)
+			return []string{"CGO_CFLAGS=-I" + inc, "CGO_LDFLAGS=-L" + lib}
+		}
+	}
+	t.Skip(`no cuda.h here: eval "$(scripts/cuda-sdk.sh)" fetches it (CI does)`)
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // TestPairBenchRuns builds testdata/pair_bench.c, the pair timed from C,

@@ -5,9 +5,13 @@
 //
 // serves the host-memory device (device 0, for tests and CI); with
 // -tags cuda, GPU i through gpu.Open(i), opened on first use. gpuscope.h
-// declares what it exports.
+// declares what it exports, and exports.so keeps the library's dynamic
+// symbols to those (TestExportsMatchTheHeader).
 package main
 
+/*
+#cgo linux LDFLAGS: ${SRCDIR}/exports.so
+*/
 import "C"
 
 import _ "github.com/gpuscope/gpuscope/gpu/capi" // the exported functions

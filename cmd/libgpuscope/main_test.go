@@ -11,13 +11,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(removeLibrary{m})
 }
 
-// removeLibrary removes the library the tests built once they are done.
+// removeLibrary removes the libraries the tests built once they are done.
 type removeLibrary struct{ m *testing.M }
 
 func (r removeLibrary) Run() int {
 	defer func() {
-		if library.dir != "" {
-			_ = os.RemoveAll(library.dir)
+		for _, b := range []*built{&library, &cudaLibrary} {
+			if b.dir != "" {
+				_ = os.RemoveAll(b.dir)
+			}
 		}
 	}()
 	return r.m.Run()

@@ -52,6 +52,15 @@ func TestTheGuidesSnippetsAreTakenFromRunExamples(t *testing.T) {
 	assert.Empty(t, missing, "lines of guide.md's snippets that their example does not hold")
 }
 
+// interop.md's snippet of the context form is an excerpt of capi's
+// ExampleFor, which go test compiles and runs.
+func TestTheInteropSnippetIsTakenFromARunExample(t *testing.T) {
+	blocks, missing, err := excerptsMissing("..", "docs/interop.md")
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, blocks, 1, "the capi.For snippet is marked")
+	assert.Empty(t, missing, "lines of interop.md's snippet that its example does not hold")
+}
+
 func TestTheExcerptCheckFindsALineTheExampleDoesNotHold(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "ex.go"), []byte("\tx := f(1)\n\treturn x\n"), 0o644))

@@ -18,12 +18,14 @@ func ExampleFor() {
 	}
 	defer dev.Close()
 	err = gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
-		a, err := capi.For(s)
+		a, err := capi.For(s) // what the library allocates is s's; once s ends, calls through a fail
 		if err != nil {
 			return err
 		}
-		// Through cgo, for instance:
-		//	C.lib_set_allocator(a.Ctx, (C.alloc_fn)(a.Alloc), (C.free_fn)(a.Free))
+		// void *alloc(void *ctx, size_t size, cudaStream_t stream);
+		// void free(void *ctx, void *ptr, size_t size, cudaStream_t stream);
+		// Through cgo, in the file that declares the library's functions:
+		// C.lib_set_allocator(a.Ctx, (*[0]byte)(a.Alloc), (*[0]byte)(a.Free))
 		fmt.Println(a.Ctx != nil, a.Alloc != nil, a.Free != nil)
 		return nil
 	}, gpu.Name("onnx"))

@@ -33,6 +33,14 @@ def verdict(ok):
     return "met" if ok else "MISSED"
 
 
+def lacking(m, modes):
+    """The verdict for a comparison of modes where one of them has no runs
+    in m, or None where all have: a target is met only on runs of every
+    mode it compares."""
+    gone = [k for k in modes if not m.get(k)]
+    return f"MISSED: no runs of {', '.join(gone)}" if gone else None
+
+
 def gb(n):
     return f"{n / 1e9:.3f} GB"
 
@@ -67,15 +75,19 @@ def paired(m, a, b, key):
     return [(k, ra[k] / rb[k]) for k in ra if k in rb and k is not None]
 
 
+TORCH_MODES = ("native", "expandable", "gpuscope")
+
+
 def torch_report(rows):
     if not rows:
-        return ["PyTorch: no results -> NOT RUN"]
+        return ["PyTorch: no results -> MISSED (NOT RUN)"]
     m = by(rows, "mode")
     out = ["PyTorch: transformer training, dynamic sequence lengths"]
     ref = rows[0]["losses"]
     same = all(r["losses"] == ref for r in rows)
-    out.append(f"  losses of {len(ref)} steps, {len(rows)} runs ({', '.join(f'{k} x{len(v)}' for k, v in m.items())}): "
-               f"bit for bit the same: {same} -> {verdict(same)}")
+    counts = ", ".join(f"{k} x{len(m.get(k, []))}" for k in TORCH_MODES)
+    out.append(f"  losses of {len(ref)} steps, {len(rows)} runs ({counts}): "
+               f"bit for bit the same: {same} -> {lacking(m, TORCH_MODES) or verdict(same)}")
     if not same:
         for k, v in m.items():
             first = next((i for i, (a, b) in enumerate(zip(v[0]['losses'], ref)) if a != b), None)
@@ -87,7 +99,10 @@ def torch_report(rows):
     out += timings(m, "step_ms", "ms", "step")
     for k in m:
         out.append(f"  {k:10s} peak reserved {gb(peak[k])}   peak allocated {gb(alloc[k])}")
-    if "gpuscope" in step and "native" in step:
+    gone = lacking(m, ("gpuscope", "native"))
+    if gone:
+        out.append(f"  step time gpuscope / native, medians: (target <= 1.02) -> {gone}")
+    else:
         ratio = step["gpuscope"] / step["native"]
         out.append(f"  step time gpuscope / native, medians: {ratio:.4f} (target <= 1.02) -> {verdict(ratio <= 1.02)}")
         pr = paired(m, "gpuscope", "native", "step_ms")
@@ -95,27 +110,38 @@ def torch_report(rows):
             out.append("    the same within each round: " + ", ".join(f"{x:.4f}" for _, x in pr))
         if len(m["native"]) > 1:
             out.append(f"    native's own spread: {spread([r['step_ms'] for r in m['native']]):.1f}%")
-    if {"gpuscope", "native", "expandable"} <= peak.keys():
+    gone = lacking(m, TORCH_MODES)
+    if gone:
+        out.append(f"  peak reserved gpuscope vs the smaller of native and expandable -> {gone}")
+    else:
         floor = min(peak["native"], peak["expandable"])
         out.append(f"  peak reserved gpuscope {gb(peak['gpuscope'])} vs the smaller of native and expandable {gb(floor)} "
                    f"-> {verdict(peak['gpuscope'] <= floor)}")
     return out
 
 
+CUPY_MODES = ("pool", "gpuscope")
+
+
 def cupy_report(rows):
     if not rows:
-        return ["CuPy: no results -> NOT RUN"]
+        return ["CuPy: no results -> MISSED (NOT RUN)"]
     m = by(rows, "mode")
     out = ["CuPy: matrix products and FFTs of varying sizes"]
     same = len({r["digest"] for r in rows}) == 1
-    out.append(f"  results of {rows[0]['ops']} operations, {len(rows)} runs: bit for bit the same: {same} -> {verdict(same)}")
+    gone = lacking(m, CUPY_MODES)
+    out.append(f"  results of {rows[0]['ops']} operations, {len(rows)} runs "
+               f"({', '.join(f'{k} x{len(m.get(k, []))}' for k in CUPY_MODES)}): bit for bit the same: {same} -> {gone or verdict(same)}")
     t = {k: statistics.median(r["pass_ms_min"] for r in v) for k, v in m.items()}
     peak = {k: max(r["peak_reserved"] for r in v) for k, v in m.items()}
     out.append("  time of a pass: each process's fastest, in the order run")
     out += timings(m, "pass_ms_min", "ms", "pass")
     for k in m:
         out.append(f"  {k:10s} peak reserved {gb(peak[k])}")
-    if {"gpuscope", "pool"} <= t.keys():
+    if gone:
+        out.append(f"  time gpuscope / pool, medians: (target <= 1.02) -> {gone}")
+        out.append(f"  peak reserved gpuscope vs pool -> {gone}")
+    else:
         ratio = t["gpuscope"] / t["pool"]
         out.append(f"  time gpuscope / pool, medians: {ratio:.4f} (target <= 1.02) -> {verdict(ratio <= 1.02)}")
         out.append(f"  peak reserved gpuscope {gb(peak['gpuscope'])} vs pool {gb(peak['pool'])} -> {verdict(peak['gpuscope'] <= peak['pool'])}")
@@ -162,33 +188,45 @@ def last_line(path):
     return f" (stderr: {given[-1]})" if given else ""
 
 
+SIZES = (256, 1 << 20, 64 << 20)  # the sizes interop_pair.cpp and interop_pyalloc.py time
+
+
 def pair_report(rows):
     if not rows:
-        return ["Allocation + free from C/C++: no results -> NOT RUN"]
+        return ["Allocation + free from C/C++: no results -> MISSED (NOT RUN)"]
     out = ["Allocation + free from C/C++ (ns per pair, median of rounds, [min, max])"]
-    sizes = sorted({r["size"] for r in rows})
-    for s in sizes:
-        at = {r["allocator"]: r for r in rows if r["size"] == s}
-        row = "   ".join(f"{k} {v['median_ns']:.1f} [{v['min_ns']:.1f}, {v['max_ns']:.1f}]" for k, v in at.items())
+    for s in SIZES:
+        at = {r["allocator"]: [r] for r in rows if r["size"] == s}
+        row = "   ".join(f"{k} {v[0]['median_ns']:.1f} [{v[0]['min_ns']:.1f}, {v[0]['max_ns']:.1f}]" for k, v in at.items())
         out.append(f"  {s:>9d} B: {row}")
-        if "gpuscope" in at and "c10" in at:
-            g, c = at["gpuscope"]["median_ns"], at["c10"]["median_ns"]
+        gone = lacking(at, ("gpuscope", "c10"))
+        if gone:
+            out.append(f"             gpuscope / c10: (target <= 1) -> {gone}")
+        else:
+            g, c = at["gpuscope"][0]["median_ns"], at["c10"][0]["median_ns"]
             out.append(f"             gpuscope / c10: {g / c:.3f} (target <= 1) -> {verdict(g <= c)}")
     return out
 
 
 def pyalloc_report(rows):
     if not rows:
-        return ["torch.empty + del from Python: no results -> NOT RUN"]
+        return ["torch.empty + del from Python: no results -> MISSED (NOT RUN)"]
     m = by(rows, "mode")
     out = ["torch.empty + del from Python (ns per pair, median over processes of each one's median)"]
-    for s in ("256", str(1 << 20), str(64 << 20)):
+    for size in SIZES:
+        s = str(size)
         med = {k: statistics.median(r[s]["median_ns"] for r in v) for k, v in m.items()}
-        out.append(f"  {int(s):>9d} B: " + "   ".join(f"{k} {v:.0f}" for k, v in med.items()))
-        if {"gpuscope", "freelist"} <= med.keys():
+        out.append(f"  {size:>9d} B: " + "   ".join(f"{k} {v:.0f}" for k, v in med.items()))
+        gone = lacking(m, ("gpuscope", "freelist"))
+        if gone:
+            out.append(f"             gpuscope / freelist: (target <= 1.10) -> {gone}")
+        else:
             r = med["gpuscope"] / med["freelist"]
             out.append(f"             gpuscope / freelist: {r:.3f} (target <= 1.10) -> {verdict(r <= 1.10)}")
-        if "native" in med:
+        gone = lacking(m, ("native",))
+        if gone:
+            out.append(f"             against native: -> {gone}")
+        else:
             out.append("             against native: " + "   ".join(f"{k} {med[k] / med['native']:.3f}" for k in med if k != "native"))
     return out
 
@@ -203,7 +241,7 @@ def report(d):
         out += part + [""]
     both = lines(f"{d}/both.txt")
     if not both:
-        out.append("PyTorch and CuPy on one pool: no result -> NOT RUN")
+        out.append("PyTorch and CuPy on one pool: no result -> MISSED (NOT RUN)")
     else:
         r = both[0]
         out.append(f"PyTorch and CuPy on one pool: cap {gb(r['cap'])}, peak reserved {gb(r['peak_reserved'])}: "

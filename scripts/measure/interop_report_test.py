@@ -24,6 +24,20 @@ def streams_row(mode, landed, busy=True, calls=None, failures=0):
             "c_failures": failures}
 
 
+def cupy_row(mode, rnd, t, digest="d"):
+    return {"mode": mode, "round": rnd, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,
+            "peak_reserved": {"pool": 2e9, "gpuscope": 1e9}[mode], "digest": digest}
+
+
+def pair_row(allocator, size, ns):
+    return {"allocator": allocator, "size": size, "pairs": 1000, "rounds": 7, "median_ns": ns, "min_ns": ns, "max_ns": ns}
+
+
+def pyalloc_row(mode, ns):
+    return {"mode": mode, "pairs": 100, "rounds": 3,
+            **{str(s): {"median_ns": ns, "min_ns": ns, "max_ns": ns} for s in (256, 1 << 20, 64 << 20)}}
+
+
 class Report(unittest.TestCase):
     def logs(self, files):
         d = tempfile.mkdtemp()
@@ -89,6 +103,47 @@ class Report(unittest.TestCase):
             self.assertIn("NOT RUN", self.line(out, start))
         self.assertIn("exited 124", self.line(out, "torch.jsonl: exited"))
         self.assertIn("round 2 of 3", self.line(out, "cupy.jsonl"))
+
+    def test_pytorch_without_a_modes_runs_is_missed(self):
+        # gpuscope's processes gave nothing: every verdict that compares it
+        # is MISSED, not met on what the other modes alone showed.
+        rows = [torch_row("native", 0, 100.0), torch_row("expandable", 0, 101.0)]
+        out = self.logs({"torch.jsonl": rows})
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "losses of 2 steps"))
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "step time gpuscope / native"))
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "peak reserved gpuscope"))
+        out = self.logs({"torch.jsonl": [torch_row("native", 0, 100.0), torch_row("gpuscope", 0, 100.0)]})
+        self.assertIn("-> met", self.line(out, "step time gpuscope / native"))
+        self.assertIn("MISSED: no runs of expandable", self.line(out, "losses of 2 steps"))
+        self.assertIn("MISSED: no runs of expandable", self.line(out, "peak reserved gpuscope"))
+
+    def test_cupy_without_a_modes_runs_is_missed(self):
+        rows = [cupy_row("pool", 0, 10.0), cupy_row("pool", 1, 10.5)]
+        out = self.logs({"cupy.jsonl": rows})
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "results of 4 operations"))
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "time gpuscope / pool"))
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "peak reserved gpuscope"))
+
+    def test_the_pair_from_c_without_gpuscope_or_c10_is_missed(self):
+        rows = [pair_row(a, s, 40.0) for a in ("c10", "freelist") for s in (256, 1 << 20, 64 << 20)]
+        rows += [pair_row("gpuscope", 256, 30.0)]
+        out = self.logs({"pair.jsonl": rows})
+        verdicts = [x for x in out if "gpuscope / c10" in x]
+        self.assertEqual(3, len(verdicts), "\n".join(out))
+        self.assertIn("0.750 (target <= 1) -> met", verdicts[0])
+        for v in verdicts[1:]:
+            self.assertIn("MISSED: no runs of gpuscope", v)
+        out = self.logs({"pair.jsonl": [pair_row("gpuscope", s, 30.0) for s in (256, 1 << 20, 64 << 20)]})
+        self.assertEqual(3, sum("MISSED: no runs of c10" in x for x in out), "\n".join(out))
+
+    def test_the_pair_from_python_without_gpuscope_or_freelist_is_missed(self):
+        out = self.logs({"pyalloc.jsonl": [pyalloc_row("native", 900.0), pyalloc_row("freelist", 1000.0)]})
+        self.assertEqual(3, sum("gpuscope / freelist" in x and "MISSED: no runs of gpuscope" in x for x in out), "\n".join(out))
+        out = self.logs({"pyalloc.jsonl": [pyalloc_row("native", 900.0), pyalloc_row("gpuscope", 1000.0)]})
+        self.assertEqual(3, sum("gpuscope / freelist" in x and "MISSED: no runs of freelist" in x for x in out), "\n".join(out))
+        out = self.logs({"pyalloc.jsonl": [pyalloc_row("freelist", 1000.0), pyalloc_row("gpuscope", 1050.0)]})
+        self.assertEqual(3, sum("1.050 (target <= 1.10) -> met" in x for x in out), "\n".join(out))
+        self.assertEqual(3, sum("against native" in x and "MISSED: no runs of native" in x for x in out), "\n".join(out))
 
     def test_cupy_time_is_of_the_medians(self):
         rows = [{"mode": m, "round": r, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,

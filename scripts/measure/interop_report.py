@@ -150,28 +150,37 @@ def cupy_report(rows):
 
 def streams_report(rows, err):
     """record_stream: the wired run's late write must land in no new tensor,
-    while the side stream was still busy; the unwired control shows that the
-    check can fail."""
+    while the side stream was still busy; the unwired control must show
+    the write landing, or the check has not shown that it can fail and the
+    wired run's pass proves nothing."""
     out = ["record_stream through PyTorch's hook (interop_streams.py)"]
     got = {r["mode"]: r for r in rows if "late_write_landed_in_a_new_tensor" in r}
     w, u = got.get("wired"), got.get("unwired")
     if w is None:
-        out.append(f"  wired: no result -> NOT RUN{last_line(err)}")
+        out.append(f"  wired: no result -> MISSED, NOT RUN{last_line(err)}")
     else:
+        busy = w["side_stream_busy_after_the_allocations"]
+        after_del = w.get("side_stream_busy_after_the_del")
+        when = ("" if after_del is None else f"{'busy' if after_del else 'DONE'} after the del, ") + \
+            f"{'busy' if busy else 'DONE'} after the allocations"
         out.append(f"  wired: {w['record_stream_calls']} record_stream calls reached gpuscope; the side stream was "
-                   f"{'busy' if w['side_stream_busy_after_the_allocations'] else 'DONE'} after the allocations ({w['allocations_ms']:.1f} ms); "
+                   f"{when} ({w['allocations_ms']:.1f} ms); "
                    f"its late write landed in a new tensor: {w['late_write_landed_in_a_new_tensor']}; c_failures {w['c_failures']}")
         if w["late_write_landed_in_a_new_tensor"]:
             v = "MISSED: memory recorded on the side stream was reused before its work ran"
-        elif not w["side_stream_busy_after_the_allocations"]:
-            v = "INCONCLUSIVE: the side stream had finished before the allocations did"
         elif w["record_stream_calls"] < 1 or w["c_failures"]:
             v = "MISSED: the hook did not reach gpuscope, or gpuscope refused it"
+        elif not busy:
+            v = "INCONCLUSIVE: the side stream had finished before the allocations did"
+        elif u is None:
+            v = "INCONCLUSIVE: the control gave no result, so nothing shows that the check can fail"
+        elif not u["late_write_landed_in_a_new_tensor"]:
+            v = "INCONCLUSIVE: the control's late write did not land, so nothing shows that the check can fail"
         else:
             v = "met"
         out.append(f"  -> {v}")
     if u is None:
-        out.append("  unwired (the control): no result")
+        out.append(f"  unwired (the control): no result{last_line(err)}")
     else:
         landed = u["late_write_landed_in_a_new_tensor"]
         out.append(f"  unwired (the control, record_stream dropped): the late write landed in a new tensor: {landed} -> "

@@ -94,6 +94,24 @@ class Report(unittest.TestCase):
         out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]})
         self.assertIn("did NOT show that it can fail", self.line(out, "unwired"))
 
+    def test_record_stream_is_inconclusive_without_a_control_that_failed(self):
+        # The wired run passed, but nothing showed that the check can fail:
+        # the control's late write did not land, or the control gave no result.
+        out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]})
+        self.assertIn("INCONCLUSIVE: the control's late write did not land", self.line(out, "-> "))
+        out = self.logs({"streams.jsonl": [streams_row("wired", False)], "streams.jsonl.err": ["", "Killed"]})
+        self.assertIn("INCONCLUSIVE: the control gave no result", self.line(out, "-> "))
+        self.assertIn("no result (stderr: Killed)", self.line(out, "unwired"))
+        # A wired run that missed stays MISSED, whatever the control did.
+        out = self.logs({"streams.jsonl": [streams_row("wired", True)]})
+        self.assertIn("MISSED: memory recorded on the side stream was reused", self.line(out, "-> "))
+
+    def test_record_stream_prints_when_the_side_stream_was_busy(self):
+        row = streams_row("wired", False)
+        row["side_stream_busy_after_the_del"] = True
+        out = self.logs({"streams.jsonl": [row, streams_row("unwired", True)]})
+        self.assertIn("busy after the del, busy after the allocations", self.line(out, "wired:"))
+
     def test_what_did_not_run_says_so(self):
         out = self.logs({"streams.jsonl.err": ["", "RuntimeError: the hook did not compile"],
                          "failures.txt": ["torch.jsonl: exited 124 after 180.0 s, at its limit of 180 s: python3 x"],

@@ -24,14 +24,35 @@ wired = sys.argv[1] == "wired"
 gpuscope.use_torch(streams=wired)
 n = 64 << 20
 side = torch.cuda.Stream()
+
+
+def warm(stream):
+    """Runs every kernel the check uses once on stream, on a small tensor,
+    so that no first launch (a module loaded lazily) delays the measured
+    part: the default stream's zeroing must run while the side stream
+    still sleeps."""
+    with torch.cuda.stream(stream):
+        w = torch.empty(4096, dtype=torch.uint8, device="cuda")
+        torch.cuda._sleep(1000)
+        w.fill_(1)
+        w.zero_()
+        int(w.max())
+        del w
+
+
+warm(torch.cuda.current_stream())
+warm(side)
+torch.cuda.synchronize()
+
 x = torch.zeros(n, dtype=torch.uint8, device="cuda")
 old = x.data_ptr()
 torch.cuda.synchronize()
 with torch.cuda.stream(side):
-    torch.cuda._sleep(1 << 30)  # about half a second of the side stream
+    torch.cuda._sleep(1 << 33)  # about 4 s of the side stream (2**33 cycles at about 2 GHz)
     x.fill_(1)  # the late write
 x.record_stream(side)
 del x
+busy_after_del = not side.query()
 t = time.perf_counter()
 ys = [torch.empty(n, dtype=torch.uint8, device="cuda") for _ in range(4)]
 for y in ys:
@@ -42,6 +63,7 @@ torch.cuda.synchronize()
 print(json.dumps({
     "mode": sys.argv[1],
     "record_stream_calls": gpuscope._streams.gpuscope_torch_record_stream_calls() if gpuscope._streams else 0,
+    "side_stream_busy_after_the_del": busy_after_del,
     "side_stream_busy_after_the_allocations": busy,
     "allocations_ms": alloc_ms,
     "a_new_tensor_took_its_address": any(y.data_ptr() == old for y in ys),

@@ -217,7 +217,7 @@ if want cupy; then
   done
 fi
 if want both; then
-  part both.txt 12 120 python3 "$here/interop_both.py" $((8 << 30))
+  part both.txt 12 120 python3 "$here/interop_both.py" $((2 << 30))
 fi
 if want cublas; then
   cublas=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.[0-9]+ /{print $NF; exit}')

@@ -240,6 +240,37 @@ def pyalloc_report(rows):
     return out
 
 
+def refused(past):
+    """Whether an allocation past the cap was refused: a null pointer (the
+    allocator's NULL, which neither framework checks) or an out-of-memory
+    error."""
+    return past is not None and (past.startswith("null pointer") or "OutOfMemory" in past)
+
+
+def both_report(rows):
+    """Both frameworks on one pool under one cap: met where the cap bound
+    (the pool reserved up to within one chunk of it and not past it), an
+    allocation past it from each framework was refused, and the Summary
+    named both scopes."""
+    if not rows:
+        return ["PyTorch and CuPy on one pool: no result -> MISSED (NOT RUN)"]
+    r = rows[0]
+    torch_past = next((x["torch_past_cap"] for x in rows[1:] if "torch_past_cap" in x), None)
+    cupy_past = r.get("cupy_past_cap")
+    chunk = r.get("chunk", 0)
+    bound = r["peak_reserved"] + chunk > r["cap"]
+    why = [w for ok, w in ((bound, "the cap never bound"), (r["under_cap"], "reserved passed the cap"),
+                           (refused(cupy_past), "CuPy's allocation past the cap was not refused"),
+                           (refused(torch_past), "PyTorch's allocation past the cap was not refused"),
+                           (r["both_named"], "the Summary does not name both scopes")) if not ok]
+    out = [f"PyTorch and CuPy on one pool: cap {gb(r['cap'])}, peak reserved {gb(r['peak_reserved'])} "
+           f"({100 * r['peak_reserved'] / r['cap']:.1f}% of the cap, {r.get('filled', 0)} chunks of {chunk >> 20} MiB filled it); "
+           f"the Summary names both scopes: {r['both_named']} -> " + ("met" if not why else "MISSED: " + "; ".join(why))]
+    out.append(f"  CuPy past the cap: {cupy_past}")
+    out.append(f"  PyTorch past the cap: {torch_past if torch_past is not None else 'no result (the process ended first)'}")
+    return out
+
+
 def report(d):
     """The report of the logs in folder d, as lines: what the last run
     missed or never ran first."""
@@ -248,16 +279,7 @@ def report(d):
                  torch_report(lines(f"{d}/torch.jsonl")), pair_report(lines(f"{d}/pair.jsonl")),
                  pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl"))):
         out += part + [""]
-    both = lines(f"{d}/both.txt")
-    if not both:
-        out.append("PyTorch and CuPy on one pool: no result -> MISSED (NOT RUN)")
-    else:
-        r = both[0]
-        out.append(f"PyTorch and CuPy on one pool: cap {gb(r['cap'])}, peak reserved {gb(r['peak_reserved'])}: "
-                   f"under the cap -> {verdict(r['under_cap'])}; the Summary names both scopes -> {verdict(r['both_named'])}")
-        out.append(f"  CuPy past the cap: {r.get('cupy_past_cap')}")
-        for x in both[1:]:
-            out.append(f"  PyTorch past the cap: {x.get('torch_past_cap')}")
+    out += both_report(lines(f"{d}/both.txt"))
     if os.path.exists(f"{d}/pair_bench.txt"):
         out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
         out += ["  " + x.rstrip() for x in text(f"{d}/pair_bench.txt").splitlines() if x.strip()]

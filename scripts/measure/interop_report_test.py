@@ -38,6 +38,16 @@ def pyalloc_row(mode, ns):
             **{str(s): {"median_ns": ns, "min_ns": ns, "max_ns": ns} for s in (256, 1 << 20, 64 << 20)}}
 
 
+def both_row(**kw):
+    """interop_both.py's first JSON line, of a run whose cap bound."""
+    r = {"cap": 2 << 30, "chunk": 128 << 20, "reserved": 2.1e9, "peak_reserved": 2.1e9, "allocated": 2.0e9,
+         "filled": 8, "cupy_past_cap": "null pointer", "both_named": True, "under_cap": True}
+    r.update(kw)
+    if r["cupy_past_cap"] is None:
+        del r["cupy_past_cap"]
+    return r
+
+
 class Report(unittest.TestCase):
     def logs(self, files):
         d = tempfile.mkdtemp()
@@ -162,6 +172,30 @@ class Report(unittest.TestCase):
         out = self.logs({"pyalloc.jsonl": [pyalloc_row("freelist", 1000.0), pyalloc_row("gpuscope", 1050.0)]})
         self.assertEqual(3, sum("1.050 (target <= 1.10) -> met" in x for x in out), "\n".join(out))
         self.assertEqual(3, sum("against native" in x and "MISSED: no runs of native" in x for x in out), "\n".join(out))
+
+    def test_one_cap_over_both_frameworks_is_met_where_it_bound_and_refused(self):
+        out = self.logs({"both.txt": ["summary text", both_row(), {"torch_past_cap": "null pointer: PyTorch made a tensor of address 0"}]})
+        self.assertIn("-> met", self.line(out, "PyTorch and CuPy on one pool"))
+        self.assertIn("null pointer", self.line(out, "CuPy past the cap"))
+        self.assertIn("null pointer", self.line(out, "PyTorch past the cap"))
+        out = self.logs({"both.txt": [both_row(cupy_past_cap="OutOfMemoryError: out of memory allocating 134217728 bytes"),
+                                      {"torch_past_cap": "OutOfMemoryError: CUDA out of memory"}]})
+        self.assertIn("-> met", self.line(out, "PyTorch and CuPy on one pool"))
+
+    def test_one_cap_over_both_frameworks_that_did_not_bind_or_refuse_is_missed(self):
+        torch_refused = {"torch_past_cap": "null pointer: PyTorch made a tensor of address 0"}
+        cases = [
+            (both_row(peak_reserved=0.96e9), torch_refused, "MISSED: the cap never bound"),
+            (both_row(cupy_past_cap="allocated (the cap did not hold)"), torch_refused, "MISSED: CuPy's allocation past the cap was not refused"),
+            (both_row(cupy_past_cap=None), torch_refused, "MISSED: CuPy's allocation past the cap was not refused"),
+            (both_row(), {"torch_past_cap": "allocated (the cap did not hold)"}, "MISSED: PyTorch's allocation past the cap was not refused"),
+            (both_row(), None, "MISSED: PyTorch's allocation past the cap was not refused"),
+            (both_row(both_named=False), torch_refused, "MISSED: the Summary does not name both scopes"),
+            (both_row(under_cap=False, peak_reserved=2.2e9), torch_refused, "MISSED: reserved passed the cap"),
+        ]
+        for row, torch, want in cases:
+            out = self.logs({"both.txt": [row] + ([torch] if torch else [])})
+            self.assertIn(want, self.line(out, "PyTorch and CuPy on one pool"), row)
 
     def test_cupy_time_is_of_the_medians(self):
         rows = [{"mode": m, "round": r, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,

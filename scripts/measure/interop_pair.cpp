@@ -14,8 +14,10 @@
 // Each size is warmed by one pair, then timed in ROUNDS rounds (default 7)
 // of N pairs (default 200000); the allocators take turns within a round, so
 // that a drift of the machine touches all of them. A line gives the median
-// and the range of the rounds' nanoseconds per pair. Build and run it with
-// interop-gpu.sh, against the PyTorch wheel's c10.
+// and the range of the rounds' nanoseconds per pair, and for gpuscope's
+// rows, from gpuscope_stats around the timed pairs, how many of them the
+// front cache served and how many allocations crossed into Go. Build and
+// run it with interop-gpu.sh, against the PyTorch wheel's c10.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,13 @@ using FreeFn = void (*)(void*, ssize_t, int, void*);
 
 using BeginFn = int64_t (*)(int, const char*);
 using EndFn = int (*)(int64_t, int);
+using StatsFn = size_t (*)(int, char*, size_t);
+
+// Counters are gpuscope_stats's figures that say who served the pairs:
+// the front cache on the C side (c_front_hits), or Go (allocs).
+struct Counters {
+  long long frontHits = 0, allocs = 0, failures = 0;
+};
 
 struct Allocator {
   std::string name;
@@ -56,7 +66,24 @@ struct Allocator {
   std::vector<double> rounds;  // ns per pair, one a round, of the size timed now
   BeginFn begin = nullptr;     // gpuscope-go: its pairs run in a scope begun with the front cache off
   EndFn end = nullptr;
+  StatsFn stats = nullptr;  // gpuscope's: its counters, read around each batch of pairs
+  Counters served;          // of the size timed now
 };
+
+// number returns the integer after "key": in the JSON text, or -1.
+long long number(const char* text, const char* key) {
+  std::string pat = std::string("\"") + key + "\":";
+  const char* p = strstr(text, pat.c_str());
+  return p == nullptr ? -1 : atoll(p + pat.size());
+}
+
+// counters reads device 0's counters (outside the timed loops: reading
+// them empties the front cache).
+Counters counters(StatsFn stats) {
+  static char text[1 << 16];
+  stats(0, text, sizeof text);
+  return Counters{number(text, "c_front_hits"), number(text, "allocs"), number(text, "c_failures")};
+}
 
 void* c10Alloc(ssize_t size, int, void*) { return alloc::raw_alloc(size); }
 void c10Free(void* p, ssize_t, int, void*) { alloc::raw_delete(p); }
@@ -73,7 +100,9 @@ Allocator open(const char* name, const char* path, const char* allocName, const 
     fprintf(stderr, "interop_pair: %s lacks %s or %s\n", path, allocName, freeName);
     exit(1);
   }
-  return Allocator{name, a, f, {}};
+  Allocator out{name, a, f, {}};
+  out.stats = reinterpret_cast<StatsFn>(dlsym(lib, "gpuscope_stats"));  // null for the free list
+  return out;
 }
 
 // goPath is gpuscope's allocator a in a scope of its own, begun with the
@@ -86,7 +115,7 @@ Allocator goPath(const Allocator& a, const char* path) {
     fprintf(stderr, "interop_pair: %s lacks gpuscope_scope_begin or gpuscope_scope_end\n", path);
     exit(1);
   }
-  return Allocator{"gpuscope-go", a.alloc, a.free, {}, begin, end};
+  return Allocator{"gpuscope-go", a.alloc, a.free, {}, begin, end, a.stats};
 }
 
 // pairs times n pairs of size bytes and returns nanoseconds per pair.
@@ -148,15 +177,32 @@ int main(int argc, char** argv) {
   for (ssize_t size : {ssize_t(256), ssize_t(1) << 20, ssize_t(64) << 20}) {
     for (auto& a : as) {
       a.rounds.clear();
+      a.served = Counters{};
       pairs(a, size, 1);
     }
     for (long r = 0; r < rounds; r++)
-      for (auto& a : as) a.rounds.push_back(pairs(a, size, n));
+      for (auto& a : as) {
+        Counters before = a.stats != nullptr ? counters(a.stats) : Counters{};
+        a.rounds.push_back(pairs(a, size, n));
+        if (a.stats != nullptr) {
+          Counters after = counters(a.stats);
+          a.served.frontHits += after.frontHits - before.frontHits;
+          a.served.allocs += after.allocs - before.allocs;
+          a.served.failures += after.failures - before.failures;
+        }
+      }
     for (auto& a : as) {
       std::vector<double> v = a.rounds;
       std::sort(v.begin(), v.end());
-      printf("{\"allocator\": \"%s\", \"size\": %zd, \"pairs\": %ld, \"rounds\": %ld, \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f}\n",
+      printf("{\"allocator\": \"%s\", \"size\": %zd, \"pairs\": %ld, \"rounds\": %ld, \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f",
              a.name.c_str(), size, n, rounds, v[v.size() / 2], v.front(), v.back());
+      if (a.stats != nullptr) {
+        // Of the timed pairs: how many the front cache served, how many
+        // allocations crossed into Go, how many calls failed.
+        printf(", \"front_hits\": %lld, \"allocs\": %lld, \"c_failures\": %lld", a.served.frontHits, a.served.allocs,
+               a.served.failures);
+      }
+      printf("}\n");
     }
   }
   return 0;

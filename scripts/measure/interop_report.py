@@ -33,6 +33,19 @@ def verdict(ok):
     return "met" if ok else "MISSED"
 
 
+def front(r):
+    """What the front cache and Go served of a row's pairs: gpuscope's
+    counters, taken around the timed pairs."""
+    return f"front hits {r['front_hits']}, allocs through Go {r['allocs']}, c_failures {r['c_failures']}"
+
+
+def gpuscope_stats(st):
+    """A process's gpuscope_stats, the counters that say who served its
+    allocations."""
+    return (f"front hits {st.get('c_front_hits')}, allocs {st.get('allocs')}, frees {st.get('frees')}, "
+            f"served from cache {st.get('served_from_cache')}, c_failures {st.get('c_failures')}, ooms {st.get('ooms')}")
+
+
 def lacking(m, modes):
     """The verdict for a comparison of modes where one of them has no runs
     in m, or None where all have: a target is met only on runs of every
@@ -99,6 +112,10 @@ def torch_report(rows):
     out += timings(m, "step_ms", "ms", "step")
     for k in m:
         out.append(f"  {k:10s} peak reserved {gb(peak[k])}   peak allocated {gb(alloc[k])}")
+    for k, v in m.items():
+        st = [gpuscope_stats(r["gpuscope_stats"]) for r in v if "gpuscope_stats" in r]
+        if st:
+            out.append(f"  {k:10s} stats, each process: " + "; ".join(st))
     gone = lacking(m, ("gpuscope", "native"))
     if gone:
         out.append(f"  step time gpuscope / native, medians: (target <= 1.02) -> {gone}")
@@ -214,6 +231,9 @@ def pair_report(rows):
         else:
             g, c = at["gpuscope"][0]["median_ns"], at["c10"][0]["median_ns"]
             out.append(f"             gpuscope / c10: {g / c:.3f} (target <= 1) -> {verdict(g <= c)}")
+        for k, v in at.items():
+            if "front_hits" in v[0]:
+                out.append(f"             {k}: {front(v[0])}")
     return out
 
 
@@ -232,6 +252,10 @@ def pyalloc_report(rows):
         else:
             r = med["gpuscope"] / med["freelist"]
             out.append(f"             gpuscope / freelist: {r:.3f} (target <= 1.10) -> {verdict(r <= 1.10)}")
+        for k, v in m.items():
+            fr = [front(r[s]) for r in v if "front_hits" in r[s]]
+            if fr:
+                out.append(f"             {k}, each process: " + "; ".join(fr))
         gone = lacking(m, ("native",))
         if gone:
             out.append(f"             against native: -> {gone}")

@@ -1,8 +1,8 @@
 """Trains a transformer on sequences of varying length through one of three
 CUDA allocators, for docs/interop.md, and prints one JSON line: the loss of
 every step (float.hex, to compare bit for bit), the time of the timed steps
-(their mean, step_ms, and each one's) and the peak memory the allocator
-reserved.
+(their mean, step_ms, and each one's), the peak memory the allocator
+reserved and, for gpuscope, its counters (gpuscope_stats).
 
     python3 interop_torch.py native      # PyTorch's caching allocator
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 interop_torch.py expandable
@@ -25,6 +25,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+
+# The counters of gpuscope_stats a gpuscope run prints.
+STATS = ("c_front_hits", "c_failures", "allocs", "frees", "served_from_cache", "source_allocs", "ooms")
 
 
 class Block(nn.Module):
@@ -119,11 +123,15 @@ def main():
             losses, steps, secs = train()
         st = gs.stats()
         peak_reserved, peak_allocated = st["peak_reserved"], st["peak_allocated"]
+        # Who served the allocations: the front cache (c_front_hits, never
+        # in Go), the pool's cache, the driver.
+        stats = {k: st.get(k) for k in STATS}
     else:
         losses, steps, secs = train()
         peak_reserved, peak_allocated = torch.cuda.max_memory_reserved(), torch.cuda.max_memory_allocated()
+        stats = None
     timed = a.steps - a.warmup
-    print(json.dumps({
+    out = {
         "mode": a.mode,
         "round": a.round,
         "steps": a.steps,
@@ -135,7 +143,10 @@ def main():
         "peak_allocated": peak_allocated,
         "final_loss": losses[-1],
         "losses": [float(x).hex() for x in losses],
-    }))
+    }
+    if stats is not None:
+        out["gpuscope_stats"] = stats
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -8,15 +8,19 @@ package cthreads
 /*
 #cgo CFLAGS: -I${SRCDIR}/../.. -pthread
 #cgo LDFLAGS: -pthread
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 int cthreads_main(void);
 int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
 int c_pairs(long n, long size, int freelist);
-#include <stdlib.h>
+uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
 */
 import "C"
 
 import (
+	"encoding/json"
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu/capi" // the entry points it calls
@@ -31,6 +35,38 @@ func Run() int { return int(C.cthreads_main()) }
 // allocations failed.
 func RunAllocator(a capi.Allocator, threads, keep int) int {
 	return int(C.ctx_threads(a.Ctx, a.Alloc, a.Free, C.int(threads), C.int(keep)))
+}
+
+// Alloc allocates size bytes through a from a C thread of its own and
+// returns the pointer, 0 where the allocation failed.
+func Alloc(a capi.Allocator, size uint64) uintptr {
+	return uintptr(C.ctx_once(a.Ctx, a.Alloc, a.Free, 0, 0, C.size_t(size)))
+}
+
+// Free frees ptr, of size bytes (0: the library does not say), through a
+// from a C thread of its own.
+func Free(a capi.Allocator, ptr uintptr, size uint64) {
+	C.ctx_once(a.Ctx, a.Alloc, a.Free, 1, C.uintptr_t(ptr), C.size_t(size))
+}
+
+// FreeNeverGiven frees, through a from a C thread of its own, 1 KiB of C
+// memory that a never gave.
+func FreeNeverGiven(a capi.Allocator) { C.ctx_once(a.Ctx, a.Alloc, a.Free, 2, 0, 0) }
+
+// Failures returns how many calls from C failed in the process, and the
+// last one's message, as gpuscope_stats gives them: of device -1, which
+// does not exist, so that reading them opens no device.
+func Failures() (n int64, last string) {
+	buf := make([]byte, 1<<16)
+	k := C.gpuscope_stats(-1, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	var st struct {
+		Failures  int64  `json:"c_failures"`
+		LastError string `json:"c_last_error"`
+	}
+	if err := json.Unmarshal(buf[:min(int(k), len(buf)-1)], &st); err != nil {
+		panic("cthreads: gpuscope_stats is not JSON: " + err.Error())
+	}
+	return st.Failures, st.LastError
 }
 
 // Pairs makes n alloc+free pairs of size bytes on device 0 through the

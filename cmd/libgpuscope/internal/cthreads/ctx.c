@@ -55,3 +55,48 @@ int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep) {
 	}
 	return failed;
 }
+
+// One call through a context-form allocator, on a C thread of its own:
+// what a library's thread does once.
+enum { ctx_alloc, ctx_free, ctx_free_never_given };
+
+struct once_args {
+	void *ctx;
+	alloc_fn alloc;
+	free_fn free;
+	int op;
+	uintptr_t ptr;
+	size_t size;
+	uintptr_t got;
+};
+
+static char never[1024]; // memory the allocator never gave
+
+static void *ctx_once_worker(void *p) {
+	struct once_args *a = p;
+	switch (a->op) {
+	case ctx_alloc:
+		a->got = (uintptr_t)a->alloc(a->ctx, a->size, NULL);
+		break;
+	case ctx_free:
+		a->free(a->ctx, (void *)a->ptr, a->size, NULL);
+		break;
+	case ctx_free_never_given:
+		a->free(a->ctx, never, sizeof never, NULL);
+		break;
+	}
+	return NULL;
+}
+
+// ctx_once makes one call, op, through the allocator from a new C thread:
+// an allocation of size bytes (it returns the pointer), a free of ptr, or
+// a free of memory the allocator never gave.
+uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size) {
+	struct once_args a = {ctx, (alloc_fn)alloc, (free_fn)free, op, ptr, size, 0};
+	pthread_t t;
+	if (pthread_create(&t, NULL, ctx_once_worker, &a) != 0) {
+		return 0;
+	}
+	pthread_join(t, NULL);
+	return a.got;
+}

@@ -4,6 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,4 +68,51 @@ for f in sys.argv[1:]:
 	require.Contains(t, plan, "torch.jsonl: round 1 of 3: SKIPPED", "the second round does not fit whole:\n%s", plan)
 	require.Equal(t, 3, strings.Count(plan, "interop_torch.py"), "one round of three modes:\n%s", plan)
 	require.NotContains(t, plan, "round 2 of 3", "no round after one that did not fit")
+
+	// A budget too short for three rounds: the rounds give way to the
+	// parts after them, which ran last time and must run again.
+	cmd = exec.Command("bash", filepath.Join(dir, "interop-gpu.sh"), "plan")
+	cmd.Env = append(withoutEnv(os.Environ(), "PARTS", "QUICK"), "BUDGET=400", "PROCS=3")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	plan = string(out)
+	require.Contains(t, plan, "torch.jsonl: round 2 of 3: SKIPPED", "the third round gives way:\n%s", plan)
+	for _, part := range []string{"sanitizer.txt", "both.txt", "cublas.txt", "cublas_test.txt", "cupy.jsonl"} {
+		require.Regexp(t, `(?m)^ +\d+ s  `+regexp.QuoteMeta(part)+` +about`, plan, "%s runs", part)
+	}
+	require.NotRegexp(t, `(sanitizer|both|cublas)\S*: .*SKIPPED`, plan, "a part after the rounds is left out")
+
+	// The default batch, as the device runs it: every part fits its
+	// budget, and the budget, a part's kill after its limit and the report
+	// fit the device's one command of 600 s.
+	cmd = exec.Command("bash", filepath.Join(dir, "interop-gpu.sh"), "plan")
+	cmd.Env = withoutEnv(os.Environ(), "BUDGET", "PARTS", "PROCS", "QUICK")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	plan = string(out)
+	require.NotContains(t, plan, "SKIPPED", "the default plan leaves a part out:\n%s", plan)
+	for _, part := range []string{"streams.jsonl", "torch.jsonl", "pair.jsonl", "pyalloc.jsonl", "cupy.jsonl", "both.txt", "cublas_test.txt", "sanitizer.txt"} {
+		require.Contains(t, plan, part, "the default plan runs every part")
+	}
+	require.Equal(t, 9, strings.Count(plan, "interop_torch.py "+"native")+strings.Count(plan, "interop_torch.py expandable")+
+		strings.Count(plan, "interop_torch.py gpuscope --steps 60"), "three rounds of PyTorch's three modes:\n%s", plan)
+	m := regexp.MustCompile(`(?m)^budget (\d+) s, .*\n(?s:.*)^about (\d+) s of (\d+), (\d+) s for what follows a part's limit`).FindStringSubmatch(plan)
+	require.NotNil(t, m, "the plan's first and last lines:\n%s", plan)
+	budget, _ := strconv.Atoi(m[1])
+	spent, _ := strconv.Atoi(m[2])
+	after, _ := strconv.Atoi(m[4])
+	require.LessOrEqual(t, spent, budget)
+	require.LessOrEqual(t, budget+after, 600, "the budget and what may follow it fit the device's command")
+}
+
+// withoutEnv returns env without the variables named.
+func withoutEnv(env []string, names ...string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -115,4 +116,48 @@ func withoutEnv(env []string, names ...string) []string {
 		}
 	}
 	return out
+}
+
+// TestTheInteropHarnessKeepsWhatAHungPartLeft runs interop-gpu.sh's batch
+// with one part, a program that hangs and ignores SIGTERM: the part is
+// killed 10 s after its limit, listed as failed, and the logs and the
+// report are in OUT, where a device run's command returns them.
+func TestTheInteropHarnessKeepsWhatAHungPartLeft(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 on this machine: the harness's report needs one")
+	}
+	bin, tmp := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "libgpuscope.so"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "commit.txt"), []byte("test\n"), 0o644))
+	pidFile := filepath.Join(tmp, "hung.pid")
+	hung := "#!/bin/bash\ntrap '' TERM\necho $$ > " + pidFile + "\necho started\nexec sleep 300\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "cublas"), []byte(hung), 0o755))
+
+	logs, out := filepath.Join(tmp, "logs"), filepath.Join(tmp, "out")
+	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "measure", "interop-gpu.sh"), "run", logs, out)
+	cmd.Env = append(withoutEnv(os.Environ(), "QUICK", "PROCS"), "INTEROP_BIN="+bin, "PARTS=cublas", "BUDGET=8")
+	output, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", output)
+
+	commands, err := os.ReadFile(filepath.Join(logs, "commands.txt"))
+	require.NoError(t, err)
+	require.Regexp(t, `== cublas\.txt \[rc 137, `, string(commands), "killed after its limit:\n%s", commands)
+	failures, err := os.ReadFile(filepath.Join(logs, "failures.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(failures), "cublas.txt: exited 137")
+	pid, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	// The KILL is delivered, and the process reaped, a moment after the
+	// harness goes on.
+	require.Eventually(t, func() bool {
+		return exec.Command("kill", "-0", strings.TrimSpace(string(pid))).Run() != nil
+	}, 20*time.Second, 50*time.Millisecond, "the hung program is gone")
+
+	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(report), "Parts that failed:")
+	list := run(t, "", "tar", "tzf", filepath.Join(out, "interop-logs.tgz"))
+	for _, f := range []string{"logs/commands.txt", "logs/cublas.txt", "logs/failures.txt", "logs/report.txt", "logs/machine.txt"} {
+		require.Contains(t, list, f)
+	}
 }

@@ -14,20 +14,23 @@
 #                                                     twin and the minimal allocator, runs
 #                                                     the batch, writes LOGDIR/report.txt;
 #                                                     with OUT, packs LOGDIR into
-#                                                     OUT/interop-logs.tgz and copies
-#                                                     report.txt there (two files)
+#                                                     OUT/interop-logs.tgz after every
+#                                                     part and copies report.txt there
+#                                                     at the end (two files)
 #   scripts/measure/interop-gpu.sh plan               anywhere: the batch's parts in order,
 #                                                     with what each may take, run nothing
 #
 # The batch fits one command of the device's (10 minutes): it runs its parts
 # in the order of what must be shown first, each under a time limit that
-# ends at the budget's end at the latest (BUDGET seconds, default 550),
-# and starts none that the budget has no room for: the rounds of the timed parts leave room for
+# ends at the budget's end at the latest (BUDGET seconds, default 550; a
+# part still running 10 s after its limit is killed), and starts none that
+# the budget has no room for: the rounds of the timed parts leave room for
 # the parts after them (compute-sanitizer, both frameworks, cuBLAS, a
 # round of CuPy). A part that fails or is skipped is listed in failures.txt
 # or skipped.txt, and the report says what is missing. commands.txt gives
 # every part's exit status, seconds, estimate and limit, to budget the next
-# run by.
+# run by. With OUT, the logs are packed there after every part, so that a
+# command the device ends early still brings back all that ran.
 #
 # PROCS (default 3) sets how many processes of each mode the timed parts
 # run; the modes take turns in rounds, each round in another order, so that
@@ -42,7 +45,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/measure
-bin=$root/.interop
+bin=${INTEROP_BIN:-$root/.interop} # another folder for the harness's own test
 
 case "${1:-}" in
 build)
@@ -79,8 +82,9 @@ fi
 export GPUSCOPE_LIB=$bin/libgpuscope.so PYTHONUNBUFFERED=1
 rounds=${PROCS:-3}
 budget=${BUDGET:-550}
-# after: the seconds that may follow the budget's end: the report and the
-# packing. The budget and these fit the device's command of 600 s.
+# after: the seconds that may follow the budget's end: the last part's kill
+# 10 s after its limit, the report and the packing. The budget and these
+# fit the device's command of 600 s.
 after=30
 parts=" ${PARTS:-streams torch pair pyalloc cupy both cublas sanitizer} "
 if [ "${QUICK:-}" = 1 ]; then
@@ -126,15 +130,54 @@ part() {
     return 0
   fi
   t0=$(date +%s.%N)
-  timeout "$limit" "$@" >>"$logs/$name" 2>>"$logs/$name.err"
+  # In the background and waited for, so that a TERM to the batch is
+  # handled at once (bash runs a trap only once a foreground command ends).
+  timeout -k 10 "$limit" "$@" >>"$logs/$name" 2>>"$logs/$name.err" &
+  running="$! $name: $*"
+  wait "${running%% *}"
   rc=$?
+  running=
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   echo "== $name [rc $rc, $secs s; estimate $need s, limit $limit s]: $*" >>"$logs/commands.txt"
   if [ $rc -ne 0 ]; then
-    echo "$name: exited $rc after $secs s$([ $rc -eq 124 ] && echo ", at its limit of $limit s"): $*" >>"$logs/failures.txt"
+    echo "$name: exited $rc after $secs s$([ $rc -eq 124 ] || [ $rc -eq 137 ] && echo ", at its limit of $limit s"): $*" >>"$logs/failures.txt"
     echo "interop-gpu: $name exited $rc: $*" >&2
   fi
+  save
   return 0
+}
+
+# save packs LOGDIR into OUT/interop-logs.tgz, where OUT is given: after
+# every part, so that what ran comes back however the command ends.
+save() {
+  [ -n "$out" ] || return 0
+  mkdir -p "$out"
+  tar czf "$out/interop-logs.tgz.part" -C "$(dirname "$logs")" "$(basename "$logs")" &&
+    mv "$out/interop-logs.tgz.part" "$out/interop-logs.tgz"
+}
+
+# stop SIGNAL stops the part running, if one is, lists it in failures.txt
+# and finishes: the batch got SIGNAL.
+stop() {
+  if [ -n "$running" ]; then
+    kill -TERM "${running%% *}" 2>/dev/null
+    echo "== ${running#* } [stopped: the batch got $1]" >>"$logs/commands.txt"
+    echo "${running#* }: stopped, the batch got $1" >>"$logs/failures.txt"
+  fi
+  finish
+}
+
+# finish writes the report and packs the logs with it, once: at the end,
+# or where the command is stopped (TERM, INT) before it.
+finished=0
+finish() {
+  [ $finished = 0 ] || return 0
+  finished=1
+  echo "== the batch took $((SECONDS - start)) s of its budget of $budget" >>"$logs/commands.txt"
+  python3 "$here/interop_report.py" "$logs" >"$logs/report.txt" 2>&1
+  cat "$logs/report.txt"
+  save
+  [ -z "$out" ] || cp "$logs/report.txt" "$out/report.txt"
 }
 
 # reserve: what the parts after the timed rounds need at least, which a
@@ -150,16 +193,22 @@ if [ $dry = 1 ]; then
   torchdir=TORCH abi=ABI
   echo "budget $budget s, PROCS=$rounds; parts in order (start, name, estimate, limit):"
 else
+  running= # the part running now, its pid and what it runs: a TERM or INT stops it, then finishes
+  trap 'stop TERM; exit 143' TERM
+  trap 'stop INT; exit 130' INT
+  # Each under a time limit too: a command that hangs here would take the
+  # whole budget.
+  t() { timeout -k 5 30 "$@"; }
   {
     echo "commit $(cat "$bin/commit.txt")"
     date -u
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    python3 -c 'import torch, cupy; print("torch", torch.__version__, "cupy", cupy.__version__)'
+    t nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    t python3 -c 'import torch, cupy; print("torch", torch.__version__, "cupy", cupy.__version__)'
     nproc
     echo "PROCS=$rounds BUDGET=$budget QUICK=${QUICK:-} PARTS=$parts"
   } >"$logs/machine.txt" 2>&1
-  torchdir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
-  abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+  torchdir=$(t python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+  abi=$(t python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 fi
 
 # 1. record_stream through the compiled hook (it compiles
@@ -249,13 +298,7 @@ if want cupy; then
 fi
 
 if [ $dry = 1 ]; then
-  echo "about $spent s of $budget, $after s for what follows a part's limit (the report, the packing): $((budget + after)) s of the device's 600"
+  echo "about $spent s of $budget, $after s for what follows a part's limit (its kill 10 s after, the report, the packing): $((budget + after)) s of the device's 600"
   exit 0
 fi
-echo "== the batch took $((SECONDS - start)) s of its budget of $budget" >>"$logs/commands.txt"
-python3 "$here/interop_report.py" "$logs" | tee "$logs/report.txt"
-if [ -n "$out" ]; then
-  mkdir -p "$out"
-  tar czf "$out/interop-logs.tgz" -C "$(dirname "$logs")" "$(basename "$logs")"
-  cp "$logs/report.txt" "$out/report.txt"
-fi
+finish

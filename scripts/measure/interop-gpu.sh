@@ -206,6 +206,9 @@ else
     t python3 -c 'import torch, cupy; print("torch", torch.__version__, "cupy", cupy.__version__)'
     nproc
     echo "PROCS=$rounds BUDGET=$budget QUICK=${QUICK:-} PARTS=$parts"
+    echo "CUDA folder (CUDA_HOME, else the first /usr/local/cuda*): ${cuda:-none}"
+    [ ! -x "$cuda/bin/nvcc" ] || t "$cuda/bin/nvcc" --version | tail -2
+    ! command -v compute-sanitizer || t compute-sanitizer --version | tail -1
   } >"$logs/machine.txt" 2>&1
   torchdir=$(t python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   abi=$(t python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')

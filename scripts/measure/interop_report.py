@@ -5,6 +5,7 @@ docs/interop.md with issue 37's targets, each marked met or missed.
 """
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -295,6 +296,34 @@ def both_report(rows):
     return out
 
 
+def sanitizer_report(path):
+    """compute-sanitizer memcheck on a short PyTorch run through gpuscope:
+    met where the run gave its result and the sanitizer found no error."""
+    if not os.path.exists(path):
+        return ["compute-sanitizer on a short PyTorch run: no result -> MISSED (NOT RUN)"]
+    t = text(path)
+    errors = re.findall(r"ERROR SUMMARY: (\d+) error", t)
+    ran = any(r.get("mode") == "gpuscope" for r in lines(path))
+    if not errors:
+        v = "MISSED: no ERROR SUMMARY (the sanitizer did not finish)"
+    elif not ran:
+        v = "MISSED: the PyTorch run gave no result"
+    else:
+        v = verdict(int(errors[-1]) == 0)
+    n = errors[-1] if errors else "?"
+    return [f"compute-sanitizer on a short PyTorch run: {n} errors -> {v}"]
+
+
+def cublas_report(path):
+    """examples/cublas's CUDA test: met where it ran and passed."""
+    if not os.path.exists(path):
+        return ["cuBLAS GEMMs with a scope's workspace (examples/cublas): no result -> MISSED (NOT RUN)"]
+    t = text(path)
+    ok = "--- PASS" in t and "--- FAIL" not in t and "--- SKIP" not in t and re.search(r"(?m)^PASS$", t) is not None
+    return [f"cuBLAS GEMMs with a scope's workspace (examples/cublas): its CUDA test "
+            f"{'passed' if ok else 'did not pass'} -> {verdict(ok)}"]
+
+
 def report(d):
     """The report of the logs in folder d, as lines: what the last run
     missed or never ran first."""
@@ -304,6 +333,8 @@ def report(d):
                  pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl"))):
         out += part + [""]
     out += both_report(lines(f"{d}/both.txt"))
+    out += sanitizer_report(f"{d}/sanitizer.txt")
+    out += cublas_report(f"{d}/cublas_test.txt")
     if os.path.exists(f"{d}/pair_bench.txt"):
         out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
         out += ["  " + x.rstrip() for x in text(f"{d}/pair_bench.txt").splitlines() if x.strip()]

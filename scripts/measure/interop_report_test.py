@@ -217,6 +217,26 @@ class Report(unittest.TestCase):
         out = self.logs({"pyalloc.jsonl": [pyalloc_row("native", 900.0), pyalloc_row("freelist", 1000.0), g]})
         self.assertEqual(3, sum("gpuscope, each process: front hits 299, allocs through Go 1, c_failures 0" in x for x in out), "\n".join(out))
 
+    def test_compute_sanitizer_is_met_only_where_it_found_no_error(self):
+        run = '{"mode": "gpuscope", "steps": 4}'
+        out = self.logs({"sanitizer.txt": ["========= COMPUTE-SANITIZER", run, "========= ERROR SUMMARY: 0 errors"]})
+        self.assertIn("0 errors -> met", self.line(out, "compute-sanitizer"))
+        out = self.logs({"sanitizer.txt": ["========= COMPUTE-SANITIZER", run, "========= ERROR SUMMARY: 3 errors"]})
+        self.assertIn("3 errors -> MISSED", self.line(out, "compute-sanitizer"))
+        out = self.logs({"sanitizer.txt": ["========= COMPUTE-SANITIZER", "========= ERROR SUMMARY: 0 errors"]})
+        self.assertIn("MISSED: the PyTorch run gave no result", self.line(out, "compute-sanitizer"))
+        out = self.logs({})
+        self.assertIn("MISSED (NOT RUN)", self.line(out, "compute-sanitizer"))
+
+    def test_cublas_is_met_where_its_test_passed(self):
+        out = self.logs({"cublas_test.txt": ["=== RUN   TestCublas", "--- PASS: TestCublas (0.66s)", "PASS"]})
+        self.assertIn("-> met", self.line(out, "cuBLAS"))
+        out = self.logs({"cublas_test.txt": ["=== RUN   TestCublas", "--- FAIL: TestCublas (0.66s)", "FAIL"]})
+        self.assertIn("-> MISSED", self.line(out, "cuBLAS"))
+        out = self.logs({"cublas_test.txt": ["=== RUN   TestCublas", "--- SKIP: TestCublas (0.00s)", "PASS"]})
+        self.assertIn("-> MISSED", self.line(out, "cuBLAS"))
+        self.assertIn("MISSED (NOT RUN)", self.line(self.logs({}), "cuBLAS"))
+
     def test_cupy_time_is_of_the_medians(self):
         rows = [{"mode": m, "round": r, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,
                  "peak_reserved": {"pool": 2e9, "gpuscope": 1e9}[m], "digest": "d"}

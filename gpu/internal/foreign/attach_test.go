@@ -60,14 +60,18 @@ func TestCallsAfterTheDeviceClosedFail(t *testing.T) {
 }
 
 // After Shutdown, what libraries held was freed with their scopes: their
-// frees are refused, and the device opens again on the next call.
+// frees are refused, PyTorch's form and CuPy's (no size), and the device
+// opens again on the next call.
 func TestCallsAfterShutdown(t *testing.T) {
 	t.Setenv("GPUSCOPE_HOST_MEMORY", "16777216")
 	ptr, err := Alloc(0, 1000, 0)
 	require.NoError(t, err)
+	cupy, err := Alloc(0, 2000, 0)
+	require.NoError(t, err)
 	require.NoError(t, Shutdown())
 	require.ErrorIs(t, Free(0, ptr, 1000, 0), gpu.ErrNoDevice)
 	require.ErrorIs(t, Free(-1, ptr, 1000, 0), gpu.ErrFreed)
+	require.ErrorIs(t, Free(0, cupy, -1, 0), gpu.ErrNoDevice, "CuPy's free, which gives no size")
 	again, err := Alloc(0, 1000, 0)
 	require.NoError(t, err)
 	require.NoError(t, Free(0, again, 1000, 0))

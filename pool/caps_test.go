@@ -39,13 +39,12 @@ func fitsCap(t *testing.T, ops []traceOp, n int64) bool {
 	return replayOps(t, sim.New(0, 0), ops, false, pool.MaxReserved(n)).ooms == 0
 }
 
-// smallestDevice bisects, as gpumem's smallest-device search does, the
-// smallest simulated device ops replays on, to step bytes (1/10,000 of its
-// peak requested), and returns it and the largest size found too small.
+// smallestDevice bisects the smallest simulated device ops replays on, to
+// step bytes, and returns it and the largest size found too small.
 func smallestDevice(t *testing.T, ops []traceOp) (fits, fails, step int64) {
 	t.Helper()
 	peak := peakRequested(ops)
-	step = max(peak/10000, 1)
+	step = bisectionStep(peak)
 	lo, hi := peak-1, 2*peak
 	for hi-lo > step {
 		mid := (lo + hi) / 2

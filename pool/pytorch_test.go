@@ -34,14 +34,24 @@ func torchFits(t *testing.T, ops []traceOp, n int64) (bool, int64) {
 	return true, m.PeakMapped()
 }
 
+// bisectionStep is where a bisection of a smallest cap stops, for a
+// trace whose peak requested is peak bytes: a millionth of the peak, as
+// torch_replay smallest stops (scripts/measure/torch_replay.cpp). Each side
+// of the comparison stops within a step of its smallest cap, so two caps
+// equal to the byte can come out a step apart either way: a step of
+// 1/10,000 of the peak put mix's at 1.00256 and 1.00260 by where the steps
+// fell. Six or seven passes more than 1/10,000 (a bisection over the peak
+// takes 20 instead of 14).
+func bisectionStep(peak int64) int64 { return max(peak/1_000_000, 1) }
+
 // torchSmallestCap bisects the model's smallest cap as torch_replay
-// smallest bisects PyTorch's (scripts/measure/torch_replay.cpp): to 1/10,000
-// of the peak requested, from the peak to what the uncapped replay mapped.
+// smallest bisects PyTorch's (scripts/measure/torch_replay.cpp): to
+// bisectionStep, from the peak requested to what the uncapped replay mapped.
 func torchSmallestCap(t *testing.T, ops []traceOp) (smallest, step int64) {
 	t.Helper()
 	peak := peakRequested(ops)
 	_, hi := torchFits(t, ops, 0)
-	step = max(peak/10000, 1)
+	step = bisectionStep(peak)
 	for lo := peak - 1; hi-lo > step; {
 		mid := lo + (hi-lo)/2
 		if ok, _ := torchFits(t, ops, mid); ok {
@@ -85,11 +95,13 @@ func TestTheModelOfPyTorchExpandableFindsTheCapsTheH200Measured(t *testing.T) {
 			} else {
 				ops = readTraceOps(t, name)
 			}
-			modelled, step := torchSmallestCap(t, ops)
+			modelled, _ := torchSmallestCap(t, ops)
 			// The same bytes on eight of the nine; on mlp_train 2 MiB
-			// under, a small block's page the model does not see.
+			// under, a small block's page the model does not see. The
+			// H200's bisection stopped at 1/10,000 of the peak.
+			h200Step := peakRequested(ops) / 10000
 			assert.LessOrEqual(t, modelled, measured, "the model never makes PyTorch need more than it did")
-			assert.LessOrEqual(t, measured-modelled, int64(2<<20)+step)
+			assert.LessOrEqual(t, measured-modelled, int64(2<<20)+h200Step)
 		})
 	}
 }
@@ -126,9 +138,12 @@ func TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ops := all[name]
 			torchCap, _ := torchSmallestCap(t, ops)
-			ours, _, _ := smallestDevice(t, ops)
+			ours, _, step := smallestDevice(t, ops)
 			fmt.Fprintf(&caps, "%s %d\n", name, ours)
-			assert.LessOrEqual(t, ours, torchCap, "the smallest cap")
+			// Within a step over is a tie: each bisection stops within a
+			// step over its smallest cap, and on mix both smallest caps
+			// are the same 1195 pages of 2 MiB.
+			assert.LessOrEqual(t, ours, torchCap+step, "the smallest cap, to the bisection's step")
 			_, torchFree := torchFits(t, ops, 0)
 			free := replayOps(t, sim.New(h200Bytes, 0), ops, false)
 			assert.LessOrEqual(t, free.st.PeakReserved, torchFree, "the peak reserved unconstrained")

@@ -21,7 +21,8 @@
 # that cap and, where it runs out of memory there, raises the cap by the
 # bisection's step until it fits (at most 20 steps); its line is that
 # replay's, with smallest_cap_bytes, ratio (to the peak requested) and
-# raised (the steps added). Under a cap, a warm pass of the native
+# raised (the steps added) and step_bytes (the step: a millionth of the
+# peak requested). Under a cap, a warm pass of the native
 # allocator can run out of memory where the first fit: replay says so.
 # A replay that runs out of memory exits with 3.
 set -uo pipefail
@@ -72,7 +73,7 @@ smallest1() {
     break
   done
   ratio=$(awk -v c="$capb" -v p="$peak" 'BEGIN { printf "%.5f", c / p }')
-  echo "${out%\}}, \"smallest_cap_bytes\": $capb, \"ratio\": $ratio, \"raised\": $raised, \"bisected_cap_bytes\": $(field smallest_cap_bytes "$found")}"
+  echo "${out%\}}, \"smallest_cap_bytes\": $capb, \"ratio\": $ratio, \"raised\": $raised, \"step_bytes\": $step, \"bisected_cap_bytes\": $(field smallest_cap_bytes "$found")}"
 }
 
 cmd=${1:-}

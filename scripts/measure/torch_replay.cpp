@@ -226,16 +226,21 @@ bool fits(const Trace& t, long long bytes) {
   return ok;
 }
 
-// runSmallest bisects the cap, to 1/10,000 of the trace's peak requested,
-// between the peak requested (which nothing fits under) and what the
-// uncapped first pass reserved. torch.sh checks the cap it prints in a
-// new process, as a bisection in one process assumes that an emptied cache
-// behaves as a new one.
+// runSmallest bisects the cap, to a millionth of the trace's peak requested
+// (step_bytes), between the peak requested (which nothing fits under) and
+// what the uncapped first pass reserved. The step is the one gpuscope's
+// bisection stops at (pool's bisectionStep): two smallest caps that are the
+// same bytes then come out within a step of each other, which
+// pressure_tables.py --check calls a tie; at 1/10,000 of the peak they came
+// out apart by where the steps fell. It costs about seven passes more
+// (20 for an uncapped pass that reserved 1.6 times the peak, 13 before).
+// torch.sh checks the cap it prints in a new process, as a bisection in one
+// process assumes that an emptied cache behaves as a new one.
 int runSmallest(const Trace& t) {
   Pass free = replay(t);
   long long hi = alloc::getDeviceStats(0).reserved_bytes[0].peak;
   fresh();
-  long long peak = free.peak_requested, step = std::max(1LL, peak / 10000), lo = peak - 1;
+  long long peak = free.peak_requested, step = std::max(1LL, peak / 1000000), lo = peak - 1;
   int tries = 0;
   while (!fits(t, hi) && tries < 16) hi *= 2, tries++;
   while (hi - lo > step) {

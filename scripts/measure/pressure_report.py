@@ -6,7 +6,7 @@ it. The simulated side is made here, at the run's commit, by
     python3 scripts/measure/pressure_report.py --sim-at-gpu-caps GPUMEM LOGDIR > LOGDIR/sim_at_gpu_caps.jsonl
 
 (every workload of LOGDIR/smallest_gpuscope.jsonl replayed on the
-simulated source under caps.txt's cap), and then
+simulated source under the cap it ran at on the GPU), and then
 
     python3 scripts/measure/pressure_report.py LOGDIR [SIM_RELEASE]
 
@@ -26,32 +26,25 @@ import subprocess
 import sys
 
 
-from pressure_tables import jsonl, name  # the run's own tables' readers
+from pressure_tables import jsonl, smallest_runs  # the run's own tables' readers
 
 if sys.argv[1] == "--sim-at-gpu-caps":
     # The same caps as the GPU's smallest, on the simulated source: the
     # same calls, modelled time.
     gpumem, logdir = sys.argv[2], sys.argv[3]
-    caps = dict((t, int(n)) for t, n in (line.split() for line in open(f"{logdir}/caps.txt")))
-    done = set()
-    for g in jsonl(f"{logdir}/smallest_gpuscope.jsonl"):
-        t = name(g["trace"])
-        if t in done:
-            continue
-        done.add(t)
-        out = subprocess.run([gpumem, "replay", "--max-reserved", str(caps[t]), g["trace"]],
+    for t, rs in smallest_runs(logdir).items():
+        cap = rs[0]["cap_bytes"]
+        out = subprocess.run([gpumem, "replay", "--max-reserved", str(cap), rs[0]["trace"]],
                              capture_output=True, text=True).stdout
-        print(json.dumps(dict(trace=t, cap=caps[t], **{k: v for k, v in json.loads(out).items()
-                                                      if k.startswith("driver") or k in ("ooms", "source_allocs")})))
+        print(json.dumps(dict(trace=t, cap=cap, **{k: v for k, v in json.loads(out).items()
+                                                   if k.startswith("driver") or k in ("ooms", "source_allocs")})))
     sys.exit(0)
 
 logdir = sys.argv[1]
 sim_release = sys.argv[2] if len(sys.argv) > 2 else f"{logdir}/sim_release_TRACE.json"
 med = st.median
 
-gpu = {}
-for r in jsonl(f"{logdir}/smallest_gpuscope.jsonl"):
-    gpu.setdefault(name(r["trace"]), []).append(r)
+gpu = smallest_runs(logdir)  # the replays at gpuscope's cap, as labelled
 simcap = {r["trace"]: r for r in jsonl(f"{logdir}/sim_at_gpu_caps.jsonl")}
 
 print("The model of driver time at gpuscope's smallest cap on the H200 (same calls on the simulated source; ms, modelled / measured):\n")

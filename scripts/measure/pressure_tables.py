@@ -1,18 +1,43 @@
 """Prints the Markdown tables of one run of scripts/measure/pressure-gpu.sh
 (sections smallest, free, cap12 and cap20) as docs/measurements.md shows
-them:
+them, or, with --check, the run's verdict on issue 38's comparison:
 
     python3 scripts/measure/pressure_tables.py LOGDIR
+    python3 scripts/measure/pressure_tables.py --check LOGDIR
 
-Caps and ratios are multiples of the trace's peak requested bytes; times
-are ms, medians of the runs the log holds (gpuscope's first pass is
-repetitions[0].wall_ns, its warm pass the mean of the others; PyTorch's
-first_ms and warm_ms). A row's smallest cap is in bold. Standard library
-only."""
+LOGDIR is the run's folder as it comes back (pressure.tgz unpacked): its
+caps.txt lists the workloads. Caps and ratios are multiples of the trace's
+peak requested bytes; times are ms, medians of the runs the log holds
+(gpuscope's first pass is repetitions[0].wall_ns, its warm pass the mean of
+the others; PyTorch's first_ms and warm_ms). A row's smallest cap is in
+bold.
+
+--check prints one line per workload of caps.txt and comparison, PASS,
+TIE or FAIL with the numbers, and exits 1 on any FAIL (a workload without
+lines fails):
+  cap    every gpuscope replay at its cap (label smallest) ran without
+         running out of memory, and that cap is at or under the smaller of
+         PyTorch's two modes' smallest caps. Both sides bisect to a step
+         (step_bytes: a millionth of the peak) and stop within a step over
+         their smallest cap, so caps within a step of each other are a TIE,
+         which holds. The replay one step under gpuscope's cap is noted
+         (it should run out of memory: the cap is the smallest there too).
+  ratio  gpuscope's median unconstrained peak reserved over peak requested
+         at or under PyTorch expandable's (from bytes; equal is a TIE).
+It then notes, not as a gate, the before section: on how many of the
+language-model shape files gpumem at a682b2e (the pool before the pages
+for the largest blocks, c2db750) ran out of memory at PyTorch's better
+smallest cap, and on how many today's pool did. Standard library only;
+pressure_tables_test.py tests it."""
+import argparse
 import json
 import os
 import statistics as st
 import sys
+
+# The step of bisections before they recorded it (step_bytes): a
+# 10,000th of the peak requested, in torch_replay and caps.txt alike.
+OLD_STEP = 10000
 
 
 def jsonl(path):
@@ -39,19 +64,57 @@ def warm_ms(r):
     return st.mean(x["wall_ns"] for x in reps) / 1e6 if reps else float("nan")
 
 
-def main(logs):
-    order = []
+def read_caps(logs):
+    """caps.txt's workloads in order: name -> (cap, step); step is None in
+    a caps.txt of two columns (before the step was written)."""
     caps = {}
-    for line in open(os.path.join(logs, "caps.txt")):
-        t, n = line.split()
-        caps[t] = int(n)
-        order.append(t)
-    gs = {}
-    for r in jsonl(os.path.join(logs, "smallest_gpuscope.jsonl")):
-        gs.setdefault(name(r["trace"]), []).append(r)
-    torch = {}
-    for r in jsonl(os.path.join(logs, "smallest_torch.jsonl")):
-        torch[(name(r["trace"]), mode(r["mode"]))] = r
+    path = os.path.join(logs, "caps.txt")
+    if not os.path.exists(path):
+        raise SystemExit(f"{path}: missing: the run's folder holds the caps.txt it ran with")
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            w = line.split()
+            if not w:
+                continue
+            if len(w) not in (2, 3) or not all(x.isdigit() for x in w[1:]):
+                raise SystemExit(f"{path}:{n}: want NAME BYTES [STEP], got {line.strip()!r}")
+            caps[w[0]] = (int(w[1]), int(w[2]) if len(w) == 3 else None)
+    return caps
+
+
+def by_trace(rows, label=None):
+    out = {}
+    for r in rows:
+        if label is None or r.get("label") == label:
+            out.setdefault(name(r["trace"]), []).append(r)
+    return out
+
+
+def smallest_runs(logs):
+    """gpuscope's replays at its cap per workload (label smallest), and the
+    cap each ran under: cap_bytes where the run found it on the GPU,
+    caps.txt's where the line does not say (runs before it bisected)."""
+    caps = read_caps(logs)
+    runs = by_trace(jsonl(os.path.join(logs, "smallest_gpuscope.jsonl")), "smallest")
+    for t, rs in runs.items():
+        for r in rs:
+            if "cap_bytes" not in r and t in caps:
+                r["cap_bytes"] = caps[t][0]
+    return runs
+
+
+def torch_smallest(logs):
+    return {(name(r["trace"]), mode(r["mode"])): r for r in jsonl(os.path.join(logs, "smallest_torch.jsonl"))}
+
+
+def ratio(r):
+    return r["peak_reserved_bytes"] / r["peak_requested_bytes"]
+
+
+def main(logs):
+    order = list(read_caps(logs))
+    gs = smallest_runs(logs)
+    torch = torch_smallest(logs)
     print("| workload | gpuscope: cap, time | PyTorch native: cap, time | PyTorch expandable: cap, time (reserved at its cap) |")
     print("|---|---|---|---|")
     for t in order:
@@ -60,7 +123,7 @@ def main(logs):
             continue
         peak = rs[0]["peak_requested_bytes"]
         ooms = sum(r["ooms"] for r in rs)
-        cells = [(caps[t] / peak, st.median(first_ms(r) for r in rs))]
+        cells = [(rs[0]["cap_bytes"] / peak, st.median(first_ms(r) for r in rs))]
         for m in ("native", "expandable"):
             r = torch.get((t, m))
             cells.append((r["smallest_cap_bytes"] / peak, r["first_ms"]) if r else (float("nan"), float("nan")))
@@ -132,5 +195,94 @@ def main(logs):
                 made.append("-")
         print(f"| {t} | {', '.join(ms)}, {b:.2f} | {', '.join(ratio)} | {', '.join(made)}, {fs[0]['source_allocs']} |")
 
+
+
+def check(logs, out=sys.stdout):
+    """Prints the verdict on the run in logs and returns 0 where every row
+    holds, 1 where one fails or a workload has no lines."""
+    caps = read_caps(logs)
+    gs = smallest_runs(logs)
+    all_gs = by_trace(jsonl(os.path.join(logs, "smallest_gpuscope.jsonl")))
+    torch = torch_smallest(logs)
+    free = by_trace(jsonl(os.path.join(logs, "free_gpuscope.jsonl")))
+    tfree = by_trace(r for r in jsonl(os.path.join(logs, "free_torch.jsonl")) if mode(r["mode"]) == "expandable")
+    driver = ""
+    if os.path.exists(os.path.join(logs, "driver.txt")):
+        with open(os.path.join(logs, "driver.txt")) as f:
+            driver = f.read().strip()
+    if driver == "sim":
+        print("STAND-IN: the simulated source played the GPU (pressure-gpu.sh built with DRIVER=sim): no GPU verdict", file=out)
+    counts = {"PASS": 0, "TIE": 0, "FAIL": 0}
+
+    def row(verdict, what, t, text):
+        counts[verdict] += 1
+        print(f"{verdict:<4} {what:<5} {t:<24} {text}", file=out)
+
+    for t, (listed, listed_step) in caps.items():
+        rs = gs.get(t, [])
+        nat, exp = torch.get((t, "native")), torch.get((t, "expandable"))
+        if not rs or not nat or not exp:
+            lack = [w for w, x in (("gpuscope at its cap", rs), ("PyTorch native", nat), ("PyTorch expandable", exp)) if not x]
+            row("FAIL", "cap", t, "missing: no line for " + ", ".join(lack))
+        else:
+            peak = rs[0]["peak_requested_bytes"]
+            cap = rs[0]["cap_bytes"]
+            ooms = sum(r["ooms"] for r in rs)
+            gstep = rs[0].get("step_bytes") or listed_step or max(peak // OLD_STEP, 1)
+            tstep = max(r.get("step_bytes") or max(r["peak_requested_bytes"] // OLD_STEP, 1) for r in (nat, exp))
+            step = max(gstep, tstep)
+            best = min(nat, exp, key=lambda r: r["smallest_cap_bytes"])
+            diff = cap - best["smallest_cap_bytes"]
+            notes = [f"{rs[0]['raised']} steps over the simulator's cap"] if rs[0].get("raised") else []
+            under = [r for r in all_gs.get(t, []) if r.get("label") == "under"]
+            if under:
+                notes.append("one step under: " + ("out of memory" if all(r["ooms"] for r in under) else "FITS, not the smallest"))
+            for m, r in (("native", nat), ("expandable", exp)):
+                if r.get("oom"):
+                    notes.append(f"PyTorch {m} ran out of memory at its cap")
+            if ooms:
+                verdict = "FAIL"
+            elif diff > step:
+                verdict = "FAIL"
+            elif abs(diff) <= step:
+                verdict = "TIE"
+            else:
+                verdict = "PASS"
+            row(verdict, "cap", t,
+                f"gpuscope {cap / peak:.6f} ({len(rs)} runs, {ooms} out of memory), "
+                f"PyTorch native {nat['smallest_cap_bytes'] / peak:.6f}, expandable {exp['smallest_cap_bytes'] / peak:.6f}; "
+                f"{diff:+d} bytes from {mode(best['mode'])}'s, step {step} ({step / peak:.6f})"
+                + "".join("; " + n for n in notes))
+        fs, es = free.get(t), tfree.get(t)
+        if not fs or not es:
+            lack = [w for w, x in (("gpuscope", fs), ("PyTorch expandable", es)) if not x]
+            row("FAIL", "ratio", t, "missing: no unconstrained line for " + ", ".join(lack))
+            continue
+        g, e = st.median(ratio(r) for r in fs), st.median(ratio(r) for r in es)
+        row("FAIL" if g > e else "TIE" if g == e else "PASS", "ratio", t,
+            f"unconstrained peak reserved / peak requested: gpuscope {g:.6f}, PyTorch expandable {e:.6f} "
+            f"(medians of {len(fs)} and {len(es)})")
+
+    before = by_trace(jsonl(os.path.join(logs, "before_gpuscope.jsonl")))
+    if before:
+        was = sorted(t for t, rs in before.items() if any(r["label"] == "before" and r["ooms"] for r in rs))
+        now = sorted(t for t, rs in before.items() if any(r["label"] == "today" and r["ooms"] for r in rs))
+        print(f"NOTE before: at PyTorch's better smallest cap, gpumem at a682b2e (before c2db750) ran out of memory on "
+              f"{len(was)} of {len(before)} language-model shape files ({', '.join(was) or 'none'}); "
+              f"today's pool on {len(now)} ({', '.join(now) or 'none'})", file=out)
+    else:
+        print("NOTE before: not run", file=out)
+    failed = counts["FAIL"]
+    print(f"VERDICT: {'FAIL' if failed else 'PASS'}: {len(caps)} workloads, {sum(counts.values())} rows: "
+          f"{counts['PASS']} PASS, {counts['TIE']} TIE, {failed} FAIL", file=out)
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    ap = argparse.ArgumentParser(description="The tables, or with --check the verdict, of a pressure-gpu.sh run.")
+    ap.add_argument("--check", action="store_true", help="print PASS, TIE or FAIL per workload; exit 1 on a FAIL")
+    ap.add_argument("logdir")
+    args = ap.parse_args()
+    if args.check:
+        sys.exit(check(args.logdir))
+    main(args.logdir)

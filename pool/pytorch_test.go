@@ -139,7 +139,7 @@ func TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
 			ops := all[name]
 			torchCap, _ := torchSmallestCap(t, ops)
 			ours, _, step := smallestDevice(t, ops)
-			fmt.Fprintf(&caps, "%s %d\n", name, ours)
+			fmt.Fprintf(&caps, "%s %d %d\n", name, ours, step)
 			// Within a step over is a tie: each bisection stops within a
 			// step over its smallest cap, and on mix both smallest caps
 			// are the same 1195 pages of 2 MiB.
@@ -155,6 +155,8 @@ func TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
 }
 
 // go test ./pool -run TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds
-// -caps PATH writes the pool's smallest caps, one "NAME BYTES" line per
-// workload: what scripts/measure/pressure-gpu.sh build gives the GPU run.
+// -caps PATH writes the pool's smallest caps, one "NAME BYTES STEP" line
+// per workload (STEP: where the bisection stopped, bisectionStep): what
+// scripts/measure/pressure-gpu.sh build gives the GPU run, which raises a
+// cap by the step where the GPU runs out of memory.
 var capsFile = flag.String("caps", "", "write each workload's smallest cap to this file")

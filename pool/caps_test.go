@@ -40,11 +40,12 @@ func fitsCap(t *testing.T, ops []traceOp, n int64) bool {
 }
 
 // smallestDevice bisects the smallest simulated device ops replays on, to
-// step bytes, and returns it and the largest size found too small.
-func smallestDevice(t *testing.T, ops []traceOp) (fits, fails, step int64) {
+// step bytes (stepOf its peak requested), and returns it and the largest
+// size found too small.
+func smallestDevice(t *testing.T, ops []traceOp, stepOf func(peak int64) int64) (fits, fails, step int64) {
 	t.Helper()
 	peak := peakRequested(ops)
-	step = bisectionStep(peak)
+	step = stepOf(peak)
 	lo, hi := peak-1, 2*peak
 	for hi-lo > step {
 		mid := (lo + hi) / 2
@@ -67,7 +68,7 @@ func TestTheCapIsUsableToItsLastGranule(t *testing.T) {
 	}
 	for name, ops := range traces {
 		t.Run(name, func(t *testing.T) {
-			fits, fails, _ := smallestDevice(t, ops)
+			fits, fails, _ := smallestDevice(t, ops, coarseStep)
 			assert.True(t, fitsCap(t, ops, fits), "a cap of the smallest device's bytes (%.4f x the peak) fits",
 				float64(fits)/float64(peakRequested(ops)))
 			assert.False(t, fitsCap(t, ops, fails), "and a cap of a device too small does not")
@@ -81,7 +82,7 @@ func TestModelHoldsAtTheSmallestCapOfEveryGeneratedShape(t *testing.T) {
 	for _, sh := range workload.Shapes() {
 		t.Run(sh.Name, func(t *testing.T) {
 			ops := shapeOps(sh, 2)
-			fits, _, _ := smallestDevice(t, ops)
+			fits, _, _ := smallestDevice(t, ops, coarseStep)
 			src := sim.New(0, 0)
 			r := replayOps(t, src, ops, true, pool.MaxReserved(fits))
 			require.Zero(t, r.ooms)

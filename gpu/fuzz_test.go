@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,25 +37,36 @@ const (
 	gLive gstate = iota
 	gFreed
 	gEnded
+	gEvicted
 	gDeviceClosed
 )
 
 // galloc is an allocation and what the fuzzer wrote to it.
 type galloc struct {
 	b      gpu.Buffer
+	x      gpu.Slice[uint8] // where it is a typed slice
 	owner  *gscope
 	shadow []byte
 	state  gstate
 }
 
+// gstream is a stream a scope made, and the events recorded on it.
+type gstream struct {
+	st     *gpu.Stream
+	owner  *gscope
+	events []*gpu.Event
+}
+
 type gscope struct {
-	s      *gpu.Scope
-	parent *gscope
-	open   bool
-	cancel context.CancelCauseFunc
-	cause  error
-	long   bool // from Device.NewScope
-	limit  int64
+	s         *gpu.Scope
+	parent    *gscope
+	open      bool
+	cancel    context.CancelCauseFunc
+	cause     error
+	long      bool // from Device.NewScope
+	limit     int64
+	evictable bool
+	evicted   bool
 }
 
 type gpuFuzz struct {
@@ -65,6 +78,7 @@ type gpuFuzz struct {
 	i       int
 	allocs  []*galloc
 	scopes  []*gscope
+	streams []*gstream
 	depth   int
 	counter int
 }
@@ -93,6 +107,17 @@ func FuzzWithScope(f *testing.F) {
 	f.Add([]byte{0, 3, 9, 0, 4, 0, 1, 6, 6, 0, 0, 5, 5, 2, 2, 7, 7, 13, 13, 13})
 	f.Add([]byte{9, 1, 3, 9, 2, 0, 0, 4, 3, 1, 0, 13, 2, 8, 0, 11, 11, 13, 1})
 	f.Add([]byte{10, 0, 0, 5, 0, 12, 9, 0, 0, 4, 13, 1, 13, 0})
+	f.Add([]byte{0, 3, 15, 15, 2, 0, 1, 17, 0, 16, 0, 16, 1, 16, 2, 18, 0, 1, 16, 4, 0, 16, 3, 0})
+	f.Add([]byte{2, 1, 1, 0, 0, 6, 2, 0, 5, 0, 0, 0, 0, 2, 0, 0, 0, 6, 0, 1, 0, 7, 1, 0, 0, 0})
+	for seed := range uint64(4) {
+		// Long programs that reach deep states from the start.
+		r := rand.New(rand.NewPCG(seed, 7))
+		ops := make([]byte, 300)
+		for k := range ops {
+			ops[k] = byte(r.Uint32())
+		}
+		f.Add(ops)
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		ops = ops[:min(len(ops), 300)]
 		dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
@@ -102,7 +127,7 @@ func FuzzWithScope(f *testing.F) {
 			if t.Failed() {
 				// Leave nothing for the next input to find.
 				_ = dev.Close()
-				gputest.VerifyNone(&leakRecorder{}, gputest.Devices(dev.Name()))
+				gputest.VerifyNone(&leakRecorder{}, gputest.Devices(dev.Name()), gputest.MaxSleep(time.Microsecond))
 			}
 		})
 		for z.i < len(z.ops) {
@@ -128,13 +153,18 @@ func (z *gpuFuzz) top() {
 // or closes it.
 func (z *gpuFuzz) newScope() {
 	t := z.t
-	s, err := z.dev.NewScope(gpu.Name("long"))
+	evictable := z.next(2) == 0
+	opts := []gpu.ScopeOption{gpu.Name("long")}
+	if evictable {
+		opts = append(opts, gpu.Evictable(z.next(3)))
+	}
+	s, err := z.dev.NewScope(opts...)
 	if z.closed {
 		require.ErrorIs(t, err, gpu.ErrDeviceClosed)
 		return
 	}
 	require.NoError(t, err)
-	gs := &gscope{s: s, open: true, long: true}
+	gs := &gscope{s: s, open: true, long: true, evictable: evictable}
 	z.scopes = append(z.scopes, gs)
 	for range z.next(4) {
 		z.op(gs)
@@ -146,7 +176,9 @@ func (z *gpuFuzz) newScope() {
 
 func (z *gpuFuzz) closeScope(gs *gscope) {
 	err := gs.s.Close()
-	if z.closed {
+	if gs.evicted {
+		require.True(z.t, err == nil || errors.Is(err, gpu.ErrEvicted), "%v", err)
+	} else if z.closed {
 		require.True(z.t, err == nil || errors.Is(err, gpu.ErrDeviceClosed), "%v", err)
 	} else {
 		require.NoError(z.t, err)
@@ -168,7 +200,21 @@ func (z *gpuFuzz) ended(gs *gscope) {
 	for _, a := range z.allocs {
 		if a.state == gLive && !a.owner.open {
 			a.state = gEnded
+			if a.owner.evicted {
+				a.state = gEvicted
+			}
 			require.Zero(z.t, a.b.Ptr(), "a buffer of an ended scope has no address")
+		}
+	}
+}
+
+// refreshEvicted marks the evictable scopes the device evicted ended.
+func (z *gpuFuzz) refreshEvicted() {
+	for _, gs := range z.scopes {
+		if gs.open && gs.evictable && errors.Is(context.Cause(gs.s.Context()), gpu.ErrEvicted) {
+			require.True(z.t, gs.s.Stats() == gpu.ScopeStats{}, "an evicted scope has ended")
+			gs.evicted = true
+			z.ended(gs)
 		}
 	}
 }
@@ -254,8 +300,9 @@ func (z *gpuFuzz) withScope(ctx context.Context, parent *gscope) {
 			called = true
 			gs = &gscope{s: s, parent: parent, open: true, cancel: cancel, limit: limit}
 			z.scopes = append(z.scopes, gs)
+			z.refreshEvicted()
 			for z.i < len(z.ops) {
-				if z.next(6) == 0 {
+				if z.next(10) == 0 {
 					break // the function returns
 				}
 				z.op(gs)
@@ -331,14 +378,20 @@ func (z *gpuFuzz) pickScope(gs *gscope) *gscope {
 // op runs one step in gs (nil: outside any scope).
 func (z *gpuFuzz) op(gs *gscope) {
 	t := z.t
-	switch z.next(15) {
+	z.refreshEvicted()
+	switch z.next(19) {
 	case 0, 1: // allocate bytes
 		if gs != nil {
 			z.alloc(gs, gpuFuzzSizes[z.next(len(gpuFuzzSizes))])
 		}
 	case 2: // allocate elements
 		if gs != nil {
-			z.allocElems(gs, gpuFuzzCounts[z.next(len(gpuFuzzCounts))])
+			n := gpuFuzzCounts[z.next(len(gpuFuzzCounts))]
+			if z.next(2) == 0 {
+				z.allocBytes(gs, n)
+			} else {
+				z.allocElems(gs, n)
+			}
 		}
 	case 3: // free through a scope
 		if a := z.pickAlloc(); a != nil {
@@ -396,11 +449,190 @@ func (z *gpuFuzz) op(gs *gscope) {
 			}
 		}
 	case 14: // close the device, now and then
-		if z.next(4) == 0 && !z.closed {
+		if z.next(16) == 0 && !z.closed {
 			z.closeDevice()
+		}
+	case 15: // a stream of this scope
+		if gs != nil {
+			z.newStream(gs)
+		}
+	case 16: // events, synchronizing, a use on a stream
+		if len(z.streams) > 0 {
+			z.streamOp(z.streams[z.next(len(z.streams))])
+		}
+	case 17: // page-locked memory, copied in and out on a stream
+		if a := z.pickAlloc(); a != nil && len(z.streams) > 0 {
+			z.asyncCopy(a, z.streams[z.next(len(z.streams))])
+		}
+	case 18: // a child scope on a stream
+		if gs != nil && gs.open && len(z.streams) > 0 {
+			gst := z.streams[z.next(len(z.streams))]
+			z.withScopeOn(gs, gst)
 		}
 	}
 	z.check()
+}
+
+func (z *gpuFuzz) newStream(gs *gscope) {
+	st, err := gs.s.NewStream()
+	if !gs.open || z.closed {
+		require.Error(z.t, err)
+		return
+	}
+	require.NoError(z.t, err)
+	z.streams = append(z.streams, &gstream{st: st, owner: gs})
+}
+
+// streamErr checks err of a call on gst, whose scope may have ended.
+func (z *gpuFuzz) streamErr(gst *gstream, err error) {
+	if gst.owner.open {
+		require.NoError(z.t, err)
+		return
+	}
+	require.Error(z.t, err, "a stream of an ended scope")
+	if !z.closed && !gst.owner.evicted {
+		require.ErrorIs(z.t, err, gpu.ErrScopeClosed)
+	}
+}
+
+func (z *gpuFuzz) streamOp(gst *gstream) {
+	t := z.t
+	switch z.next(5) {
+	case 0:
+		ev, err := gst.st.Record()
+		z.streamErr(gst, err)
+		if err == nil {
+			gst.events = append(gst.events, ev)
+		}
+	case 1:
+		z.streamErr(gst, gst.st.Synchronize())
+	case 2:
+		for _, ev := range gst.events {
+			done, err := ev.Done()
+			if err == nil {
+				require.NoError(t, ev.Wait())
+				_ = done
+			} else {
+				require.ErrorIs(t, err, gpu.ErrScopeClosed)
+				require.ErrorIs(t, ev.Wait(), gpu.ErrScopeClosed)
+			}
+		}
+	case 3:
+		if len(gst.events) > 0 {
+			ev := gst.events[z.next(len(gst.events))]
+			err := ev.Release()
+			require.True(t, err == nil || errors.Is(err, gpu.ErrScopeClosed), "%v", err)
+			require.NoError(t, ev.Release(), "Release is idempotent")
+			_, err = ev.Done()
+			require.ErrorIs(t, err, gpu.ErrScopeClosed, "an event released")
+		}
+	default:
+		a := z.pickAlloc()
+		if a == nil {
+			return
+		}
+		err := a.b.RecordUse(gst.st)
+		switch {
+		case !gst.owner.open:
+			require.Error(t, err, "a use on a stream of an ended scope")
+		case a.state != gLive:
+			z.stale(a, err)
+		case err != nil:
+			// Memory of a reservation is used on its own stream only.
+			require.ErrorContains(t, err, "reservation")
+			z.readBack(a)
+		default:
+			z.readBack(a)
+		}
+	}
+}
+
+// asyncCopy copies a's bytes through page-locked memory on gst and back.
+func (z *gpuFuzz) asyncCopy(a *galloc, gst *gstream) {
+	t := z.t
+	if a.x.IsZero() {
+		return
+	}
+	s := a.owner
+	n := a.x.Len()
+	h, err := gpu.AllocHost[uint8](s.s, n)
+	if err != nil {
+		if a.state == gLive && !z.closed && z.cancelled(s) == nil {
+			require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+		}
+		return
+	}
+	require.True(t, a.owner.open, "AllocHost in an ended scope")
+	defer func() { require.NoError(t, h.Free()) }()
+	err = a.x.CopyToHostAsync(h, gst.st)
+	switch {
+	case a.state != gLive:
+		z.stale(a, err)
+		return
+	case !gst.owner.open:
+		require.Error(t, err, "a copy on a stream of an ended scope")
+		return
+	case err != nil:
+		// Memory of a reservation is used on its own stream only.
+		require.ErrorContains(t, err, "reservation")
+		return
+	}
+	require.NoError(t, gst.st.Synchronize())
+	require.NoError(t, h.Use(func(v []uint8) error {
+		if !bytes.Equal(v, a.shadow) {
+			t.Fatalf("an asynchronous copy of %d bytes to the host read other bytes", n)
+		}
+		for k := range v {
+			v[k] ^= 0x5a
+		}
+		return nil
+	}))
+	require.NoError(t, a.x.CopyFromHostAsync(h, gst.st))
+	require.NoError(t, gst.st.Synchronize())
+	for k := range a.shadow {
+		a.shadow[k] ^= 0x5a
+	}
+	z.readBack(a)
+}
+
+// withScopeOn runs a child of gs on gst's stream: its allocations and
+// copies go there.
+func (z *gpuFuzz) withScopeOn(gs *gscope, gst *gstream) {
+	t := z.t
+	var child *gscope
+	reserve := z.next(3) == 0
+	opts := []gpu.ScopeOption{gpu.OnStream(gst.st)}
+	if reserve {
+		opts = append(opts, gpu.Reserve(4096))
+	}
+	err := gpu.WithScope(gs.s.Context(), z.dev, func(s *gpu.Scope) error {
+		child = &gscope{s: s, parent: gs, open: true}
+		z.scopes = append(z.scopes, child)
+		z.alloc(child, []int64{512, 4096, 1 << 20}[z.next(3)])
+		if len(z.allocs) > 0 {
+			z.view(z.allocs[len(z.allocs)-1])
+		}
+		return nil
+	}, opts...)
+	if child == nil {
+		switch {
+		case z.closed:
+			require.ErrorIs(t, err, gpu.ErrDeviceClosed)
+		case !gst.owner.open:
+			require.Error(t, err, "a scope on the stream of an ended scope")
+		case z.cancelled(gs) != nil:
+			require.ErrorIs(t, err, z.cancelled(gs))
+		default:
+			require.True(t, reserve, "%v", err)
+			require.ErrorContains(t, err, "cannot reserve")
+		}
+		return
+	}
+	require.False(t, reserve, "a scope on a stream reserved memory")
+	z.ended(child)
+	if z.cancelled(gs) == nil && !z.closed {
+		require.NoError(t, err)
+	}
 }
 
 // expectAllocErr checks an allocation's error in gs of n bytes.
@@ -473,6 +705,24 @@ func (z *gpuFuzz) allocElems(gs *gscope, n int) {
 	z.readBack(a)
 }
 
+// allocBytes allocates a typed slice of n bytes, which page-locked memory
+// copies in and out.
+func (z *gpuFuzz) allocBytes(gs *gscope, n int) {
+	x, err := gpu.Alloc[uint8](gs.s, n)
+	if err != nil {
+		require.True(z.t, x.IsZero())
+		if n <= 0 || int64(n) > pool.MaxSize {
+			require.ErrorIs(z.t, err, gpu.ErrInvalidSize, "%d elements", n)
+			return
+		}
+		z.expectAllocErr(gs, int64(n), err, false)
+		return
+	}
+	require.Equal(z.t, n, x.Len())
+	z.add(gs, x.Buffer)
+	z.allocs[len(z.allocs)-1].x = x
+}
+
 // readBack checks that a's memory holds what was written to it.
 func (z *gpuFuzz) readBack(a *galloc) {
 	got := make([]byte, len(a.shadow))
@@ -484,7 +734,7 @@ func (z *gpuFuzz) readBack(a *galloc) {
 
 // closedErr checks err of a call through a scope that has ended.
 func (z *gpuFuzz) closedErr(err error) {
-	if z.closed && errors.Is(err, gpu.ErrDeviceClosed) {
+	if z.closed && errors.Is(err, gpu.ErrDeviceClosed) || errors.Is(err, gpu.ErrEvicted) {
 		return
 	}
 	require.ErrorIs(z.t, err, gpu.ErrScopeClosed)
@@ -497,6 +747,8 @@ func (z *gpuFuzz) stale(a *galloc, err error) {
 	switch a.state {
 	case gFreed:
 		require.ErrorIs(t, err, gpu.ErrFreed)
+	case gEvicted:
+		require.True(t, errors.Is(err, gpu.ErrEvicted) || errors.Is(err, gpu.ErrScopeClosed) || errors.Is(err, gpu.ErrFreed), "%v", err)
 	case gDeviceClosed:
 		require.True(t, errors.Is(err, gpu.ErrScopeClosed) || errors.Is(err, gpu.ErrFreed) || errors.Is(err, gpu.ErrDeviceClosed), "%v", err)
 	default:
@@ -721,6 +973,7 @@ func (z *gpuFuzz) check() {
 	if z.closed {
 		return
 	}
+	z.refreshEvicted()
 	own := map[*gscope]int{}
 	for _, a := range z.allocs {
 		if a.state == gLive {
@@ -761,7 +1014,7 @@ func (z *gpuFuzz) finish() {
 	}
 	// A device closed with scopes open is a leak gputest reports once.
 	var leaks leakRecorder
-	gputest.VerifyNone(&leaks, gputest.Devices(z.dev.Name()))
+	gputest.VerifyNone(&leaks, gputest.Devices(z.dev.Name()), gputest.MaxSleep(time.Microsecond))
 	require.Equal(t, z.forced, len(leaks.errs) > 0, "gputest's report: %v", leaks.errs)
 	gputest.VerifyNone(t, gputest.Devices(z.dev.Name()))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -61,6 +62,15 @@ func FuzzPoolAPI(f *testing.F) {
 	f.Add(uint8(2), []byte{0x70, 0x81, 0x91, 0xa1, 0x81, 0xb1, 0x02, 0x0c, 0x07})
 	f.Add(uint8(3), []byte{0x50, 0x60, 0x50, 0x0d, 0x00, 0x02, 0x03, 0x0d})
 	f.Add(uint8('9'), []byte("0\xfc\xec\xec\xec\xecY107")) // a block used on stream 7, freed after Close
+	for seed := range uint64(4) {
+		// Long programs that reach deep states from the start.
+		r := rand.New(rand.NewPCG(seed, 13))
+		ops := make([]byte, 400)
+		for k := range ops {
+			ops[k] = byte(r.Uint32())
+		}
+		f.Add(uint8(seed), ops)
+	}
 	f.Fuzz(func(t *testing.T, cfg uint8, ops []byte) {
 		ops = ops[:min(len(ops), 400)]
 		src := sim.New([]int64{0, 96 << 20}[cfg&1], 0)

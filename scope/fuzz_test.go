@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,15 @@ func FuzzScopeAPI(f *testing.F) {
 	f.Add([]byte{0x20, 0x31, 0x40, 0x51, 0x01, 0x12, 0x03, 0x14, 0x05, 0x06, 0x07, 0x28, 0x09, 0x0a, 0x0b})
 	f.Add([]byte{0x70, 0x81, 0x90, 0x71, 0x81, 0x83, 0x84, 0x85, 0x0c, 0x0d, 0x0e})
 	f.Add([]byte{0x00, 0x70, 0x00, 0x61, 0x62, 0x63, 0x64, 0x65, 0x04, 0x0b, 0x01, 0x08})
+	for seed := range uint64(4) {
+		// Long programs that reach deep states from the start.
+		r := rand.New(rand.NewPCG(seed, 11))
+		ops := make([]byte, 300)
+		for k := range ops {
+			ops[k] = byte(r.Uint32())
+		}
+		f.Add(ops)
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		ops = ops[:min(len(ops), 300)]
 		src := sim.New(128<<20, 0)
@@ -193,6 +203,10 @@ func (z *scopeFuzz) step(step int, next func(int) int) {
 		}
 	case 9: // cancel a scope's context
 		if i := z.pick(next); i >= 0 && z.scopes[i].cause == nil {
+			if c := z.cancelledBy(i); c != nil {
+				z.scopes[i].cause = c // done already: the cause stays an ancestor's
+				return
+			}
 			cause := errors.New("cancelled by the fuzzer")
 			z.scopes[i].cancel(cause)
 			z.scopes[i].cause = cause

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-test.sh builds here and runs there: the CUDA test binaries of the
-# packages that have files for the GPU.
+# packages that test something on the GPU.
 #
 #   scripts/gpu-test.sh build          # on any machine with Go: cuda.h and the
 #                                      # stub libcuda come from scripts/cuda-sdk.sh
@@ -8,7 +8,7 @@
 #
 # build writes .gpubin/: the commit (commit.txt), one test binary per such
 # package (PKG.test.gz), the gpumem and kernel commands, gzipped so that a
-# device run can carry them (about 20 MB; six logs come back),
+# device run can carry them (about 27 MB; one log each),
 # and a list of which directory each test runs in. run needs no Go: it
 # unpacks them, runs each test binary in its package directory and prints
 # a go-test-style summary. Where there is no GPU it says so and exits 2: the
@@ -27,15 +27,20 @@ build)
   # The commit the binaries come from, with -dirty where the tree had
   # changes, so that every log of a run says what it tested.
   git describe --always --dirty --abbrev=12 >"$bin/commit.txt" 2>/dev/null || echo unknown >"$bin/commit.txt"
-  # Only the packages with files of their own for the GPU (a cuda build
-  # constraint) test anything there: the others run the host device's
-  # tests that CI runs, and all 39 binaries (97 MB) are more than a
-  # device run carries.
+  # The packages with files of their own for the GPU (a cuda build
+  # constraint), and those whose tests open the C allocator's devices,
+  # which are GPUs with -tags cuda (gpu/internal/foreign's openDevice),
+  # test something there: the others run the host device's tests that CI
+  # runs, and all 39 binaries (97 MB) are more than a device run carries.
+  # (cmd/libgpuscope's tests build the library with the go command, which
+  # the GPU machine lacks; internal/cthreads makes the same C calls.)
   files='{{join .GoFiles " "}} {{join .CgoFiles " "}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}'
+  also=" gpu/internal/foreign gpu/capi cmd/libgpuscope/internal/cthreads "
   for pkg in $(go list -tags cuda ./...); do
     dir=$(go list -tags cuda -f '{{.Dir}}' "$pkg")
     name=$(echo "${pkg#github.com/gpuscope/gpuscope/}" | tr / _)
-    if [ "$(go list -tags cuda -f "$files" "$pkg")" = "$(go list -f "$files" "$pkg" 2>/dev/null)" ]; then
+    if [ "$(go list -tags cuda -f "$files" "$pkg")" = "$(go list -f "$files" "$pkg" 2>/dev/null)" ] &&
+      [[ "$also" != *" ${pkg#github.com/gpuscope/gpuscope/} "* ]]; then
       continue
     fi
     if [ -n "$(go list -tags cuda -f '{{join .TestGoFiles ""}}{{join .XTestGoFiles ""}}' "$pkg")" ]; then

@@ -12,7 +12,8 @@
 # It comes back as $OUT/verdict.txt (pressure_tables.py --check: PASS, TIE
 # or FAIL per workload, VERDICT last) and $OUT/pressure.tgz (the whole log
 # folder: tar xzf it into a folder, which pressure_tables.py reads alone);
-# run exits with the check's status (0: every row holds). LOGDIR must be
+# run exits with the check's status (0: every row holds; 1: one fails; 2:
+# a stand-in run, below, whose VERDICT line starts with STAND-IN). LOGDIR must be
 # new or empty: on a machine already used, give another. Time, estimated
 # from the pass times of docs/data/h200-2026-12-05-pressure-4 (where
 # smallest, free and cap12 took 181 s with RUNS=3): 250-300 s on an H200
@@ -33,7 +34,8 @@
 # run LOGDIR OUTDIR [SECTION...] replays RUNS times (default 3), each
 # section only if it starts before BUDGET seconds (default 480), into
 # LOGDIR (new or empty: the logs are appended to), copies caps.txt,
-# commit.txt and driver.txt there, records the machine (nvidia-smi -L, the
+# commit.txt and driver.txt there, writes RUNS to runs.txt (the check
+# requires that many replays at each cap), records the machine (nvidia-smi -L, the
 # driver, PyTorch) and the start and end (date -u) in machine.txt, writes
 # tables.md (pressure_tables.py) and verdict.txt, and packs LOGDIR into
 # OUTDIR/pressure.tgz with verdict.txt beside it (OUTDIR -: no packing).
@@ -44,9 +46,12 @@
 #             gpuscope's first pass at caps.txt's cap and, where it runs
 #             out of memory on the GPU, raised by the step, doubled each
 #             time (at most 20 times), and bisected back to the step (label
-#             try); three at the cap found (smallest: the trial there and
-#             two more) and one a step under it, expected to run out of
-#             memory (under): the cap is the smallest on the GPU too
+#             try); RUNS at the cap found (smallest: the trial there and
+#             RUNS-1 more; the check fails a workload with another count)
+#             and one a step under it (under), expected to run out of
+#             memory: the cap is the smallest on the GPU too. That one is
+#             noted in the verdict, not gated: the acceptance is a cap at or
+#             under PyTorch's
 #   before    on the 8 language-model shape files, at PyTorch's better
 #             smallest cap (from smallest): gpumem-before's first pass
 #             (label before) and today's (today): evidence that the pool
@@ -68,7 +73,9 @@
 #   DRIVER=sim scripts/measure/pressure-gpu.sh build
 #   TORCH_SH=scripts/measure/torch_recorded.sh RUNS=1 scripts/measure/pressure-gpu.sh run /tmp/press-standin /tmp/press-out
 # (then build again without DRIVER before a device run: run refuses
-# nothing, and the verdict says STAND-IN).
+# nothing, but its VERDICT line starts with STAND-IN and it exits 2, so
+# that a stand-in build carried to the device by mistake never reads as a
+# pass).
 #
 # run needs the NVIDIA driver, PyTorch, the CUDA toolkit and g++ (torch.sh
 # builds its replayer there). A replay that runs out of memory exits with 3
@@ -142,6 +149,8 @@ shapes=$(ls pool/testdata/shapes/*.csv.gz)
 seed1=$(ls pool/testdata/shapes/*.csv.gz | grep -v '_s[0-9]*\.csv\.gz$')
 lm=$(ls pool/testdata/shapes/train_large_vocab*.csv.gz pool/testdata/shapes/infer_dynamic_logits*.csv.gz)
 runs=${RUNS:-3}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "$0: RUNS=$runs: want a count of 1 or more" >&2 && exit 64; }
+echo "$runs" >"$logs/runs.txt"
 source_flags=(--driver "$driver")
 [ "$driver" = sim ] && source_flags+=(--capacity "$h200Bytes")
 budget=${BUDGET:-480}
@@ -235,9 +244,9 @@ if has smallest; then
       *) break ;;
       esac
     done
-    # Three passes at the cap found (the trial there, two more), and one a
-    # step under it.
-    for i in 2 3; do
+    # RUNS passes at the cap found (the trial there, RUNS-1 more), and one
+    # a step under it.
+    for ((i = 1; i < runs; i++)); do
       gs smallest "{\"cap_bytes\": $hi, \"step_bytes\": $step}" --max-reserved "$hi" "$f" >>"$trials"
     done
     gs under "{\"cap_bytes\": $((hi - step)), \"step_bytes\": $step}" --max-reserved $((hi - step)) "$f" >>"$trials"

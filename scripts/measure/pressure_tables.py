@@ -14,20 +14,28 @@ bold.
 
 --check prints one line per workload of caps.txt and comparison, PASS,
 TIE or FAIL with the numbers, and exits 1 on any FAIL (a workload without
-lines fails):
-  cap    every gpuscope replay at its cap (label smallest) ran without
-         running out of memory, and that cap is at or under the smaller of
-         PyTorch's two modes' smallest caps. Both sides bisect to a step
-         (step_bytes: a millionth of the peak) and stop within a step over
-         their smallest cap, so caps within a step of each other are a TIE,
-         which holds. The replay one step under gpuscope's cap is noted
-         (it should run out of memory: the cap is the smallest there too).
+lines fails, and so does a caps.txt without workloads):
+  cap    gpuscope replayed at its cap (label smallest) as many times as the
+         run asked for (RUNS, runs.txt: a folder without it fails), every
+         replay there ran without running out of memory, and that cap is at
+         or under the smaller of PyTorch's two modes' smallest caps. Both
+         sides bisect to a step (step_bytes: a millionth of the peak) and
+         stop within a step over their smallest cap, so caps within a step
+         of each other are a TIE, which holds. The replay one step under
+         gpuscope's cap is noted, not gated (it should run out of memory:
+         the cap is the smallest there too; the acceptance is a cap at or
+         under PyTorch's).
   ratio  gpuscope's median unconstrained peak reserved over peak requested
          at or under PyTorch expandable's (from bytes; equal is a TIE).
 It then notes, not as a gate, the before section: on how many of the
 language-model shape files gpumem at a682b2e (the pool before the pages
 for the largest blocks, c2db750) ran out of memory at PyTorch's better
-smallest cap, and on how many today's pool did. Standard library only;
+smallest cap, and on how many today's pool did, and lists the parts of
+the run that did not run (notrun.txt, which pressure-gpu.sh writes: a
+section skipped for the budget, a run stopped by a signal), one NOT RUN
+line each. A stand-in run (driver.txt says sim: the simulated source
+played the GPU) is no GPU verdict: its VERDICT line starts with STAND-IN
+and it exits 2, whatever its rows say. Standard library only;
 pressure_tables_test.py tests it."""
 import argparse
 import json
@@ -80,6 +88,28 @@ def read_caps(logs):
                 raise SystemExit(f"{path}:{n}: want NAME BYTES [STEP], got {line.strip()!r}")
             caps[w[0]] = (int(w[1]), int(w[2]) if len(w) == 3 else None)
     return caps
+
+
+def read_runs(logs):
+    """The replays at the cap per workload that the run asked for (RUNS,
+    runs.txt), or None where the folder does not say."""
+    path = os.path.join(logs, "runs.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        text = f.read().strip()
+    if not text.isdigit() or int(text) < 1:
+        raise SystemExit(f"{path}: want the count of runs asked for (RUNS), got {text!r}")
+    return int(text)
+
+
+def read_lines(logs, file):
+    """The lines of logs/file that say something, or [] where it is not there."""
+    path = os.path.join(logs, file)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip()]
 
 
 def by_trace(rows, label=None):
@@ -199,18 +229,17 @@ def main(logs):
 
 def check(logs, out=sys.stdout):
     """Prints the verdict on the run in logs and returns 0 where every row
-    holds, 1 where one fails or a workload has no lines."""
+    holds, 1 where one fails, a workload has no lines or there are no
+    workloads, and 2 for a stand-in run, whatever its rows say."""
     caps = read_caps(logs)
+    want_runs = read_runs(logs)
     gs = smallest_runs(logs)
     all_gs = by_trace(jsonl(os.path.join(logs, "smallest_gpuscope.jsonl")))
     torch = torch_smallest(logs)
     free = by_trace(jsonl(os.path.join(logs, "free_gpuscope.jsonl")))
     tfree = by_trace(r for r in jsonl(os.path.join(logs, "free_torch.jsonl")) if mode(r["mode"]) == "expandable")
-    driver = ""
-    if os.path.exists(os.path.join(logs, "driver.txt")):
-        with open(os.path.join(logs, "driver.txt")) as f:
-            driver = f.read().strip()
-    if driver == "sim":
+    standin = read_lines(logs, "driver.txt") == ["sim"]
+    if standin:
         print("STAND-IN: the simulated source played the GPU (pressure-gpu.sh built with DRIVER=sim): no GPU verdict", file=out)
     counts = {"PASS": 0, "TIE": 0, "FAIL": 0}
 
@@ -218,6 +247,8 @@ def check(logs, out=sys.stdout):
         counts[verdict] += 1
         print(f"{verdict:<4} {what:<5} {t:<24} {text}", file=out)
 
+    if not caps:
+        row("FAIL", "caps", "-", "caps.txt lists no workloads: nothing was compared")
     for t, (listed, listed_step) in caps.items():
         rs = gs.get(t, [])
         nat, exp = torch.get((t, "native")), torch.get((t, "expandable"))
@@ -233,14 +264,20 @@ def check(logs, out=sys.stdout):
             step = max(gstep, tstep)
             best = min(nat, exp, key=lambda r: r["smallest_cap_bytes"])
             diff = cap - best["smallest_cap_bytes"]
-            notes = [f"{rs[0]['raised']} steps over the simulator's cap"] if rs[0].get("raised") else []
+            notes = []
+            if want_runs is None:
+                notes.append("runs.txt missing: how many runs at the cap the run asked for is unknown")
+            elif len(rs) != want_runs:
+                notes.append(f"{len(rs)} runs at the cap, the run asked for {want_runs} (runs.txt)")
+            if rs[0].get("raised"):
+                notes.append(f"{rs[0]['raised']} steps over the simulator's cap")
             under = [r for r in all_gs.get(t, []) if r.get("label") == "under"]
             if under:
                 notes.append("one step under: " + ("out of memory" if all(r["ooms"] for r in under) else "FITS, not the smallest"))
             for m, r in (("native", nat), ("expandable", exp)):
                 if r.get("oom"):
                     notes.append(f"PyTorch {m} ran out of memory at its cap")
-            if ooms:
+            if ooms or len(rs) != want_runs:
                 verdict = "FAIL"
             elif diff > step:
                 verdict = "FAIL"
@@ -272,15 +309,22 @@ def check(logs, out=sys.stdout):
               f"today's pool on {len(now)} ({', '.join(now) or 'none'})", file=out)
     else:
         print("NOTE before: not run", file=out)
+    notrun = read_lines(logs, "notrun.txt")
+    for n in notrun:
+        print(f"NOT RUN: {n}", file=out)
     failed = counts["FAIL"]
-    print(f"VERDICT: {'FAIL' if failed else 'PASS'}: {len(caps)} workloads, {sum(counts.values())} rows: "
-          f"{counts['PASS']} PASS, {counts['TIE']} TIE, {failed} FAIL", file=out)
+    print(f"{'STAND-IN ' if standin else ''}VERDICT: {'FAIL' if failed else 'PASS'}: {len(caps)} workloads, "
+          f"{sum(counts.values())} rows: {counts['PASS']} PASS, {counts['TIE']} TIE, {failed} FAIL"
+          + (f"; {len(notrun)} parts not run (NOT RUN above)" if notrun else ""), file=out)
+    if standin:
+        return 2
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="The tables, or with --check the verdict, of a pressure-gpu.sh run.")
-    ap.add_argument("--check", action="store_true", help="print PASS, TIE or FAIL per workload; exit 1 on a FAIL")
+    ap.add_argument("--check", action="store_true",
+                    help="print PASS, TIE or FAIL per workload; exit 1 on a FAIL, 2 for a stand-in run")
     ap.add_argument("logdir")
     args = ap.parse_args()
     if args.check:

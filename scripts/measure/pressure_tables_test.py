@@ -55,12 +55,22 @@ def workload(t, cap=1_010_000_000, native=1_030_000_000, expandable=1_020_000_00
 
 
 class Check(unittest.TestCase):
-    def folder(self, caps, *workloads, caps_step=True):
+    def folder(self, caps, *workloads, caps_step=True, runs=3, driver="cuda", notrun=()):
+        """A run's folder: caps.txt, runs.txt (RUNS; None: none), driver.txt,
+        notrun.txt (where notrun has lines) and the workloads' lines."""
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
         with open(os.path.join(d, "caps.txt"), "w") as f:
             for t, cap in caps.items():
                 f.write(f"{t} {cap} {STEP}\n" if caps_step else f"{t} {cap}\n")
+        if runs is not None:
+            with open(os.path.join(d, "runs.txt"), "w") as f:
+                f.write(f"{runs}\n")
+        with open(os.path.join(d, "driver.txt"), "w") as f:
+            f.write(driver + "\n")
+        if notrun:
+            with open(os.path.join(d, "notrun.txt"), "w") as f:
+                f.write("".join(n + "\n" for n in notrun))
         files = {}
         for w in workloads:
             for k, rows in w.items():
@@ -204,6 +214,58 @@ class Check(unittest.TestCase):
         self.assertEqual(status, 0, "\n".join(lines))
         self.assertIn("TIE  cap", self.row(lines, "cap", "a"))
 
+    def test_a_caps_txt_without_workloads_fails(self):
+        status, lines = self.check(self.folder({}))
+        self.assertEqual(status, 1, "\n".join(lines))
+        self.assertIn("FAIL caps  -", self.row(lines, "caps", "-"))
+        self.assertIn("caps.txt lists no workloads", self.row(lines, "caps", "-"))
+        self.assertEqual(lines[-1], "VERDICT: FAIL: 0 workloads, 1 rows: 0 PASS, 0 TIE, 1 FAIL")
+
+    def test_a_stand_in_run_is_no_gpu_verdict(self):
+        # The simulated source played the GPU (pressure-gpu.sh built with
+        # DRIVER=sim): rows that hold, or not, are no GPU's verdict.
+        for w, verdict in ((workload("a"), "PASS"), (workload("a", cap=1_030_000_000), "FAIL")):
+            status, lines = self.check(self.folder({"a": 1}, w, driver="sim"))
+            self.assertEqual(status, 2, "\n".join(lines))
+            self.assertTrue(lines[0].startswith("STAND-IN: the simulated source played the GPU"), lines[0])
+            self.assertTrue(lines[-1].startswith(f"STAND-IN VERDICT: {verdict}: 1 workloads"), lines[-1])
+
+    def test_fewer_runs_at_the_cap_than_asked_for_fail(self):
+        w = workload("a")
+        del w["smallest_gpuscope.jsonl"][1:3]
+        status, lines = self.check(self.folder({"a": 1}, w))
+        self.assertEqual(status, 1, "\n".join(lines))
+        self.assertTrue(self.row(lines, "cap", "a").startswith("FAIL"))
+        self.assertIn("(1 runs, 0 out of memory)", self.row(lines, "cap", "a"))
+        self.assertIn("1 runs at the cap, the run asked for 3 (runs.txt)", self.row(lines, "cap", "a"))
+        # One run where the run asked for one holds.
+        status, lines = self.check(self.folder({"a": 1}, w, runs=1))
+        self.assertEqual(status, 0, "\n".join(lines))
+        self.assertTrue(self.row(lines, "cap", "a").startswith("PASS"))
+        # More than asked for is not what the run did either.
+        status, lines = self.check(self.folder({"a": 1}, workload("a"), runs=2))
+        self.assertEqual(status, 1, "\n".join(lines))
+        self.assertIn("3 runs at the cap, the run asked for 2", self.row(lines, "cap", "a"))
+
+    def test_a_folder_without_the_runs_asked_for_fails(self):
+        status, lines = self.check(self.folder({"a": 1}, workload("a"), runs=None))
+        self.assertEqual(status, 1, "\n".join(lines))
+        self.assertTrue(self.row(lines, "cap", "a").startswith("FAIL"))
+        self.assertIn("runs.txt missing", self.row(lines, "cap", "a"))
+
+    def test_a_bad_runs_txt_says_so(self):
+        d = self.folder({"a": 1}, workload("a"), runs="three")
+        with self.assertRaisesRegex(SystemExit, "runs.txt: want the count of runs asked for"):
+            pressure_tables.check(d, io.StringIO())
+
+    def test_parts_not_run_are_listed(self):
+        notrun = ["cap20: skipped, 481 s gone of BUDGET=480", "free: stopped by TERM at free_gpuscope.jsonl"]
+        status, lines = self.check(self.folder({"a": 1}, workload("a"), notrun=notrun))
+        self.assertEqual(status, 0, "\n".join(lines))
+        self.assertEqual([x for x in lines if x.startswith("NOT RUN")], ["NOT RUN: " + n for n in notrun])
+        self.assertEqual(lines[-1], "VERDICT: PASS: 1 workloads, 2 rows: 2 PASS, 0 TIE, 0 FAIL; "
+                                    "2 parts not run (NOT RUN above)")
+
     def test_a_folder_without_caps_says_so(self):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
@@ -214,10 +276,13 @@ class Check(unittest.TestCase):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pressure_tables.py")
         ok = self.folder({"a": 1}, workload("a"))
         bad = self.folder({"a": 1, "c": 1}, workload("a"))
-        for d, want in ((ok, 0), (bad, 1)):
+        empty = self.folder({})
+        standin = self.folder({"a": 1}, workload("a"), driver="sim")
+        for d, want, verdict in ((ok, 0, "\nVERDICT: PASS"), (bad, 1, "\nVERDICT: FAIL"), (empty, 1, "\nVERDICT: FAIL"),
+                                 (standin, 2, "\nSTAND-IN VERDICT: PASS")):
             p = subprocess.run([sys.executable, script, "--check", d], capture_output=True, text=True)
             self.assertEqual(p.returncode, want, p.stdout + p.stderr)
-            self.assertIn("VERDICT: " + ("PASS" if want == 0 else "FAIL"), p.stdout)
+            self.assertIn(verdict, p.stdout)
 
 
 if __name__ == "__main__":

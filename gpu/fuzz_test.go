@@ -566,11 +566,11 @@ func (z *gpuFuzz) asyncCopy(a *galloc, gst *gstream) {
 	defer func() { require.NoError(t, h.Free()) }()
 	err = a.x.CopyToHostAsync(h, gst.st)
 	switch {
-	case a.state != gLive:
-		z.stale(a, err)
-		return
 	case !gst.owner.open:
 		require.Error(t, err, "a copy on a stream of an ended scope")
+		return
+	case a.state != gLive:
+		z.stale(a, err)
 		return
 	case err != nil:
 		// Memory of a reservation is used on its own stream only.

@@ -131,6 +131,11 @@ func TestTheInteropHarnessKeepsWhatAHungPartLeft(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "commit.txt"), []byte("test\n"), 0o644))
 	pidFile := filepath.Join(tmp, "hung.pid")
 	hung := "#!/bin/bash\ntrap '' TERM\necho $$ > " + pidFile + "\necho started\nexec sleep 300\n"
+	t.Cleanup(func() { // where the test fails before the harness killed it
+		if pid, err := os.ReadFile(pidFile); err == nil {
+			_ = exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run()
+		}
+	})
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "cublas"), []byte(hung), 0o755))
 
 	logs, out := filepath.Join(tmp, "logs"), filepath.Join(tmp, "out")

@@ -11,8 +11,11 @@ import unittest
 import interop_report
 
 
-def torch_row(mode, rnd, step_ms, losses=("0x1.0p+0", "0x1.8p+0")):
-    return {"mode": mode, "round": rnd, "steps": 12, "timed_steps": 10, "tokens": 1, "step_ms": step_ms,
+LOSSES = tuple(float.hex(1 + i / 64) for i in range(60))  # the harness's 60 steps
+
+
+def torch_row(mode, rnd, step_ms, losses=LOSSES):
+    return {"mode": mode, "round": rnd, "steps": len(losses), "timed_steps": 10, "tokens": 1, "step_ms": step_ms,
             "step_ms_each": [step_ms] * 10, "peak_reserved": {"native": 9e9}.get(mode, 3e9),
             "peak_allocated": 2e9, "final_loss": 1.5, "losses": list(losses)}
 
@@ -73,7 +76,7 @@ class Report(unittest.TestCase):
         self.assertIn("median of 3: 95.00, 104.50, 100.00; spread 9.5%", self.line(out, "native     step"))
         self.assertIn("1.0684, 1.0718, 0.9600", self.line(out, "the same within each round"))
         self.assertIn("9.5%", self.line(out, "native's own spread"))
-        self.assertIn("-> met", self.line(out, "losses of 2 steps"))
+        self.assertIn("-> met", self.line(out, "losses of 60 steps"))
         self.assertIn("-> met", self.line(out, "peak reserved gpuscope"))
 
         rows[2]["step_ms"] = rows[8]["step_ms"] = 103.0  # gpuscope's median 103: 1.03
@@ -82,9 +85,18 @@ class Report(unittest.TestCase):
         self.assertIn("1.0300 (target <= 1.02) -> MISSED", self.line(out, "step time gpuscope / native, medians"))
 
     def test_a_loss_that_differs_is_missed(self):
-        rows = [torch_row("native", 0, 100.0), torch_row("gpuscope", 0, 100.0, losses=("0x1.0p+0", "0x1.9p+0"))]
+        rows = [torch_row("native", 0, 100.0), torch_row("gpuscope", 0, 100.0, losses=LOSSES[:-1] + ("0x1.9p+0",))]
         out = self.logs({"torch.jsonl": rows})
-        self.assertIn("-> MISSED", self.line(out, "losses of 2 steps"))
+        self.assertIn("-> MISSED", self.line(out, "losses of 60 steps"))
+
+    def test_fewer_steps_than_the_issue_asks_are_missed(self):
+        # A quick run's 12 steps, the same in every mode, are not the
+        # issue's 50.
+        rows = [torch_row(k, 0, 100.0, losses=LOSSES[:12]) for k in ("native", "expandable", "gpuscope")]
+        out = self.logs({"torch.jsonl": rows})
+        self.assertIn("MISSED: 12 steps, under the issue's 50", self.line(out, "losses of 12 steps"))
+        rows = [torch_row(k, 0, 100.0) for k in ("native", "expandable", "gpuscope")]
+        self.assertIn("-> met", self.line(self.logs({"torch.jsonl": rows}), "losses of 60 steps"))
 
     def test_record_stream_met_where_the_control_fails(self):
         out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", True)]})
@@ -137,12 +149,12 @@ class Report(unittest.TestCase):
         # is MISSED, not met on what the other modes alone showed.
         rows = [torch_row("native", 0, 100.0), torch_row("expandable", 0, 101.0)]
         out = self.logs({"torch.jsonl": rows})
-        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "losses of 2 steps"))
+        self.assertIn("MISSED: no runs of gpuscope", self.line(out, "losses of 60 steps"))
         self.assertIn("MISSED: no runs of gpuscope", self.line(out, "step time gpuscope / native"))
         self.assertIn("MISSED: no runs of gpuscope", self.line(out, "peak reserved gpuscope"))
         out = self.logs({"torch.jsonl": [torch_row("native", 0, 100.0), torch_row("gpuscope", 0, 100.0)]})
         self.assertIn("-> met", self.line(out, "step time gpuscope / native"))
-        self.assertIn("MISSED: no runs of expandable", self.line(out, "losses of 2 steps"))
+        self.assertIn("MISSED: no runs of expandable", self.line(out, "losses of 60 steps"))
         self.assertIn("MISSED: no runs of expandable", self.line(out, "peak reserved gpuscope"))
 
     def test_cupy_without_a_modes_runs_is_missed(self):

@@ -73,7 +73,9 @@ var errZeroBuffer = prefixed.Kind("gpu", ErrWrongScope, "zero Buffer")
 
 // Use calls fn with the device address while the buffer is live; the
 // buffer cannot be released until fn returns. Use it to launch kernels.
-// What fn returns, Use returns as it is.
+// What fn returns, Use returns as it is. fn must not free the buffer nor
+// end its scope: the release waits for fn to return, so it would wait
+// forever.
 func (b Buffer) Use(fn func(ptr uintptr) error) error {
 	if b.IsZero() {
 		return errZeroBuffer
@@ -99,7 +101,7 @@ func (b Buffer) useOn(fn func(ptr, stream uintptr) error) error {
 func (b Buffer) CopyFromHost(src []byte) error {
 	return b.useOn(func(ptr, stream uintptr) error {
 		if int64(len(src)) > b.Size() {
-			return prefixed.Errorf("gpu", "CopyFromHost: %d bytes into a %d-byte buffer", len(src), b.Size())
+			return prefixed.Kind("gpu", ErrInvalidSize, "CopyFromHost: %d bytes into a %d-byte buffer", len(src), b.Size())
 		}
 		return b.dev.drv.CopyHtoD(ptr, src, stream)
 	})
@@ -110,7 +112,7 @@ func (b Buffer) CopyFromHost(src []byte) error {
 func (b Buffer) CopyToHost(dst []byte) error {
 	return b.useOn(func(ptr, stream uintptr) error {
 		if int64(len(dst)) > b.Size() {
-			return prefixed.Errorf("gpu", "CopyToHost: %d bytes from a %d-byte buffer", len(dst), b.Size())
+			return prefixed.Kind("gpu", ErrInvalidSize, "CopyToHost: %d bytes from a %d-byte buffer", len(dst), b.Size())
 		}
 		return b.dev.drv.CopyDtoH(dst, ptr, stream)
 	})
@@ -127,7 +129,7 @@ func (b Buffer) CopyFrom(src Buffer) error {
 	return b.useOn(func(dst, stream uintptr) error {
 		n := src.Size()
 		if n > b.Size() {
-			return prefixed.Errorf("gpu", "CopyFrom: %d bytes into a %d-byte buffer", n, b.Size())
+			return prefixed.Kind("gpu", ErrInvalidSize, "CopyFrom: %d bytes into a %d-byte buffer", n, b.Size())
 		}
 		return src.useOn(func(from, srcStream uintptr) error {
 			if src.dev == b.dev {

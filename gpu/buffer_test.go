@@ -119,3 +119,37 @@ func TestUseReturnsTheCallersErrorAsItIs(t *testing.T) {
 		return nil
 	}))
 }
+
+// A copy longer than its buffer or slice is an invalid size, which the
+// caller can test with errors.Is, and changes nothing.
+func TestACopyLongerThanItsBufferIsAnInvalidSize(t *testing.T) {
+	dev := openHost(t)
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		x, err := s.Alloc(3)
+		require.NoError(t, err)
+		y, err := s.Alloc(4)
+		require.NoError(t, err)
+		require.NoError(t, x.CopyFromHost([]byte("gpu")))
+		require.NoError(t, y.CopyFromHost([]byte("four")))
+		for _, err := range []error{x.CopyFromHost([]byte("more")), x.CopyToHost(make([]byte, 4)), x.CopyFrom(y)} {
+			require.ErrorIs(t, err, gpu.ErrInvalidSize)
+			require.ErrorContains(t, err, "-byte buffer")
+		}
+		got := make([]byte, 3)
+		require.NoError(t, x.CopyToHost(got))
+		assert.Equal(t, "gpu", string(got), "nothing copied")
+
+		v, err := gpu.Alloc[float32](s, 2)
+		require.NoError(t, err)
+		require.NoError(t, v.CopyFromHost([]float32{1, 2}))
+		for _, err := range []error{v.CopyFromHost([]float32{1, 2, 3}), v.CopyToHost(make([]float32, 3))} {
+			require.ErrorIs(t, err, gpu.ErrInvalidSize)
+			require.ErrorContains(t, err, "elements")
+		}
+		out := make([]float32, 2)
+		require.NoError(t, v.CopyToHost(out))
+		assert.Equal(t, []float32{1, 2}, out, "nothing copied")
+		return nil
+	})
+	require.NoError(t, err)
+}

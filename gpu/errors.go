@@ -20,7 +20,8 @@ import (
 var (
 	// ErrOutOfMemory: the device, or a scope's limit, has no room.
 	ErrOutOfMemory = errdefs.OutOfMemory
-	// ErrInvalidSize: a size that is zero, negative or absurd.
+	// ErrInvalidSize: a size that is zero, negative or absurd, or a copy
+	// longer than its buffer or slice.
 	ErrInvalidSize = errdefs.InvalidSize
 	// ErrScopeClosed: the scope has ended, or the buffer's scope has.
 	ErrScopeClosed = errdefs.ScopeClosed

@@ -82,7 +82,7 @@ func (x Slice[T]) fits(op string, n int, dir string) error {
 		return prefixed.Kind("gpu", ErrWrongScope, "zero Slice")
 	}
 	if n > x.n {
-		return prefixed.Errorf("gpu", "%s: %d elements %s a slice of %d", op, n, dir, x.n)
+		return prefixed.Kind("gpu", ErrInvalidSize, "%s: %d elements %s a slice of %d", op, n, dir, x.n)
 	}
 	return nil
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -81,5 +86,178 @@ func TestTheUnittestCheckFailsWhatDidNotPass(t *testing.T) {
 			requireUnittestOK(r, c.out)
 			require.Equal(t, c.fails, r.failed)
 		})
+	}
+}
+
+// pressureBuild writes, in a new folder, what pressure-gpu.sh build writes
+// for a stand-in run (driver.txt says sim), with gpumem and gpumem-before
+// the shell script given and two workloads in caps.txt; pressure-gpu.sh
+// run reads it through PRESSURE_DIR.
+func pressureBuild(t *testing.T, gpumem string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"gpumem", "gpumem-before"} {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		_, err := w.Write([]byte(gpumem))
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".gz"), b.Bytes(), 0o644))
+	}
+	for name, text := range map[string]string{
+		"caps.txt":   "mlp_train 1000000 10\nresnet50_train 2000000 20\n",
+		"commit.txt": "test\n",
+		"driver.txt": "sim\n",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	return dir
+}
+
+// pressureRun is pressure-gpu.sh run LOGDIR OUTDIR SECTIONS... on the build
+// in dir, PyTorch's lines those an H200 run recorded, with env's settings.
+func pressureRun(t *testing.T, dir string, env []string, sections ...string) (cmd *exec.Cmd, logs, out string) {
+	t.Helper()
+	tmp := t.TempDir()
+	logs, out = filepath.Join(tmp, "logs"), filepath.Join(tmp, "out")
+	args := append([]string{filepath.Join("..", "..", "scripts", "measure", "pressure-gpu.sh"), "run", logs, out}, sections...)
+	cmd = exec.Command("bash", args...)
+	// Where the harness leaves a replay running, Wait ends anyway.
+	cmd.WaitDelay = 10 * time.Second
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "RUNS=") && !strings.HasPrefix(e, "BUDGET=") && !strings.HasPrefix(e, "TORCH_SH=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, "PRESSURE_DIR="+dir, "TORCH_SH=scripts/measure/torch_recorded.sh"), env...)
+	return cmd, logs, out
+}
+
+// exitCode is the status cmd exited with, after err from its Wait.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	return exit.ExitCode()
+}
+
+// packed lists the files of OUTDIR/pressure.tgz.
+func packed(t *testing.T, out string) []string {
+	t.Helper()
+	list, err := exec.Command("tar", "tzf", filepath.Join(out, "pressure.tgz")).CombinedOutput()
+	require.NoError(t, err, "%s", list)
+	return strings.Fields(string(list))
+}
+
+// requireGone waits for the process whose pid the file holds to be gone.
+func requireGone(t *testing.T, pidFile string) {
+	t.Helper()
+	pid, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	// The KILL is delivered, and the process reaped, a moment after the
+	// harness goes on.
+	require.Eventually(t, func() bool {
+		return exec.Command("kill", "-0", strings.TrimSpace(string(pid))).Run() != nil
+	}, 20*time.Second, 50*time.Millisecond, "the replay is gone")
+}
+
+// TestThePressureHarnessStandInIsNoVerdict runs pressure-gpu.sh's stand-in
+// (a build with DRIVER=sim), with a gpumem whose every replay fits: each
+// row holds, and still the run ends STAND-IN VERDICT and exits 2, so that a
+// stand-in build carried to the device never reads as a pass.
+func TestThePressureHarnessStandInIsNoVerdict(t *testing.T) {
+	requirePython(t)
+	t.Parallel()
+	fits := `#!/bin/bash
+echo '{"ooms": 0, "peak_requested_bytes": 1000000, "peak_reserved_bytes": 1000000, "reserved_ratio": 1.0, "source_allocs": 1, "repetitions": [{"wall_ns": 1000}]}'
+`
+	cmd, logs, out := pressureRun(t, pressureBuild(t, fits), []string{"RUNS=2"}, "smallest", "free")
+	output, err := cmd.CombinedOutput()
+	require.Equal(t, 2, exitCode(t, err), "%s", output)
+	verdict, err := os.ReadFile(filepath.Join(out, "verdict.txt"))
+	require.NoError(t, err)
+	require.Regexp(t, `\nSTAND-IN VERDICT: PASS: 2 workloads, 4 rows: 4 PASS, 0 TIE, 0 FAIL\n$`, string(verdict))
+	require.Contains(t, string(output), string(verdict))
+	require.Contains(t, string(verdict), "(2 runs, 0 out of memory)")
+	require.NoFileExists(t, filepath.Join(logs, "notrun.txt"), "everything ran")
+	runs, err := os.ReadFile(filepath.Join(logs, "runs.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "2\n", string(runs))
+	list := packed(t, out)
+	for _, f := range []string{"./verdict.txt", "./tables.md", "./runs.txt", "./driver.txt", "./machine.txt",
+		"./smallest_gpuscope.jsonl", "./smallest_torch.jsonl", "./free_gpuscope.jsonl", "./free_torch.jsonl"} {
+		require.Contains(t, list, f)
+	}
+}
+
+// TestThePressureHarnessKeepsWhatATermLeft sends TERM to pressure-gpu.sh
+// while a replay hangs: the replay is stopped, and verdict.txt, which says
+// what did not run, and pressure.tgz are in OUTDIR, where a device run's
+// command returns them.
+func TestThePressureHarnessKeepsWhatATermLeft(t *testing.T) {
+	requirePython(t)
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "replay.pid")
+	hangs := "#!/bin/bash\necho $$ > " + pidFile + ".part\nmv " + pidFile + ".part " + pidFile + "\nexec sleep 300\n"
+	cmd, logs, out := pressureRun(t, pressureBuild(t, hangs), []string{"RUNS=1"}, "smallest", "free")
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(pidFile)
+		return err == nil
+	}, time.Minute, 50*time.Millisecond, "the first replay starts")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 143, exitCode(t, cmd.Wait()), "%s", output.String())
+	requireGone(t, pidFile)
+
+	verdict, err := os.ReadFile(filepath.Join(out, "verdict.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(verdict), "\nNOT RUN: smallest: stopped by TERM during gpumem replay --driver sim")
+	require.Contains(t, string(verdict), "\nNOT RUN: free: not begun, the run got TERM first\n")
+	require.Contains(t, string(verdict), "FAIL cap   mlp_train                missing: no line for gpuscope at its cap")
+	require.Regexp(t, `\nSTAND-IN VERDICT: FAIL: 2 workloads, 4 rows: 0 PASS, 0 TIE, 4 FAIL; 2 parts not run \(NOT RUN above\)\n$`, string(verdict))
+	require.Contains(t, output.String(), string(verdict))
+	list := packed(t, out)
+	for _, f := range []string{"./verdict.txt", "./notrun.txt", "./machine.txt", "./runs.txt", "./smallest_torch.jsonl"} {
+		require.Contains(t, list, f)
+	}
+	machine, err := os.ReadFile(filepath.Join(logs, "machine.txt"))
+	require.NoError(t, err)
+	require.Regexp(t, `\nend .* \([0-9]+ s\)\n$`, string(machine))
+}
+
+// TestThePressureHarnessStopsAtItsBudget runs pressure-gpu.sh with a
+// replay that hangs and ignores TERM, under a BUDGET of 10 s: the replay
+// is killed 10 s after the budget's end, the section stops before its next
+// workload, the next section is skipped, and the verdict says so.
+func TestThePressureHarnessStopsAtItsBudget(t *testing.T) {
+	requirePython(t)
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "replay.pid")
+	hangs := "#!/bin/bash\ntrap '' TERM\necho $$ > " + pidFile + "\nexec sleep 300\n"
+	cmd, _, out := pressureRun(t, pressureBuild(t, hangs), []string{"RUNS=1", "BUDGET=10"}, "smallest", "free")
+	output, err := cmd.CombinedOutput()
+	require.Equal(t, 2, exitCode(t, err), "%s", output)
+	requireGone(t, pidFile)
+
+	verdict, err := os.ReadFile(filepath.Join(out, "verdict.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(verdict), "\nNOT RUN: smallest: cut at the end of BUDGET=10 (exit 137): gpumem replay --driver sim")
+	require.Regexp(t, `\nNOT RUN: smallest: stopped before resnet50_train and what follows it: [0-9]+ s gone of BUDGET=10\n`, string(verdict))
+	require.Regexp(t, `\nNOT RUN: free: skipped, [0-9]+ s gone of BUDGET=10\n`, string(verdict))
+	require.Contains(t, string(verdict), "\nSTAND-IN VERDICT: FAIL")
+	require.Contains(t, packed(t, out), "./verdict.txt")
+}
+
+// requirePython skips a test of the harness where there is no python3,
+// which its verdict needs.
+func requirePython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 on this machine: the harness's verdict needs one")
 	}
 }

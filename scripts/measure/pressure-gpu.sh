@@ -13,13 +13,25 @@
 # or FAIL per workload, VERDICT last) and $OUT/pressure.tgz (the whole log
 # folder: tar xzf it into a folder, which pressure_tables.py reads alone);
 # run exits with the check's status (0: every row holds; 1: one fails; 2:
-# a stand-in run, below, whose VERDICT line starts with STAND-IN). LOGDIR must be
-# new or empty: on a machine already used, give another. Time, estimated
+# a stand-in run, below, whose VERDICT line starts with STAND-IN; 143 or
+# 130: it got TERM or INT). LOGDIR must be new or empty: on a machine
+# already used, give another.
+#
+# A run cut short still comes back: every replay (and torch.sh's commands)
+# runs under timeout -k 10 with the seconds left of BUDGET, each section
+# stops before a workload once BUDGET is gone, tables.md, verdict.txt and
+# pressure.tgz are written into OUTDIR after every section, and a TERM or
+# INT stops the replay running and writes them at once. notrun.txt (and the
+# verdict's NOT RUN lines) says what did not run and why; a workload cut
+# short fails the check (its lines are missing or too few).
+#
+# Time, estimated
 # from the pass times of docs/data/h200-2026-12-05-pressure-4 (where
 # smallest, free and cap12 took 181 s with RUNS=3): 250-300 s on an H200
 # with the default sections; cap20 adds as many first passes as cap12, the
 # finer steps about seven passes to each of PyTorch's 34 bisections,
-# smallest a replay a step under each of the 17 caps, before 16 replays.
+# smallest a replay a step under each of the 17 caps, before 16 replays;
+# the tables, verdict and packing after each section a few seconds each.
 #
 # build (any machine with Go; cuda.h and the stub libcuda from
 # scripts/cuda-sdk.sh) writes .pressure/: gpumem built with -tags cuda
@@ -32,7 +44,8 @@
 # a stand-in run where the simulated source plays the GPU (below).
 #
 # run LOGDIR OUTDIR [SECTION...] replays RUNS times (default 3), each
-# section only if it starts before BUDGET seconds (default 480), into
+# section and each workload only if it starts before BUDGET seconds
+# (default 480), into
 # LOGDIR (new or empty: the logs are appended to), copies caps.txt,
 # commit.txt and driver.txt there, writes RUNS to runs.txt (the check
 # requires that many replays at each cap), records the machine (nvidia-smi -L, the
@@ -83,7 +96,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-out=.pressure
+out=${PRESSURE_DIR:-.pressure} # PRESSURE_DIR: another build, for the harness's own tests
 usage="usage: $0 build | run LOGDIR OUTDIR [SECTION...]"
 # before is the commit of gpumem-before: c2db750's parent.
 before_commit=a682b2e
@@ -125,6 +138,17 @@ esac
 for f in gpumem.gz gpumem-before.gz caps.txt commit.txt; do
   [ -e "$out/$f" ] || { echo "$0: $out/$f missing: run $0 build first (and carry $out)" >&2 && exit 1; }
 done
+sections=${*:-smallest before free cap12 cap20}
+for s in $sections; do
+  case $s in
+  smallest | before | samecap | free | cap12 | cap20) ;;
+  *) echo "$0: no section $s: want smallest, before, samecap, free, cap12 or cap20" >&2 && exit 64 ;;
+  esac
+done
+runs=${RUNS:-3}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "$0: RUNS=$runs: want a count of 1 or more" >&2 && exit 64; }
+budget=${BUDGET:-480}
+[[ $budget =~ ^[0-9]+$ ]] || { echo "$0: BUDGET=$budget: want seconds" >&2 && exit 64; }
 if [ -e "$logs" ] && [ -n "$(ls -A "$logs")" ]; then
   echo "$0: $logs is not empty: the logs are appended to, give a new folder" >&2
   exit 1
@@ -134,12 +158,14 @@ if [ "$dest" != - ]; then
   dest=$(realpath "$dest")
 fi
 mkdir -p "$logs" && logs=$(realpath "$logs")
+start=$(date +%s)
 driver=$(cat "$out/driver.txt" 2>/dev/null || echo cuda)
 bin=$(mktemp -d)
+tmp=$bin # the scratch folder, under a name that replay's own bin does not hide
 trap 'rm -rf "$bin"' EXIT
 gzip -dc "$out/gpumem.gz" >"$bin/gpumem" && gzip -dc "$out/gpumem-before.gz" >"$bin/gpumem-before" && chmod +x "$bin"/* || exit 1
 cp "$out/caps.txt" "$out/commit.txt" "$logs/" && echo "$driver" >"$logs/driver.txt"
-sections=${*:-smallest before free cap12 cap20}
+echo "$runs" >"$logs/runs.txt"
 torch=${TORCH_SH:-scripts/measure/torch.sh} # TORCH_SH: another, to try the script without a GPU
 shared=""
 for t in mlp_train resnet50_train vit_infer_dynamic llama_prefill_dynamic; do
@@ -148,44 +174,150 @@ done
 shapes=$(ls pool/testdata/shapes/*.csv.gz)
 seed1=$(ls pool/testdata/shapes/*.csv.gz | grep -v '_s[0-9]*\.csv\.gz$')
 lm=$(ls pool/testdata/shapes/train_large_vocab*.csv.gz pool/testdata/shapes/infer_dynamic_logits*.csv.gz)
-runs=${RUNS:-3}
-[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "$0: RUNS=$runs: want a count of 1 or more" >&2 && exit 64; }
-echo "$runs" >"$logs/runs.txt"
 source_flags=(--driver "$driver")
 [ "$driver" = sim ] && source_flags+=(--capacity "$h200Bytes")
-budget=${BUDGET:-480}
-start=$(date +%s)
+
+# What did not run, for notrun.txt: $tmp/notrun holds what will not (a
+# section skipped, a workload stopped before, a command cut at the
+# budget's end or by a signal); pending, the sections asked for and not
+# begun; section, the one running.
+: >"$tmp/notrun"
+pending=" $sections "
+section=
+running= # the command running: its pid (timeout's) and what it runs
+notrun() { echo "$section: $*" >>"$tmp/notrun"; }
+left() { echo $((budget - ($(date +%s) - start))); }
+
 # has SECTION says whether to run it: asked for, and started before BUDGET
 # seconds (default 480) have passed, so that the check and the packing
-# still come back inside the device call's 600 s; machine.txt names a
-# section skipped so.
+# still come back inside the device call's 600 s; notrun.txt and
+# machine.txt name a section skipped so.
 has() {
-  case " $sections " in *" $1 "*) ;; *) return 1 ;; esac
-  local gone=$(($(date +%s) - start))
-  [ $gone -lt "$budget" ] && return 0
-  echo "skipped $1: $gone s gone of BUDGET=$budget" >>"$logs/machine.txt"
+  case "$pending" in *" $1 "*) ;; *) return 1 ;; esac
+  pending=${pending/ $1 / }
+  section=$1
+  local l
+  l=$(left)
+  [ "$l" -gt 0 ] && return 0
+  notrun "skipped, $((budget - l)) s gone of BUDGET=$budget"
+  echo "skipped $1: $((budget - l)) s gone of BUDGET=$budget" >>"$logs/machine.txt"
   return 1
 }
+
+# inbudget WORKLOAD says whether the section may begin WORKLOAD: BUDGET is
+# not gone. notrun.txt names the first workload a section stopped before.
+inbudget() {
+  local l
+  l=$(left)
+  [ "$l" -gt 0 ] && return 0
+  notrun "stopped before $(name "$1") and what follows it: $((budget - l)) s gone of BUDGET=$budget"
+  return 1
+}
+
+# bounded OUT CMD... runs CMD, its output appended to OUT and its errors to
+# stderr.txt, under timeout -k 10 with the seconds left of BUDGET (killed
+# 10 s after, where it ignores the TERM), and returns its status: 124 or
+# 137 where the budget's end cut it (notrun.txt says so), 124 without
+# running it where no time is left. It runs in the background and is
+# waited for, so that a TERM or INT to the run is handled at once (bash
+# runs a trap only once a foreground command ends).
+bounded() {
+  local o=$1 l rc what
+  shift
+  what=$*
+  what=${what//$tmp\//} # the binaries' scratch folder says nothing
+  l=$(left)
+  [ "$l" -gt 0 ] || return 124
+  timeout -k 10 "$l" "$@" >>"$o" 2>>"$logs/stderr.txt" 3>&- &
+  running="$! $what"
+  wait "${running%% *}"
+  rc=$?
+  running=
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    notrun "cut at the end of BUDGET=$budget (exit $rc): $what"
+  fi
+  return $rc
+}
+
+# save writes tables.md and verdict.txt from the logs so far, with
+# notrun.txt (what did not run, and the sections not begun yet), and packs
+# LOGDIR into OUTDIR/pressure.tgz with verdict.txt beside it: after every
+# section and at the end, so that a run cut short brings back what ran.
+# status is the check's.
+save() {
+  local s
+  {
+    cat "$tmp/notrun"
+    for s in $pending; do echo "$s: not begun when this verdict was written"; done
+  } >"$logs/notrun.txt"
+  [ -s "$logs/notrun.txt" ] || rm -f "$logs/notrun.txt"
+  python3 scripts/measure/pressure_tables.py "$logs" >"$logs/tables.md" 2>&1
+  python3 scripts/measure/pressure_tables.py --check "$logs" >"$logs/verdict.txt" 2>&1
+  status=$?
+  if [ "$dest" != - ]; then
+    tar czf "$dest/pressure.tgz.part" -C "$logs" . && mv "$dest/pressure.tgz.part" "$dest/pressure.tgz"
+    cp "$logs/verdict.txt" "$dest/verdict.txt.part" && mv "$dest/verdict.txt.part" "$dest/verdict.txt"
+  fi
+}
+
+# finish writes the end into machine.txt, saves and prints the verdict,
+# once: at the end, or where the run is stopped (TERM, INT) before it. It
+# prints to the run's own output (3), which a trap run inside a replay's
+# redirection would not reach.
+exec 3>&1
+finished=0
+finish() {
+  [ $finished = 0 ] || return 0
+  finished=1
+  echo "end $(date -u) ($(($(date +%s) - start)) s)" >>"$logs/machine.txt"
+  save
+  cat "$logs/verdict.txt" >&3
+  [ "$dest" = - ] || ls -la "$dest" >&3
+}
+
+# stop SIGNAL stops the command running, if one is, says in notrun.txt
+# what the signal cut and what it left unbegun, and finishes.
+stop() {
+  local s
+  trap '' TERM INT # a second signal would cut the saving short
+  if [ -n "$running" ]; then
+    kill -TERM "${running%% *}" 2>/dev/null
+    notrun "stopped by $1 during ${running#* }"
+  elif [ -n "$section" ]; then
+    notrun "stopped by $1"
+  fi
+  for s in $pending; do echo "$s: not begun, the run got $1 first" >>"$tmp/notrun"; done
+  pending=
+  finish
+}
+trap 'stop TERM; exit 143' TERM
+trap 'stop INT; exit 130' INT
+
 {
   echo "start $(date -u)"
   echo "commit $(cat "$out/commit.txt")"
   echo "driver $driver$([ "$driver" = sim ] && echo ' (a stand-in: the simulated source played the GPU)')"
   echo "sections $sections"
   echo "runs $runs"
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c 'import torch; print("torch", torch.__version__)'
+  echo "budget $budget"
+  # Each under a limit too: a command that hangs here would take the run.
+  timeout -k 5 30 nvidia-smi -L
+  timeout -k 5 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  timeout -k 5 30 python3 -c 'import torch; print("torch", torch.__version__)'
 } >"$logs/machine.txt" 2>&1
-$torch build >>"$logs/machine.txt" 2>&1 || echo "torch.sh build failed" >>"$logs/machine.txt"
+section=setup
+bounded "$logs/machine.txt" "$torch" build || echo "torch.sh build failed" >>"$logs/machine.txt"
+section=
 
 # replay BIN LABEL EXTRA ARGS... replays through BIN (a gpumem) and prints
 # its JSON on one line, with the trace, LABEL and EXTRA's fields (a JSON
 # object) added; it fails, saying why in stderr.txt, where gpumem failed
-# other than by running out of memory (status 3).
+# other than by running out of memory (status 3), or did not run.
 replay() {
-  local bin=$1 label=$2 extra=$3 json rc
+  local bin=$1 label=$2 extra=$3 rc
   shift 3
-  json=$("$bin" replay "${source_flags[@]}" "$@" 2>>"$logs/stderr.txt")
+  : >"$tmp/json"
+  bounded "$tmp/json" "$bin" replay "${source_flags[@]}" "$@"
   rc=$?
   if [ $rc -ne 0 ] && [ $rc -ne 3 ]; then
     echo "$(basename "$bin") replay $*: exit $rc" >>"$logs/stderr.txt"
@@ -196,7 +328,7 @@ import json, sys
 d = json.loads(sys.argv[4])
 d["trace"], d["label"] = sys.argv[2], sys.argv[3]
 d.update(json.loads(sys.argv[1]))
-print(json.dumps(d))' "$extra" "${@: -1}" "$label" "$json" 2>>"$logs/stderr.txt"
+print(json.dumps(d))' "$extra" "${@: -1}" "$label" "$(cat "$tmp/json")" 2>>"$logs/stderr.txt"
 }
 gs() { replay "$bin/gpumem" "$@"; }
 # get FIELD prints a field of the JSON line on stdin.
@@ -208,19 +340,21 @@ file() {
 
 # try FILE CAP STEP: gpuscope's first pass on FILE under CAP, its line
 # into $trials; fails with 1 where it ran out of memory, 2 where it did not
-# run.
+# run. (The line goes through a file, not $(...): a replay in a command
+# substitution would hold off a TERM's trap until it ends.)
 try() {
-  local line
-  line=$(gs try "{\"cap_bytes\": $2, \"step_bytes\": $3}" --max-reserved "$2" "$1") || return 2
-  echo "$line" >>"$trials"
-  [ "$(get ooms <<<"$line")" = 0 ] || return 1
+  gs try "{\"cap_bytes\": $2, \"step_bytes\": $3}" --max-reserved "$2" "$1" >"$tmp/line" || return 2
+  cat "$tmp/line" >>"$trials"
+  [ "$(get ooms <"$tmp/line")" = 0 ] || return 1
 }
 if has smallest; then
   # shellcheck disable=SC2086
-  $torch smallest $shared $shapes >"$logs/smallest_torch.jsonl" 2>>"$logs/stderr.txt"
-  trials=$bin/trials.jsonl
+  bounded "$logs/smallest_torch.jsonl" "$torch" smallest $shared $shapes
+  trials=$tmp/trials.jsonl
   while read -r t sim step; do
+    [ -n "$t" ] || continue
     f=$(file "$t")
+    inbudget "$f" || break
     [ -n "$step" ] || { echo "caps.txt: $t has no step: build again" >>"$logs/stderr.txt" && continue; }
     : >"$trials"
     # The simulator's cap; where the GPU runs out of memory there, raised
@@ -259,7 +393,9 @@ for l in open(sys.argv[1]):
         d["label"] = "smallest"
     d["simulated_cap_bytes"], d["raised"] = sim, (cap - sim) // step
     print(json.dumps(d))' "$trials" "$hi" "$sim" "$step" >>"$logs/smallest_gpuscope.jsonl"
-  done <"$out/caps.txt"
+  done <"$logs/caps.txt"
+  section=
+  save
 fi
 
 # torch_cap TRACE prints PyTorch's smallest cap for TRACE in MODE (native,
@@ -280,6 +416,7 @@ print(c)' "$logs/smallest_torch.jsonl" "$1" "$2"
 
 if has before; then
   for f in $lm; do
+    inbudget "$f" || break
     if ! cap=$(torch_cap "$f" best 2>/dev/null); then
       echo "before: no PyTorch smallest cap for $f (run smallest first)" >>"$logs/stderr.txt"
       continue
@@ -287,34 +424,43 @@ if has before; then
     replay "$bin/gpumem-before" before "{\"cap_bytes\": $cap, \"commit\": \"$before_commit\"}" --max-reserved "$cap" "$f" >>"$logs/before_gpuscope.jsonl"
     gs today "{\"cap_bytes\": $cap}" --max-reserved "$cap" "$f" >>"$logs/before_gpuscope.jsonl"
   done
+  section=
+  save
 fi
 
 if has samecap; then
   for f in $shared; do
+    inbudget "$f" || break
     for mode in native expandable; do
       cap=$(torch_cap "$f" $mode 2>/dev/null) || continue
       for i in 1 2 3 4 5; do
         gs "$mode" "{\"cap_bytes\": $cap}" --max-reserved "$cap" "$f" >>"$logs/samecap_gpuscope.jsonl"
-        MODES=$mode PASSES=1 CAP_BYTES=$cap $torch replay "$f" >>"$logs/samecap_torch.jsonl" 2>>"$logs/stderr.txt"
+        bounded "$logs/samecap_torch.jsonl" env MODES=$mode PASSES=1 CAP_BYTES=$cap "$torch" replay "$f"
       done
     done
   done
+  section=
+  save
 fi
 
 if has free; then
   for ((i = 0; i < runs; i++)); do
     for f in $shared $shapes; do
+      inbudget "$f" || break 2
       gs free '{}' --repeat 3 "$f" >>"$logs/free_gpuscope.jsonl"
     done
     # shellcheck disable=SC2086
-    $torch replay $shared $shapes >>"$logs/free_torch.jsonl" 2>>"$logs/stderr.txt"
+    bounded "$logs/free_torch.jsonl" "$torch" replay $shared $shapes
   done
+  section=
+  save
 fi
 # far LABEL TENTHS: gpuscope's first pass, RUNS times, under TENTHS/10
 # times its unconstrained peak reserved, into LOGDIR/LABEL_gpuscope.jsonl.
 far() {
   local label=$1 tenths=$2 f cap
   for f in $shared $seed1; do
+    inbudget "$f" || break
     cap=$(grep "\"$f\"" "$logs/free_gpuscope.jsonl" | head -1 | python3 -c '
 import json, sys
 print(json.loads(sys.stdin.readline())["peak_reserved_bytes"] * int(sys.argv[1]) // 10)' "$tenths") || continue
@@ -322,17 +468,14 @@ print(json.loads(sys.stdin.readline())["peak_reserved_bytes"] * int(sys.argv[1])
       gs "$label" "{\"cap_bytes\": $cap}" --max-reserved "$cap" "$f" >>"$logs/${label}_gpuscope.jsonl"
     done
   done
+  section=
+  save
 }
 if has cap12; then far cap12 12; fi
 if has cap20; then far cap20 20; fi
 
-echo "end $(date -u) ($(($(date +%s) - start)) s)" >>"$logs/machine.txt"
-python3 scripts/measure/pressure_tables.py "$logs" >"$logs/tables.md" 2>&1
-python3 scripts/measure/pressure_tables.py --check "$logs" >"$logs/verdict.txt" 2>&1
-status=$?
-cat "$logs/verdict.txt"
-if [ "$dest" != - ]; then
-  tar czf "$dest/pressure.tgz" -C "$logs" . && cp "$logs/verdict.txt" "$dest/verdict.txt"
-  ls -la "$dest"
-fi
+# A signal now would only cut the last saving short.
+trap '' TERM INT
+section=
+finish
 exit $status

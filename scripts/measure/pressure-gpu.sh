@@ -116,7 +116,10 @@ build)
   git describe --always --dirty --abbrev=12 >"$out/commit.txt" 2>/dev/null || echo unknown >"$out/commit.txt"
   go build "${tags[@]}" -ldflags='-s -w' -o "$out/gpumem" ./cmd/gpumem
   wt=/tmp/pressure-before-$$
-  trap 'git worktree remove --force "$wt" 2>/dev/null; rm -rf "$wt"' EXIT
+  # (|| true: set -e holds in the trap too, and once the worktree is
+  # removed below, the remove here fails and would make the build's
+  # status git's 128.)
+  trap 'git worktree remove --force "$wt" 2>/dev/null || true; rm -rf "$wt"' EXIT
   git worktree add --quiet --detach "$wt" "$before_commit"
   (cd "$wt" && go build "${tags[@]}" -ldflags='-s -w' -o "$root/$out/gpumem-before" ./cmd/gpumem)
   git worktree remove --force "$wt"

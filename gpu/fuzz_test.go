@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/internal/fuzzops"
 	"github.com/gpuscope/gpuscope/pool"
 )
 
@@ -74,8 +74,7 @@ type gpuFuzz struct {
 	dev     *gpu.Device
 	closed  bool // the device
 	forced  bool // closed with scopes open
-	ops     []byte
-	i       int
+	prog    *fuzzops.Program
 	allocs  []*galloc
 	scopes  []*gscope
 	streams []*gstream
@@ -83,14 +82,7 @@ type gpuFuzz struct {
 	counter int
 }
 
-func (z *gpuFuzz) next(n int) int {
-	if z.i >= len(z.ops) || n <= 1 {
-		return 0
-	}
-	v := int(z.ops[z.i])
-	z.i++
-	return v % n
-}
+func (z *gpuFuzz) next(n int) int { return z.prog.Next(n) }
 
 // FuzzWithScope runs a program of nested WithScope calls, long-lived
 // scopes and buffers, read from the input, on a small host device: bad
@@ -110,19 +102,12 @@ func FuzzWithScope(f *testing.F) {
 	f.Add([]byte{0, 3, 15, 15, 2, 0, 1, 17, 0, 16, 0, 16, 1, 16, 2, 18, 0, 1, 16, 4, 0, 16, 3, 0})
 	f.Add([]byte{2, 1, 1, 0, 0, 6, 2, 0, 5, 0, 0, 0, 0, 2, 0, 0, 0, 6, 0, 1, 0, 7, 1, 0, 0, 0})
 	for seed := range uint64(4) {
-		// Long programs that reach deep states from the start.
-		r := rand.New(rand.NewPCG(seed, 7))
-		ops := make([]byte, 300)
-		for k := range ops {
-			ops[k] = byte(r.Uint32())
-		}
-		f.Add(ops)
+		f.Add(fuzzops.Random(seed, 7, 300))
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		ops = ops[:min(len(ops), 300)]
 		dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
 		require.NoError(t, err)
-		z := &gpuFuzz{t: t, dev: dev, ops: ops}
+		z := &gpuFuzz{t: t, dev: dev, prog: fuzzops.New(ops, 300)}
 		t.Cleanup(func() {
 			if t.Failed() {
 				// Leave nothing for the next input to find.
@@ -130,7 +115,7 @@ func FuzzWithScope(f *testing.F) {
 				gputest.VerifyNone(&leakRecorder{}, gputest.Devices(dev.Name()), gputest.MaxSleep(time.Microsecond))
 			}
 		})
-		for z.i < len(z.ops) {
+		for !z.prog.Done() {
 			z.top()
 		}
 		z.finish()
@@ -301,7 +286,7 @@ func (z *gpuFuzz) withScope(ctx context.Context, parent *gscope) {
 			gs = &gscope{s: s, parent: parent, open: true, cancel: cancel, limit: limit}
 			z.scopes = append(z.scopes, gs)
 			z.refreshEvicted()
-			for z.i < len(z.ops) {
+			for !z.prog.Done() {
 				if z.next(10) == 0 {
 					break // the function returns
 				}
@@ -420,7 +405,7 @@ func (z *gpuFuzz) op(gs *gscope) {
 		}
 	case 9: // cancel this scope's context
 		if gs != nil && gs.cancel != nil && gs.cause == nil && gs.open {
-			gs.cause = fmt.Errorf("cancelled at op %d", z.i)
+			gs.cause = fmt.Errorf("cancelled at op %d", z.prog.Pos())
 			gs.cancel(gs.cause)
 			_, err := gs.s.Alloc(512)
 			require.ErrorIs(t, err, gs.cause)
@@ -827,7 +812,7 @@ func (z *gpuFuzz) view(a *galloc) {
 	require.Error(t, v.CopyFromHost(make([]byte, n+1)), "more bytes than the view holds")
 	src := make([]byte, n)
 	for k := range src {
-		src[k] = byte(0xa5 ^ z.i ^ k)
+		src[k] = byte(0xa5 ^ z.prog.Pos() ^ k)
 	}
 	require.NoError(t, v.CopyFromHost(src))
 	copy(a.shadow[off:], src)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuscope/gpuscope/internal/fuzzops"
 	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -63,16 +63,10 @@ func FuzzPoolAPI(f *testing.F) {
 	f.Add(uint8(3), []byte{0x50, 0x60, 0x50, 0x0d, 0x00, 0x02, 0x03, 0x0d})
 	f.Add(uint8('9'), []byte("0\xfc\xec\xec\xec\xecY107")) // a block used on stream 7, freed after Close
 	for seed := range uint64(4) {
-		// Long programs that reach deep states from the start.
-		r := rand.New(rand.NewPCG(seed, 13))
-		ops := make([]byte, 400)
-		for k := range ops {
-			ops[k] = byte(r.Uint32())
-		}
-		f.Add(uint8(seed), ops)
+		f.Add(uint8(seed), fuzzops.Random(seed, 13, 400))
 	}
 	f.Fuzz(func(t *testing.T, cfg uint8, ops []byte) {
-		ops = ops[:min(len(ops), 400)]
+		prog := fuzzops.New(ops, 400)
 		src := sim.New([]int64{0, 96 << 20}[cfg&1], 0)
 		var s pool.Source = src
 		if cfg&2 != 0 {
@@ -82,17 +76,8 @@ func FuzzPoolAPI(f *testing.F) {
 		require.NoError(t, err)
 		z := &poolFuzz{t: t, src: src, p: p, observed: map[pool.Block]bool{}}
 		p.Observe(z.observe)
-		i := 0
-		next := func(n int) int {
-			if i >= len(ops) || n <= 1 {
-				return 0
-			}
-			v := int(ops[i])
-			i++
-			return v % n
-		}
-		for step := 0; i < len(ops); step++ {
-			z.step(step, next)
+		for step := 0; !prog.Done(); step++ {
+			z.step(step, prog.Next)
 			z.check(step)
 		}
 		z.finish()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuscope/gpuscope/internal/errdefs"
+	"github.com/gpuscope/gpuscope/internal/fuzzops"
 	"github.com/gpuscope/gpuscope/internal/sim"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -93,16 +93,10 @@ func FuzzScopeAPI(f *testing.F) {
 	f.Add([]byte{0x70, 0x81, 0x90, 0x71, 0x81, 0x83, 0x84, 0x85, 0x0c, 0x0d, 0x0e})
 	f.Add([]byte{0x00, 0x70, 0x00, 0x61, 0x62, 0x63, 0x64, 0x65, 0x04, 0x0b, 0x01, 0x08})
 	for seed := range uint64(4) {
-		// Long programs that reach deep states from the start.
-		r := rand.New(rand.NewPCG(seed, 11))
-		ops := make([]byte, 300)
-		for k := range ops {
-			ops[k] = byte(r.Uint32())
-		}
-		f.Add(ops)
+		f.Add(fuzzops.Random(seed, 11, 300))
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		ops = ops[:min(len(ops), 300)]
+		prog := fuzzops.New(ops, 300)
 		src := sim.New(128<<20, 0)
 		p, err := pool.New(src, pool.Shards(2))
 		require.NoError(t, err)
@@ -113,17 +107,8 @@ func FuzzScopeAPI(f *testing.F) {
 				z.lastBlock.Store(&b)
 			}
 		})
-		i := 0
-		next := func(n int) int {
-			if i >= len(ops) || n <= 1 {
-				return 0
-			}
-			v := int(ops[i])
-			i++
-			return v % n
-		}
-		for step := 0; i < len(ops); step++ {
-			z.step(step, next)
+		for step := 0; !prog.Done(); step++ {
+			z.step(step, prog.Next)
 			z.check(step)
 		}
 		z.finish()

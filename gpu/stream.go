@@ -50,14 +50,12 @@ func (s *Scope) NewStream() (*Stream, error) {
 // on it has completed. The scope owns the Stream as it owns NewStream's,
 // except that the stream stays its maker's: when the scope ends, the work
 // queued on it completes before the scope's memory is released, and it is
-// not destroyed. h 0, the default stream, is refused: it is every scope's
-// stream where OnStream says no other.
+// not destroyed. h 0 is the default stream: RecordUse of it keeps a
+// buffer of a scope on another stream from reuse until the default
+// stream's work has completed (a library's record_stream onto it).
 func (s *Scope) UseStream(h uintptr) (*Stream, error) {
 	if !s.valid() {
 		return nil, errNilScope
-	}
-	if h == 0 {
-		return nil, prefixed.Errorf("gpu", "UseStream(0): the default stream is every scope's own")
 	}
 	id := h
 	if a, ok := s.dev.drv.(interface {

@@ -406,13 +406,37 @@ func TestUseStreamLeavesTheStreamToItsMaker(t *testing.T) {
 	require.NoError(t, maker.Close())
 }
 
-func TestUseStreamRefusesTheDefaultStream(t *testing.T) {
-	dev := openHost(t)
-	s, err := dev.NewScope()
+// A buffer of a scope on another stream that work on the default stream
+// uses (PyTorch's record_stream onto it) waits for that stream too: its
+// free records an event there, and where none can be recorded the buffer
+// is held, where before UseStream(0) was refused and the use dropped.
+func TestUseStreamOfTheDefaultStreamHoldsABufferOfAnotherStream(t *testing.T) {
+	dev, faults, err := gputest.OpenFaulty(16 << 20)
 	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.UseStream(0)
-	require.Error(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	maker, err := dev.NewScope()
+	require.NoError(t, err)
+	side, err := maker.NewStream()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.OnStream(side))
+	require.NoError(t, err)
+	def, err := s.UseStream(0)
+	require.NoError(t, err)
+	assert.Zero(t, def.ID())
+
+	b, err := s.Alloc(4096)
+	require.NoError(t, err)
+	require.NoError(t, b.RecordUse(def))
+	ptr := b.Ptr()
+	faults.FailWhen(func(c gputest.Call) bool { return c.Method == "RecordEvent" })
+	assert.Error(t, s.Free(b), "no event on the default stream could be recorded")
+	again, err := s.Alloc(4096)
+	require.NoError(t, err)
+	assert.NotEqual(t, ptr, again.Ptr(), "reused on its stream before the default stream's work")
+	faults.FailWhen(nil)
+	require.NoError(t, s.Free(again))
+	require.NoError(t, s.Close())
+	require.NoError(t, maker.Close())
 	_, err = (*gpu.Scope)(nil).UseStream(1)
 	require.ErrorIs(t, err, gpu.ErrScopeClosed)
 }

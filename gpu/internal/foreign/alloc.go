@@ -89,7 +89,16 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 		if c == nil || err != nil {
 			return 0, err != nil, err
 		}
-		return c.alloc(size, 0)
+		return c.allocOn(size, stream)
+	}
+	return r.allocOn(size, stream)
+}
+
+// allocOn is alloc in r itself, for work on stream: r's own stream where r
+// is a child on a library's stream.
+func (r *record) allocOn(size int64, stream uintptr) (ptr uintptr, ok bool, err error) {
+	if r.ending.Load() {
+		return 0, false, nil
 	}
 	buf, err := r.scope.Alloc(size)
 	if err != nil {
@@ -98,9 +107,10 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 		}
 		return 0, true, err
 	}
-	if stream != 0 {
+	if r.dev == nil {
 		// A Go scope's memory is on its own stream; work on stream uses
-		// it, so the pool reuses it elsewhere only once that work is done.
+		// it (the default stream too, where the scope is on another), so
+		// the pool reuses it elsewhere only once that work is done.
 		if err := r.recordUse(buf, stream); err != nil {
 			return 0, true, errors.Join(err, r.scope.Free(buf))
 		}
@@ -114,7 +124,7 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 		_ = r.scope.Free(buf) // or its end freed it already
 		return 0, false, nil
 	}
-	s.put(entry{ptr: ptr, rec: r, buf: buf}, h)
+	s.put(entry{ptr: ptr, rec: r, buf: buf, stream: stream}, h)
 	s.mu.Unlock()
 	return ptr, true, nil
 }
@@ -150,6 +160,14 @@ func Free(i int, ptr uintptr, size int64, stream uintptr) error {
 	if size >= 0 && size != e.buf.Size() {
 		return prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x was allocated with %d bytes, freed with %d: not freed", ptr, e.buf.Size(), size)
 	}
+	if stream != e.stream {
+		// Freed for work on another stream than its allocation's: that
+		// stream uses it too, and the pool reuses it only once its work
+		// queued before the free has completed.
+		if err := e.rec.recordUse(e.buf, stream); err != nil {
+			return prefixed.Wrap("gpu", err, "freeing %#x for stream %#x, which it was not allocated for: not freed", ptr, stream)
+		}
+	}
 	err = e.rec.scope.Free(e.buf)
 	s.remove(k)
 	if err != nil {
@@ -170,10 +188,12 @@ func RecordStream(ptr, stream uintptr) error {
 	if err != nil {
 		return err
 	}
-	if stream == 0 {
-		return nil // the allocation's own stream
-	}
 	e := &s.entries[k]
+	if stream == e.stream {
+		return nil // the allocation's own stream, or one its allocation recorded
+	}
+	// The default stream (0) too: a block allocated for a side stream lives
+	// on it, and the default stream is another (PyTorch's, FSDP's pattern).
 	return e.rec.recordUse(e.buf, stream)
 }
 

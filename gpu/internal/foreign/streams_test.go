@@ -137,3 +137,90 @@ func TestAStreamRecordStreamNamedServesLaterAllocations(t *testing.T) {
 	require.NoError(t, Free(0, q, 4096, side))
 	require.NoError(t, End(id, false))
 }
+
+// pendingBlocks counts the blocks of device d's pool that wait for other
+// streams' work before they are reused.
+func pendingBlocks(t *testing.T, d *gpu.Device) int {
+	t.Helper()
+	snap, err := d.Snapshot()
+	require.NoError(t, err)
+	n := 0
+	for _, seg := range snap.Pool.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == "pending" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Issue 43, point 2: a block allocated for a side stream lives on it, and
+// record_stream onto the default stream (FSDP's pattern) must hold it until
+// the default stream's work queued before the free has completed; it was
+// dropped, read as the allocation's own stream.
+func TestRecordStreamOntoTheDefaultStreamHoldsABlockOfASideStream(t *testing.T) {
+	d := hostDevice(t)
+	const side = 0x5000 // a library's stream handle
+	p, err := Alloc(0, 4096, side)
+	require.NoError(t, err)
+	require.NoError(t, RecordStream(p, 0))
+	require.NoError(t, Free(0, p, 4096, side))
+	assert.Equal(t, 1, pendingBlocks(t, d.gpu), "freed without waiting for the default stream")
+}
+
+// The same on a device whose default stream cannot be waited for: a free
+// that cannot record its event on the default stream holds the block, so
+// that the next allocation on its stream gets another.
+func TestABlockRecordedOnTheDefaultStreamIsHeldWhereNoEventCanBeRecorded(t *testing.T) {
+	dev, f, err := gputest.OpenFaulty(64 << 20)
+	require.NoError(t, err)
+	lib, err := dev.NewScope(gpu.Name("library's streams"))
+	require.NoError(t, err)
+	side, err := lib.NewStream()
+	require.NoError(t, err)
+	s, err := dev.NewScope(gpu.Name("onnx"), gpu.OnStream(side))
+	require.NoError(t, err)
+	id, err := Attach(s)
+	require.NoError(t, err)
+	p, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	require.NoError(t, RecordStream(p, 0))
+	f.FailWhen(func(c gputest.Call) bool { return c.Method == "RecordEvent" })
+	assert.Error(t, Free(-1, p, 4096, 0), "the free says the block is held")
+	again, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, p, again, "reused on its stream before the default stream's work")
+	f.FailWhen(nil)
+	require.NoError(t, Free(-1, again, 4096, 0))
+	require.NoError(t, s.Close())
+	require.NoError(t, lib.Close())
+	require.NoError(t, dev.Close())
+}
+
+// Issue 43, point 2: a free that names another stream than the
+// allocation's records a use there first: the block is not reused before
+// that stream's work queued before the free has completed. It was freed
+// as if on its own stream, and the next allocation got it at once.
+func TestAFreeNamingAnotherStreamWaitsForIt(t *testing.T) {
+	id, st, f := attached(t)
+	ptr, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	release, err := f.Hold(st)
+	require.NoError(t, err)
+	require.NoError(t, Free(-1, ptr, 4096, st.ID()))
+	again, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, ptr, again, "reused while the stream named at the free may still use it")
+	release()
+	require.NoError(t, st.Synchronize())
+	require.NoError(t, Free(-1, again, -1, 0))
+
+	// The PyTorch form, on a scope begun from C: allocated for a side
+	// stream, freed naming the default one.
+	d := hostDevice(t)
+	p, err := Alloc(0, 4096, 0x5000)
+	require.NoError(t, err)
+	require.NoError(t, Free(0, p, 4096, 0))
+	assert.Equal(t, 1, pendingBlocks(t, d.gpu), "freed without waiting for the stream named")
+}

@@ -9,9 +9,10 @@ import (
 // entry is one live allocation of a library: its address, the Buffer that
 // holds it and the record (scope) that owns it now.
 type entry struct {
-	ptr uintptr // 0: an empty place
-	rec *record
-	buf gpu.Buffer
+	ptr    uintptr // 0: an empty place
+	rec    *record
+	buf    gpu.Buffer
+	stream uintptr // the library's stream it was allocated for (0: the default stream)
 }
 
 // tableShards is how many independently locked parts the table has: enough

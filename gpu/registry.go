@@ -1,7 +1,7 @@
 package gpu
 
 import (
-	"github.com/gpuscope/gpuscope/gpu/internal/frontcache"
+	"github.com/gpuscope/gpuscope/internal/extcache"
 	"github.com/gpuscope/gpuscope/internal/registry"
 )
 
@@ -17,7 +17,7 @@ func register(d *Device) {
 
 func unregister(d *Device) {
 	registry.Unregister(d.registered)
-	frontcache.Detach(d)
+	extcache.Detach(d)
 }
 
 // RecordStacks turns on or off, for every device open now and later, the

@@ -29,13 +29,13 @@ build)
   git describe --always --dirty --abbrev=12 >"$bin/commit.txt" 2>/dev/null || echo unknown >"$bin/commit.txt"
   # The packages with files of their own for the GPU (a cuda build
   # constraint), and those whose tests open the C allocator's devices,
-  # which are GPUs with -tags cuda (gpu/internal/foreign's openDevice),
+  # which are GPUs with -tags cuda (cmd/libgpuscope/internal/foreign's openDevice),
   # test something there: the others run the host device's tests that CI
   # runs, and all 39 binaries (97 MB) are more than a device run carries.
   # (cmd/libgpuscope's tests build the library with the go command, which
   # the GPU machine lacks; internal/cthreads makes the same C calls.)
   files='{{join .GoFiles " "}} {{join .CgoFiles " "}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}'
-  also=" gpu/internal/foreign gpu/capi cmd/libgpuscope/internal/cthreads "
+  also=" cmd/libgpuscope/internal/foreign gpu/capi cmd/libgpuscope/internal/cthreads "
   for pkg in $(go list -tags cuda ./...); do
     dir=$(go list -tags cuda -f '{{.Dir}}' "$pkg")
     name=$(echo "${pkg#github.com/gpuscope/gpuscope/}" | tr / _)

@@ -93,7 +93,7 @@ func TestCThreads(t *testing.T) {
 
 // TestExportsMatchTheHeader checks that the library exports exactly the
 // functions gpuscope.h declares, and no other dynamic symbol: not cgo's
-// and the Go runtime's, not gpu/capi's crossings into Go, not
+// and the Go runtime's, not package clib's crossings into Go, not
 // gorgonia.org/cu's (a -tags cuda build). exports.so, the linker's version
 // script, hides them.
 func TestExportsMatchTheHeader(t *testing.T) {

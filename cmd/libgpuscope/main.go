@@ -6,7 +6,8 @@
 // serves the host-memory device (device 0, for tests and CI); with
 // -tags cuda, GPU i through gpu.Open(i), opened on first use. gpuscope.h
 // declares what it exports, and exports.so keeps the library's dynamic
-// symbols to those (TestExportsMatchTheHeader). Not on linux/arm64: Go
+// symbols to those (TestExportsMatchTheHeader). The entry points and what
+// they keep live in internal/clib, over the logic of internal/foreign. Not on linux/arm64: Go
 // links there with gold where the system's ld is older than 2.36, and gold
 // takes no version script as an input file, so the library exports cgo's
 // and the runtime's helpers beside gpuscope.h's functions.
@@ -17,6 +18,6 @@ package main
 */
 import "C"
 
-import _ "github.com/gpuscope/gpuscope/gpu/capi" // the exported functions
+import _ "github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/clib" // the exported functions
 
 func main() {}

@@ -4,7 +4,6 @@ import (
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/internal/foreign"
 )
 
 // Allocator is a scope in the form that C libraries take an allocator in:
@@ -13,7 +12,7 @@ import (
 // Summary, leak checks, limits) and is freed with it at the latest. The
 // functions are safe from any thread, at once; a call that fails returns
 // NULL, or frees nothing, and writes its message to standard error (the
-// process's first 100; gpuscope.h's gpuscope_stats counts them all).
+// process's first 100 failed calls from C).
 type Allocator struct {
 	// Ctx is the context pointer, C memory, that the library passes back
 	// to Alloc and Free.
@@ -22,8 +21,8 @@ type Allocator struct {
 	// size bytes in the scope, or NULL.
 	Alloc unsafe.Pointer
 	// Free is a C function, void (*)(void *ctx, void *ptr, size_t size, cudaStream_t stream):
-	// frees ptr, which Alloc returned; size is the size allocated, or 0 where
-	// the library does not say.
+	// frees ptr, which this Allocator's Alloc returned; size is the size
+	// allocated, or 0 where the library does not say.
 	Free unsafe.Pointer
 }
 
@@ -32,7 +31,7 @@ type Allocator struct {
 // and change nothing. The 8 bytes of C memory at Ctx stay for the process's
 // life, so that a late call reads no freed memory.
 func For(s *gpu.Scope) (Allocator, error) {
-	id, err := foreign.Attach(s)
+	id, err := attach(s)
 	if err != nil {
 		return Allocator{}, err
 	}

@@ -1,6 +1,6 @@
 // Package cthreads runs testdata/cthreads.c, which calls libgpuscope's
-// entry points from threads that Go did not make, and threads that call a
-// gpu/capi.Allocator, inside a Go program:
+// entry points (package clib) from threads that Go did not make, and
+// threads that call a gpu/capi.Allocator, inside a Go program:
 // there the race detector sees the Go side of every call, which it cannot
 // where the entry points are a shared library that a C program loads.
 package cthreads
@@ -23,7 +23,8 @@ import (
 	"encoding/json"
 	"unsafe"
 
-	"github.com/gpuscope/gpuscope/gpu/capi" // the entry points it calls
+	_ "github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/clib" // the entry points it calls
+	"github.com/gpuscope/gpuscope/gpu/capi"                        // the context form it calls
 )
 
 // Run runs the C program's checks and returns its exit status: 0 where all

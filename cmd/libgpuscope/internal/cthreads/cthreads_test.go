@@ -25,7 +25,7 @@ import (
 // it is done.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(gputest.Wrap(m, gputest.IgnoreScope("libgpuscope")),
-		goleak.IgnoreTopFunction("github.com/gpuscope/gpuscope/gpu/internal/foreign.openRecord.func1.1"),
+		goleak.IgnoreTopFunction("github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/foreign.openRecord.func1.1"),
 		goleak.IgnoreAnyFunction("github.com/gpuscope/gpuscope/gpu/internal/host.(*stream).run"))
 }
 

@@ -12,20 +12,19 @@ import (
 )
 
 // record is a scope that libraries allocate in: one begun from C (Begin),
-// a device's root, or a Go scope handed to a library (Attach).
+// or a device's root.
 type record struct {
 	id    int64
-	tok   uint64      // its token for the front cache (front.go): a block on a stream is its scope's
-	dev   *device     // the C device it was begun on; nil for a Go scope
-	gdev  *gpu.Device // its scope's device
+	tok   uint64  // its token for the front cache (front.go): a block on a stream is its scope's
+	dev   *device // the C device it was begun on
 	scope *gpu.Scope
 
-	parent   *record // the enclosing record (Begin); nil for roots and Go scopes
+	parent   *record // the enclosing record (Begin); nil for roots
 	children int     // open records begun inside it; under dev.mu
 
 	ending atomic.Bool // End has begun: allocations go elsewhere (see alloc)
 
-	streams sync.Map // a library's stream handle to its *gpu.Stream, owned by this scope (roots and Go scopes)
+	streams sync.Map // a library's stream handle to its *gpu.Stream, owned by this scope (roots)
 
 	// A scope of C's allocates for another stream in a child on it (streams.go).
 	byStream  sync.Map  // stream handle to the child on it
@@ -62,9 +61,6 @@ func register(r *record) error {
 	records.mu.Lock()
 	defer records.mu.Unlock()
 	var place int64
-	if len(records.free) == 0 && records.used > 0 && records.used%recordChunk == 0 {
-		sweepLocked() // before a new chunk of places is made
-	}
 	if n := len(records.free); n > 0 {
 		place, records.free = records.free[n-1], records.free[:n-1]
 	} else {
@@ -137,7 +133,7 @@ func Begin(i int, name string) (int64, error) {
 // another is WithScope's, which ends when its function returns: the
 // function waits for End. Called with d.mu held.
 func openRecord(d *device, parent *record, name string, opts ...gpu.ScopeOption) (*record, error) {
-	r := &record{tok: tokens.Add(1), dev: d, gdev: d.gpu, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
+	r := &record{tok: tokens.Add(1), dev: d, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
 	opened := make(chan *gpu.Scope, 1)
 	go func() {
 		r.result <- gpu.WithScope(parent.scope.Context(), d.gpu, func(s *gpu.Scope) error {
@@ -162,9 +158,6 @@ func End(id int64, freeLive bool) error {
 	r := lookup(id)
 	if r == nil {
 		return prefixed.Wrap("gpu", errNoScope, "scope %d", id)
-	}
-	if r.dev == nil {
-		return prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a Go scope: Go code ends it", id)
 	}
 	d := r.dev
 	d.mu.Lock()
@@ -200,7 +193,7 @@ func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 		c.ending.Store(true)
 	}
 	var errs []error
-	if r.dev != nil && r.dev.current.Load() == r && r.parent != nil {
+	if r.dev.current.Load() == r && r.parent != nil {
 		// What the front cache held of r is freed: the library freed it.
 		r.dev.setCurrent(r.parent)
 	}

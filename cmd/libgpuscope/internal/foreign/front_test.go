@@ -13,7 +13,7 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-// fakeFront stands for gpu/capi's C cache: a block the library frees into
+// fakeFront stands for clib's C cache: a block the library frees into
 // it stays a live allocation here until this package takes it back.
 type fakeFront struct {
 	mu     sync.Mutex
@@ -64,9 +64,9 @@ func (f *fakeFront) on() bool {
 
 func withFakeFront(t *testing.T) *fakeFront {
 	f := &fakeFront{}
-	old := front
-	front = f
-	t.Cleanup(func() { front = old })
+	old := frontCache.Load()
+	SetFrontCache(f)
+	t.Cleanup(func() { frontCache.Store(old) })
 	return f
 }
 

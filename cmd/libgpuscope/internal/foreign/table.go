@@ -83,16 +83,15 @@ func (s *shard) put(e entry, h uint64) {
 	s.entries[i] = e
 }
 
-// grow doubles the shard, first dropping the entries whose Buffer has
-// ended behind the table's back (a Go scope of gpu/capi that ended).
+// grow doubles the shard.
 func (s *shard) grow() {
 	old := s.entries
 	s.entries = make([]entry, max(16, 2*len(old)))
 	s.n = 0
 	mask := uint64(len(s.entries) - 1)
 	for _, e := range old {
-		if e.ptr == 0 || !e.buf.IsZero() && e.buf.Ptr() == 0 {
-			continue // an empty place, or a Buffer that ended
+		if e.ptr == 0 {
+			continue
 		}
 		i := hash(e.ptr) & mask
 		for s.entries[i].ptr != 0 {

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/internal/frontcache"
+	"github.com/gpuscope/gpuscope/internal/extcache"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
@@ -77,20 +77,27 @@ func deviceAt(i int) (*device, error) {
 		return nil, err
 	}
 	g, err := openDevice(i)
-	if err != nil {
-		devices.failed[i] = err
-		return nil, err
+	if err == nil {
+		var d *device
+		if d, err = adopt(i, g); err == nil {
+			return d, nil
+		}
 	}
+	devices.failed[i] = err
+	return nil, err
+}
+
+// adopt makes g, just opened, device i, with its root scope. Called with
+// devices.mu held; where it fails, g is closed.
+func adopt(i int, g *gpu.Device) (*device, error) {
 	s, err := g.NewScope(gpu.Name(RootName))
 	if err != nil {
-		err = errors.Join(err, g.Close())
-		devices.failed[i] = err
-		return nil, err
+		return nil, errors.Join(err, g.Close())
 	}
 	d := &device{index: i, gpu: g}
-	d.root = &record{tok: tokens.Add(1), dev: d, gdev: g, scope: s}
+	d.root = &record{tok: tokens.Add(1), dev: d, scope: s}
 	d.setCurrent(d.root)
-	frontcache.Attach(g, &frontcache.Cache{Flush: func() bool { return flushFront(i) }, Hold: d.holdFront})
+	extcache.Attach(g, &extcache.Cache{Flush: func() bool { return flushFront(i) }, Hold: d.holdFront})
 	devices.open[i].Store(d)
 	return d, nil
 }

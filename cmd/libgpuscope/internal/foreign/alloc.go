@@ -1,8 +1,6 @@
 package foreign
 
 import (
-	"errors"
-
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
@@ -49,8 +47,8 @@ func alloc(i int, size int64, stream uintptr) (uintptr, uint64, error) {
 }
 
 // AllocIn allocates size bytes in the scope id, for work on stream (a
-// CuPy allocator's param, a context form's ctx). Where i >= 0 the scope's
-// device must be device i. Size 0 returns 0 and no error, as Alloc.
+// CuPy allocator's param names it). Where i >= 0 the scope's device must
+// be device i. Size 0 returns 0 and no error, as Alloc.
 func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
 	if size == 0 {
 		return 0, nil
@@ -59,8 +57,8 @@ func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
 	if r == nil {
 		return 0, prefixed.Wrap("gpu", errNoScope, "scope %d", id)
 	}
-	if i >= 0 && (r.dev == nil || r.dev.index != i) {
-		return 0, prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a scope of device %s, not of device %d", id, r.gdev.Name(), i)
+	if i >= 0 && r.dev.index != i {
+		return 0, prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a scope of device %s, not of device %d", id, r.dev.gpu.Name(), i)
 	}
 	ptr, ok, err := r.alloc(size, stream)
 	if !ok {
@@ -82,9 +80,9 @@ func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err er
 	if r.ending.Load() {
 		return 0, false, nil
 	}
-	if stream != 0 && r.dev != nil {
-		// A scope of C's allocates for another stream in its child on
-		// that stream.
+	if stream != 0 {
+		// A scope allocates for another stream in its child on that
+		// stream.
 		c, err := r.onStream(stream)
 		if c == nil || err != nil {
 			return 0, err != nil, err
@@ -106,14 +104,6 @@ func (r *record) allocOn(size int64, stream uintptr) (ptr uintptr, ok bool, err 
 			return 0, false, nil // the scope ended under it
 		}
 		return 0, true, err
-	}
-	if r.dev == nil {
-		// A Go scope's memory is on its own stream; work on stream uses
-		// it (the default stream too, where the scope is on another), so
-		// the pool reuses it elsewhere only once that work is done.
-		if err := r.recordUse(buf, stream); err != nil {
-			return 0, true, errors.Join(err, r.scope.Free(buf))
-		}
 	}
 	ptr = buf.Ptr()
 	h := hash(ptr)

@@ -11,74 +11,40 @@ import (
 	"github.com/gpuscope/gpuscope/gpu/gputest"
 )
 
-// attached opens a device whose streams a test can hold busy, a scope on
-// it that libraries allocate in, and a stream of a library's.
-func attached(t *testing.T) (id int64, st *gpu.Stream, f *gputest.Faults) {
+// faultyDevice makes device 0 a device whose streams a test can hold busy,
+// with a stream of a library's, closed when the test ends.
+func faultyDevice(t *testing.T) (st *gpu.Stream, f *gputest.Faults) {
 	t.Helper()
-	dev, f, err := gputest.OpenFaulty(64 << 20)
+	g, f, err := gputest.OpenFaulty(64 << 20)
 	require.NoError(t, err)
-	lib, err := dev.NewScope(gpu.Name("library's streams"))
+	devices.mu.Lock()
+	d, err := adopt(0, g)
+	devices.mu.Unlock()
 	require.NoError(t, err)
-	st, err = lib.NewStream()
+	t.Cleanup(func() { assert.NoError(t, Shutdown()) }) // which closes g
+	st, err = d.root.scope.NewStream()
 	require.NoError(t, err)
-	s, err := dev.NewScope(gpu.Name("onnx"))
-	require.NoError(t, err)
-	id, err = Attach(s)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, s.Close())
-		assert.NoError(t, lib.Close())
-		assert.NoError(t, dev.Close())
-	})
-	return id, st, f
+	return st, f
 }
 
-// Point 4 of issue 37: a block freed while work on the library's stream may
-// use it is not reused before that work is done.
-func TestABlockAllocatedOnAStreamWaitsForItsWork(t *testing.T) {
-	id, st, f := attached(t)
-	ptr, err := AllocIn(id, -1, 4096, st.ID())
-	require.NoError(t, err)
-	release, err := f.Hold(st)
-	require.NoError(t, err)
-	require.NoError(t, Free(-1, ptr, 4096, st.ID()))
-	again, err := AllocIn(id, -1, 4096, 0)
-	require.NoError(t, err)
-	assert.NotEqual(t, ptr, again, "reused while the stream may still use it")
-	release()
-	require.NoError(t, st.Synchronize())
-	require.NoError(t, Free(-1, again, -1, 0))
-}
-
+// A block that record_stream named a stream for is not reused before the
+// work queued there at its free is done.
 func TestRecordStreamKeepsABlockUntilTheStreamPasses(t *testing.T) {
-	id, st, f := attached(t)
-	ptr, err := AllocIn(id, -1, 4096, 0)
+	st, f := faultyDevice(t)
+	ptr, err := Alloc(0, 4096, 0)
 	require.NoError(t, err)
 	require.NoError(t, RecordStream(ptr, st.ID()))
 	require.NoError(t, RecordStream(ptr, 0), "its own stream")
 	release, err := f.Hold(st)
 	require.NoError(t, err)
-	require.NoError(t, Free(-1, ptr, -1, 0))
-	again, err := AllocIn(id, -1, 4096, 0)
+	require.NoError(t, Free(0, ptr, -1, 0))
+	again, err := Alloc(0, 4096, 0)
 	require.NoError(t, err)
 	assert.NotEqual(t, ptr, again, "reused while the recorded stream may still use it")
 	release()
 	require.NoError(t, st.Synchronize())
-	require.NoError(t, Free(-1, again, -1, 0))
+	require.NoError(t, Free(0, again, -1, 0))
 	require.ErrorIs(t, RecordStream(ptr, st.ID()), gpu.ErrFreed)
-}
-
-// Without a hold, the stream's work is done: the block comes back.
-func TestABlockOfAnIdleStreamIsReused(t *testing.T) {
-	id, st, _ := attached(t)
-	ptr, err := AllocIn(id, -1, 4096, st.ID())
-	require.NoError(t, err)
-	require.NoError(t, Free(-1, ptr, 4096, st.ID()))
-	require.NoError(t, st.Synchronize())
-	again, err := AllocIn(id, -1, 4096, st.ID())
-	require.NoError(t, err)
-	assert.Equal(t, ptr, again)
-	require.NoError(t, Free(-1, again, -1, 0))
 }
 
 // A scope begun from C allocates for a library's stream in a child on it:
@@ -169,55 +135,12 @@ func TestRecordStreamOntoTheDefaultStreamHoldsABlockOfASideStream(t *testing.T) 
 	assert.Equal(t, 1, pendingBlocks(t, d.gpu), "freed without waiting for the default stream")
 }
 
-// The same on a device whose default stream cannot be waited for: a free
-// that cannot record its event on the default stream holds the block, so
-// that the next allocation on its stream gets another.
-func TestABlockRecordedOnTheDefaultStreamIsHeldWhereNoEventCanBeRecorded(t *testing.T) {
-	dev, f, err := gputest.OpenFaulty(64 << 20)
-	require.NoError(t, err)
-	lib, err := dev.NewScope(gpu.Name("library's streams"))
-	require.NoError(t, err)
-	side, err := lib.NewStream()
-	require.NoError(t, err)
-	s, err := dev.NewScope(gpu.Name("onnx"), gpu.OnStream(side))
-	require.NoError(t, err)
-	id, err := Attach(s)
-	require.NoError(t, err)
-	p, err := AllocIn(id, -1, 4096, 0)
-	require.NoError(t, err)
-	require.NoError(t, RecordStream(p, 0))
-	f.FailWhen(func(c gputest.Call) bool { return c.Method == "RecordEvent" })
-	assert.Error(t, Free(-1, p, 4096, 0), "the free says the block is held")
-	again, err := AllocIn(id, -1, 4096, 0)
-	require.NoError(t, err)
-	assert.NotEqual(t, p, again, "reused on its stream before the default stream's work")
-	f.FailWhen(nil)
-	require.NoError(t, Free(-1, again, 4096, 0))
-	require.NoError(t, s.Close())
-	require.NoError(t, lib.Close())
-	require.NoError(t, dev.Close())
-}
-
 // Issue 43, point 2: a free that names another stream than the
 // allocation's records a use there first: the block is not reused before
 // that stream's work queued before the free has completed. It was freed
 // as if on its own stream, and the next allocation got it at once.
 func TestAFreeNamingAnotherStreamWaitsForIt(t *testing.T) {
-	id, st, f := attached(t)
-	ptr, err := AllocIn(id, -1, 4096, 0)
-	require.NoError(t, err)
-	release, err := f.Hold(st)
-	require.NoError(t, err)
-	require.NoError(t, Free(-1, ptr, 4096, st.ID()))
-	again, err := AllocIn(id, -1, 4096, 0)
-	require.NoError(t, err)
-	assert.NotEqual(t, ptr, again, "reused while the stream named at the free may still use it")
-	release()
-	require.NoError(t, st.Synchronize())
-	require.NoError(t, Free(-1, again, -1, 0))
-
-	// The PyTorch form, on a scope begun from C: allocated for a side
-	// stream, freed naming the default one.
+	// Allocated for a side stream, freed naming the default one.
 	d := hostDevice(t)
 	p, err := Alloc(0, 4096, 0x5000)
 	require.NoError(t, err)

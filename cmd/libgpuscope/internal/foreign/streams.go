@@ -11,11 +11,8 @@ import (
 // stream, named "stream 0x...", opened on first use: the pool then keeps
 // the stream's blocks apart, reuses them at once on it and on other
 // streams only after an event recorded at the free has completed, as
-// PyTorch's allocator does. A Go scope (Attach) has its own stream; the
-// pool is told that work on the library's stream uses what it allocates
-// (Buffer.RecordUse), which has the same effect at the price of an event
-// at each free. The Stream for a library's stream handle is made once,
-// by the device's root scope or the Go scope, which never destroy it.
+// PyTorch's allocator does. The Stream for a library's stream handle is
+// made once, by the device's root scope, which never destroys it.
 
 // onStream returns r's child on the stream of handle h, opening it on
 // first use; nil, and no error, where r has begun to end.
@@ -63,11 +60,7 @@ func (r *record) stream(h uintptr) (*gpu.Stream, error) {
 // recordUse tells the pool that work on the stream of handle h uses buf, an
 // allocation of r.
 func (r *record) recordUse(buf gpu.Buffer, h uintptr) error {
-	owner := r // the scope that holds the Stream: a Go scope, or the device's root
-	if r.dev != nil {
-		owner = r.dev.root
-	}
-	st, err := owner.stream(h)
+	st, err := r.dev.root.stream(h)
 	if err != nil {
 		return err
 	}

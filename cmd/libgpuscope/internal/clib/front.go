@@ -1,4 +1,4 @@
-package capi
+package clib
 
 /*
 #include "frontcache.h"
@@ -6,20 +6,24 @@ package capi
 import "C"
 
 import (
+	"sync"
 	"unsafe"
 
-	"github.com/gpuscope/gpuscope/gpu/internal/foreign"
+	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/foreign"
 )
 
 // frontCache is frontcache.c, the C side's cache of freed blocks, as
 // package foreign drives it.
 type frontCache struct{}
 
-func init() {
-	// The cache lives in C memory and is used only through the C entry
-	// points of this package: nothing is cached until one is called.
-	foreign.SetFrontCache(frontCache{})
-}
+// frontCacheSet is done once the front cache is set (useFrontCache).
+var frontCacheSet sync.Once
+
+// useFrontCache puts frontcache.c in front of the devices that the entry
+// points open, once, before the first of them opens one: the cache lives
+// in C memory and is used only through this package's entry points, so
+// that a program that links none has none.
+func useFrontCache() { frontCacheSet.Do(func() { foreign.SetFrontCache(frontCache{}) }) }
 
 func (frontCache) Reset(i int, tok uint64, blocks *[foreign.FrontCacheBlocks]uintptr) int {
 	return int(C.fc_reset(C.int(i), C.uint64_t(tok), (*C.uintptr_t)(unsafe.Pointer(&blocks[0]))))

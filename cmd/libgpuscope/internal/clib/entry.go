@@ -1,7 +1,7 @@
-package capi
+package clib
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../cmd/libgpuscope
+#cgo CFLAGS: -I${SRCDIR}/../..
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -9,17 +9,17 @@ package capi
 import "C"
 
 import (
-	"math"
 	"unsafe"
 
-	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/gpu/internal/foreign"
+	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/foreign"
+	"github.com/gpuscope/gpuscope/internal/ccall"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // The C entry points of libgpuscope, which gpuscope.h declares: each
 // converts its arguments and makes one call into package foreign. entry.c
-// defines the exported names over these.
+// defines the exported names over these. Those that may open a device put
+// the front cache in front of it first (useFrontCache).
 
 // failed is what a call that fails returns, where it returns an int: its
 // message is in the stats.
@@ -31,10 +31,11 @@ const failed = -1
 //
 //export gpuscopeGoAlloc
 func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.uintptr_t, nflush C.int, tok *C.uint64_t) C.uintptr_t {
+	useFrontCache()
 	blocks := unsafe.Slice((*uintptr)(unsafe.Pointer(flush)), int(nflush))
 	ptr, t, err := foreign.AllocAfter(blocks, int(device), int64(size), uintptr(stream))
 	if err != nil {
-		foreign.Fail("gpuscope_alloc", err)
+		ccall.Fail("gpuscope_alloc", err)
 		return 0
 	}
 	*tok = C.uint64_t(t)
@@ -46,26 +47,27 @@ func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.
 //
 //export gpuscopeGoFreedAlready
 func gpuscopeGoFreedAlready(call *C.char, ptr C.uintptr_t) {
-	foreign.Fail(C.GoString(call), foreign.NotLive(uintptr(ptr)))
+	ccall.Fail(C.GoString(call), foreign.NotLive(uintptr(ptr)))
 }
 
 //export gpuscopeGoFree
 func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uintptr_t) {
 	if err := foreign.Free(int(device), uintptr(ptr), int64(size), uintptr(stream)); err != nil {
-		foreign.Fail("gpuscope_free", err)
+		ccall.Fail("gpuscope_free", err)
 	}
 }
 
 //export gpuscopeGoRecordStream
 func gpuscopeGoRecordStream(ptr, stream C.uintptr_t) {
 	if err := foreign.RecordStream(uintptr(ptr), uintptr(stream)); err != nil {
-		foreign.Fail("gpuscope_record_stream", err)
+		ccall.Fail("gpuscope_record_stream", err)
 	}
 }
 
 //export gpuscopeGoCupyMalloc
 func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int) C.uintptr_t {
-	n, err := cSize(size)
+	useFrontCache()
+	n, err := ccall.Size(uint64(size))
 	var ptr uintptr
 	if err == nil {
 		if param == 0 {
@@ -75,7 +77,7 @@ func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int) C.uintp
 		}
 	}
 	if err != nil {
-		foreign.Fail("gpuscope_cupy_malloc", err)
+		ccall.Fail("gpuscope_cupy_malloc", err)
 		return 0
 	}
 	return C.uintptr_t(ptr)
@@ -84,19 +86,20 @@ func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int) C.uintp
 //export gpuscopeGoCupyFree
 func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int) {
 	if err := foreign.Free(int(device), uintptr(ptr), -1, 0); err != nil {
-		foreign.Fail("gpuscope_cupy_free", err)
+		ccall.Fail("gpuscope_cupy_free", err)
 	}
 }
 
 //export gpuscopeGoScopeBegin
 func gpuscopeGoScopeBegin(device C.int, name *C.char) C.int64_t {
+	useFrontCache()
 	var s string
 	if name != nil {
 		s = C.GoString(name)
 	}
 	id, err := foreign.Begin(int(device), s)
 	if err != nil {
-		foreign.Fail("gpuscope_scope_begin", err)
+		ccall.Fail("gpuscope_scope_begin", err)
 		return failed
 	}
 	return C.int64_t(id)
@@ -105,11 +108,11 @@ func gpuscopeGoScopeBegin(device C.int, name *C.char) C.int64_t {
 //export gpuscopeGoScopeEnd
 func gpuscopeGoScopeEnd(scope C.int64_t, flags C.int) C.int {
 	if flags&^1 != 0 {
-		foreign.Fail("gpuscope_scope_end", prefixed.Errorf("gpu", "flags %#x: only GPUSCOPE_FREE_LIVE (1) is known; the scope is still open", int(flags)))
+		ccall.Fail("gpuscope_scope_end", prefixed.Errorf("gpu", "flags %#x: only GPUSCOPE_FREE_LIVE (1) is known; the scope is still open", int(flags)))
 		return failed
 	}
 	if err := foreign.End(int64(scope), flags&1 != 0); err != nil {
-		foreign.Fail("gpuscope_scope_end", err)
+		ccall.Fail("gpuscope_scope_end", err)
 		return failed
 	}
 	return 0
@@ -117,12 +120,13 @@ func gpuscopeGoScopeEnd(scope C.int64_t, flags C.int) C.int {
 
 //export gpuscopeGoSetMaxReserved
 func gpuscopeGoSetMaxReserved(device C.int, bytes C.size_t) C.int {
-	n, err := cSize(bytes)
+	useFrontCache()
+	n, err := ccall.Size(uint64(bytes))
 	if err == nil {
 		err = foreign.SetMaxReserved(int(device), n)
 	}
 	if err != nil {
-		foreign.Fail("gpuscope_set_max_reserved", err)
+		ccall.Fail("gpuscope_set_max_reserved", err)
 		return failed
 	}
 	return 0
@@ -130,11 +134,13 @@ func gpuscopeGoSetMaxReserved(device C.int, bytes C.size_t) C.int {
 
 //export gpuscopeGoStats
 func gpuscopeGoStats(device C.int, buf *C.char, n C.size_t) C.size_t {
+	useFrontCache()
 	return put(foreign.Stats(int(device)), buf, n)
 }
 
 //export gpuscopeGoSummary
 func gpuscopeGoSummary(device C.int, buf *C.char, n C.size_t) C.size_t {
+	useFrontCache()
 	return put([]byte(foreign.Summary(int(device))), buf, n)
 }
 
@@ -147,40 +153,4 @@ func put(text []byte, buf *C.char, n C.size_t) C.size_t {
 		dst[k] = 0
 	}
 	return C.size_t(len(text))
-}
-
-// cSize converts a size_t to bytes, refusing what int64 cannot hold.
-func cSize(n C.size_t) (int64, error) {
-	if uint64(n) > math.MaxInt64 {
-		return 0, prefixed.Kind("gpu", gpu.ErrInvalidSize, "%d bytes: more than any device holds", uint64(n))
-	}
-	return int64(n), nil
-}
-
-//export gpuscopeGoCtxAlloc
-func gpuscopeGoCtxAlloc(id C.int64_t, size C.size_t, stream C.uintptr_t) C.uintptr_t {
-	n, err := cSize(size)
-	var ptr uintptr
-	if err == nil {
-		ptr, err = foreign.AllocIn(int64(id), -1, n, uintptr(stream))
-	}
-	if err != nil {
-		foreign.Fail("context allocator", err)
-		return 0
-	}
-	return C.uintptr_t(ptr)
-}
-
-//export gpuscopeGoCtxFree
-func gpuscopeGoCtxFree(_ C.int64_t, ptr C.uintptr_t, size C.size_t, stream C.uintptr_t) {
-	n, err := cSize(size)
-	if n == 0 {
-		n = -1 // the library does not say
-	}
-	if err == nil {
-		err = foreign.Free(-1, uintptr(ptr), n, uintptr(stream))
-	}
-	if err != nil {
-		foreign.Fail("context allocator's free", err)
-	}
 }

@@ -2,36 +2,10 @@ package foreign
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
-	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/ccall"
 )
-
-// failures counts the calls from C that failed, process-wide, and keeps
-// the last one's message: a C caller that got NULL or a negative result
-// reads why in the stats (Stats), and on standard error.
-var failures struct {
-	n    atomic.Int64
-	last atomic.Pointer[string]
-}
-
-// maxPrinted is how many failures are written to standard error; the rest
-// are counted.
-const maxPrinted = 100
-
-// Fail records the failure of the C call named call.
-func Fail(call string, err error) {
-	msg := call + ": " + err.Error()
-	failures.last.Store(&msg)
-	switch n := failures.n.Add(1); {
-	case n < maxPrinted:
-		fmt.Fprintln(os.Stderr, "gpuscope:", msg)
-	case n == maxPrinted:
-		fmt.Fprintln(os.Stderr, "gpuscope:", msg, "(further failures are counted in gpuscope_stats, not printed)")
-	}
-}
 
 // stats is what Stats marshals: the device's counters, and the process's
 // failed calls.
@@ -61,10 +35,7 @@ func Stats(i int) []byte {
 			st.LastEnd = *p
 		}
 	}
-	st.Failures = failures.n.Load()
-	if p := failures.last.Load(); p != nil {
-		st.LastError = *p
-	}
+	st.Failures, st.LastError = ccall.Failures()
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic("foreign: bug: stats do not marshal: " + err.Error())

@@ -1,8 +1,8 @@
-// Package foreign serves memory to code that is not Go: C libraries that
-// allocate through function pointers (PyTorch's pluggable allocator, CuPy's,
-// the context form of ONNX Runtime, RMM and ggml). It is the logic behind
-// the C entry points of cmd/libgpuscope and gpu/capi, in pure Go so that it
-// is tested without cgo.
+// Package foreign serves memory to programs that are not Go through
+// libgpuscope: C libraries that allocate through function pointers
+// (PyTorch's pluggable allocator, CuPy's). It is the logic behind the C
+// entry points of package clib, in pure Go so that it is tested without
+// cgo.
 //
 // A call finds its device (GPU i opened on first use) and its scope, and
 // allocates a gpu.Buffer there: the same pool, cap, Summary and leak check
@@ -14,7 +14,7 @@
 // is an open-addressed hash in shards, filled in place: no allocation per
 // call, nothing for the garbage collector to trace per allocation beyond
 // the Buffer itself. A pair that a library repeats, freeing a block and
-// allocating its size again, does not reach this package: gpu/capi's
+// allocating its size again, does not reach this package: clib's
 // front cache serves it on the C side (front.go says how the figures stay
 // exact).
 package foreign

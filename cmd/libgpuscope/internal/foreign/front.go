@@ -1,9 +1,13 @@
 package foreign
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/internal/ccall"
+)
 
 // A library's pair of the same size, freed and allocated again, is served
-// by a cache on the C side of the crossing (gpu/capi's frontcache.c): the
+// by a cache on the C side of the crossing (clib's frontcache.c): the
 // blocks the library freed of the scope current on a device, kept for its
 // next allocation of the same size on the same stream. To this package a
 // cached block is still an allocation of the scope, so that it never
@@ -12,7 +16,7 @@ import "sync/atomic"
 // device's are those of what the library holds, and before anyone reads
 // the device's figures (Stats, Summary, from C or from Go, and Snapshot,
 // which gputest reads), changes its cap, ends a scope or finds the pool
-// short, a Go allocation on the device included (gpu/internal/frontcache
+// short, a Go allocation on the device included (internal/extcache
 // is how the device asks): they are exact when read, and the cache costs
 // the pool no memory it needs. While the device records, the cache is off,
 // so that the recording sees every allocation. docs/interop.md gives the
@@ -21,7 +25,7 @@ import "sync/atomic"
 // FrontCacheBlocks is how many blocks a device's front cache holds at most.
 const FrontCacheBlocks = 32
 
-// FrontCache is the C side's cache, as gpu/capi implements it. Its methods
+// FrontCache is the C side's cache, as clib implements it. Its methods
 // are safe from any goroutine.
 type FrontCache interface {
 	// Reset empties device i's cache into blocks, returning how many it
@@ -34,11 +38,21 @@ type FrontCache interface {
 	Hits(i int) int64
 }
 
-// front is the process's front cache; nil where no C entry point is linked.
-var front FrontCache
+// frontCache holds the process's front cache; nil where no C entry point
+// is linked.
+var frontCache atomic.Pointer[FrontCache]
 
-// SetFrontCache makes f the front cache, once, before any call from C.
-func SetFrontCache(f FrontCache) { front = f }
+// SetFrontCache makes f the front cache, before the entry points that
+// keep it open a device.
+func SetFrontCache(f FrontCache) { frontCache.Store(&f) }
+
+// cache returns the front cache, or nil.
+func cache() FrontCache {
+	if f := frontCache.Load(); f != nil {
+		return *f
+	}
+	return nil
+}
 
 // tokens numbers records for the front cache: a record's token is never
 // another's, so that the cache never takes a block of a scope that ended
@@ -57,7 +71,7 @@ func (d *device) setCurrent(r *record) {
 // frontOn turns d's front cache on, empty, for the scope of token tok,
 // unless a recording holds it off. Called with it off.
 func (d *device) frontOn(tok uint64) {
-	if front != nil && !d.held.Load() {
+	if front := cache(); front != nil && !d.held.Load() {
 		front.Reset(d.index, tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
 	}
 }
@@ -77,6 +91,7 @@ func (d *device) holdFront(on bool) {
 
 // frontOff turns d's front cache off, and frees what it held.
 func (d *device) frontOff() {
+	front := cache()
 	if front == nil {
 		return
 	}
@@ -88,6 +103,7 @@ func (d *device) frontOff() {
 // flushFront frees the blocks device i's front cache holds, and reports
 // whether there were any.
 func flushFront(i int) bool {
+	front := cache()
 	if front == nil {
 		return false
 	}
@@ -103,7 +119,7 @@ func flushFront(i int) bool {
 func freeTaken(i int, blocks []uintptr) {
 	for _, ptr := range blocks {
 		if err := Free(i, ptr, -1, 0); err != nil {
-			Fail("gpuscope_free", err)
+			ccall.Fail("gpuscope_free", err)
 		}
 	}
 }
@@ -118,6 +134,7 @@ func AllocAfter(flush []uintptr, i int, size int64, stream uintptr) (uintptr, ui
 
 // frontHits returns how many allocations device i's front cache served.
 func frontHits(i int) int64 {
+	front := cache()
 	if front == nil {
 		return 0
 	}

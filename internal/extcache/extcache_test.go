@@ -1,4 +1,4 @@
-package frontcache_test
+package extcache_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 
-	"github.com/gpuscope/gpuscope/gpu/internal/frontcache"
+	"github.com/gpuscope/gpuscope/internal/extcache"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -18,19 +18,19 @@ func TestADeviceAsksTheCacheAttachedToIt(t *testing.T) {
 	a, b := &device{1}, &device{2}
 	var flushed int
 	var held []bool
-	frontcache.Attach(a, &frontcache.Cache{
+	extcache.Attach(a, &extcache.Cache{
 		Flush: func() bool { flushed++; return true },
 		Hold:  func(on bool) { held = append(held, on) },
 	})
-	assert.True(t, frontcache.Flush(a))
-	assert.False(t, frontcache.Flush(b), "b has no cache")
-	frontcache.Hold(a, true)
-	frontcache.Hold(b, true)
-	frontcache.Hold(a, false)
+	assert.True(t, extcache.Flush(a))
+	assert.False(t, extcache.Flush(b), "b has no cache")
+	extcache.Hold(a, true)
+	extcache.Hold(b, true)
+	extcache.Hold(a, false)
 	assert.Equal(t, 1, flushed)
 	assert.Equal(t, []bool{true, false}, held)
 
-	frontcache.Detach(a)
-	assert.False(t, frontcache.Flush(a), "detached")
+	extcache.Detach(a)
+	assert.False(t, extcache.Flush(a), "detached")
 	assert.Equal(t, 1, flushed)
 }

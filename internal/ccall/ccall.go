@@ -1,0 +1,57 @@
+// Package ccall holds what the calls from C into gpuscope share, whether
+// through libgpuscope's entry points or gpu/capi's context form: the check
+// of a size that C passes, and the count of the calls that failed,
+// process-wide, with the last one's message. A C caller that got NULL or a
+// negative result cannot be handed an error: it reads why on standard error
+// and, through libgpuscope, in gpuscope_stats.
+package ccall
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sync/atomic"
+
+	"github.com/gpuscope/gpuscope/internal/errdefs"
+	"github.com/gpuscope/gpuscope/internal/prefixed"
+)
+
+// Size converts a size that C passes (a size_t) to bytes, refusing what
+// int64 cannot hold.
+func Size(n uint64) (int64, error) {
+	if n > math.MaxInt64 {
+		return 0, prefixed.Kind("gpu", errdefs.InvalidSize, "%d bytes: more than any device holds", n)
+	}
+	return int64(n), nil
+}
+
+var failures struct {
+	n    atomic.Int64
+	last atomic.Pointer[string]
+}
+
+// MaxPrinted is how many failures are written to standard error; the rest
+// are counted.
+const MaxPrinted = 100
+
+// Fail records the failure of the C call named call.
+func Fail(call string, err error) {
+	msg := call + ": " + err.Error()
+	failures.last.Store(&msg)
+	switch n := failures.n.Add(1); {
+	case n < MaxPrinted:
+		fmt.Fprintln(os.Stderr, "gpuscope:", msg)
+	case n == MaxPrinted:
+		fmt.Fprintln(os.Stderr, "gpuscope:", msg, "(further failures are counted, not printed)")
+	}
+}
+
+// Failures returns how many calls failed in the process, and the last
+// one's message ("" where none did).
+func Failures() (n int64, last string) {
+	n = failures.n.Load()
+	if p := failures.last.Load(); p != nil {
+		last = *p
+	}
+	return n, last
+}

@@ -160,7 +160,7 @@ func (d *Device) EmptyCache() error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	d.flushFront()
+	d.flushExternal()
 	_, err := d.host.release()
 	err = errors.Join(d.pool.EmptyCache(), err, d.left.retry(d))
 	d.waiters.released() // the room it made is for the allocations waiting too
@@ -178,7 +178,7 @@ func (d *Device) SetMaxReserved(bytes int64) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
-	d.flushFront() // a lower cap gives back what is cached: this too
+	d.flushExternal() // a lower cap gives back what is cached: this too
 	err := d.pool.SetMaxReserved(bytes)
 	d.waiters.released() // a higher cap, or none, is room for allocations waiting
 	return deviceError(err)
@@ -193,7 +193,7 @@ func (d *Device) SetMaxReservedFraction(f float64) error {
 	if !(f > 0 && f <= 1) {
 		return prefixed.Kind("gpu", ErrInvalidSize, "SetMaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f)
 	}
-	d.flushFront()
+	d.flushExternal()
 	err := d.pool.SetMaxReservedFraction(f)
 	d.waiters.released()
 	return deviceError(err)
@@ -225,7 +225,7 @@ func (d *Device) Close() error {
 	if !d.valid() {
 		return errNilDevice
 	}
-	d.flushFront() // what a library freed is no memory a scope left open
+	d.flushExternal() // what a library freed is no memory a scope left open
 	if !d.closed.CompareAndSwap(false, true) {
 		return nil
 	}

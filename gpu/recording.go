@@ -16,8 +16,8 @@ import (
 type Recording struct {
 	dev *Device
 
-	// stopping serializes Stop. Stop gives the device's front cache back
-	// (holdFront) under it and not under mu: the cache's owner may hold its
+	// stopping serializes Stop. Stop gives the device's external cache back
+	// (holdExternal) under it and not under mu: the cache's owner may hold its
 	// own lock while a free it makes reaches note, which takes mu.
 	stopping sync.Mutex
 
@@ -48,7 +48,7 @@ func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
 		return nil, errRecording
 	}
 	r.err = r.w.WriteHeader()
-	d.holdFront(true) // what a library frees reaches the pool, and the recording
+	d.holdExternal(true) // what a library frees reaches the pool, and the recording
 	d.pool.Observe(r.note)
 	return r, nil
 }
@@ -88,7 +88,7 @@ func (r *Recording) Stop() error {
 		// Only the first Stop clears the device's observer, and no other
 		// recording can start before the swap below: the observer is ours.
 		r.dev.pool.Observe(nil)
-		r.dev.holdFront(false)
+		r.dev.holdExternal(false)
 		r.dev.recording.CompareAndSwap(r, nil)
 	}
 	r.mu.Lock()

@@ -111,7 +111,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 		}
 	}
 	h, err := d.tree.Open(ctx, scope.Scope{}, so)
-	if err != nil && o.reserve > 0 && isOutOfMemory(err) && d.flushFront() {
+	if err != nil && o.reserve > 0 && isOutOfMemory(err) && d.flushExternal() {
 		// What a library freed and its cache held may make room.
 		d.evict.absorbed.Add(poolOOMs(err)) // one reservation, one count: the retry's
 		h, err = d.tree.Open(ctx, scope.Scope{}, so)
@@ -262,7 +262,7 @@ func (s *Scope) afterOutOfMemory(size int64, err error) (scope.Ref, int64, error
 		return scope.Ref{}, left, err
 	}
 	var ref scope.Ref
-	if s.dev.flushFront() {
+	if s.dev.flushExternal() {
 		// What a library freed and its cache held may make room.
 		s.dev.evict.absorbed.Add(left) // one allocation, one count: the retry's
 		if ref, err = s.s.Alloc(size); err == nil {

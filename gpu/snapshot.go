@@ -76,7 +76,7 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 	if err := d.usable(); err != nil {
 		return nil, err
 	}
-	d.flushFront()
+	d.flushExternal()
 	ps := d.pool.Snapshot()
 	scopes := scopeSnapshots(d)
 	st := d.stats(ps.Stats, len(scopes))

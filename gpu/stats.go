@@ -87,7 +87,7 @@ func (d *Device) Stats() Stats {
 	if !d.valid() {
 		return Stats{}
 	}
-	d.flushFront()
+	d.flushExternal()
 	return d.stats(d.pool.Stats(), len(d.tree.Scopes()))
 }
 

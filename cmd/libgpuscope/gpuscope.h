@@ -44,11 +44,11 @@ extern "C" {
  *
  * A block the library freed through gpuscope_free is kept, on the C side,
  * for its next allocation of the same size on the same stream in the same
- * scope (the front cache, docs/interop.md): such a pair never enters Go.
+ * scope (the pair cache, docs/interop.md): such a pair never enters Go.
  * Until then it counts as the scope's; gpuscope_stats, gpuscope_summary,
  * gpuscope_set_max_reserved, a scope's begin and end, every allocation the
  * cache does not serve and a pool short of memory free it first.
- * GPUSCOPE_FRONT_CACHE=0 turns the cache off for scopes begun after. */
+ * GPUSCOPE_PAIR_CACHE=0 turns the cache off for scopes begun after. */
 void *gpuscope_alloc(ssize_t size, int device, void *stream);
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 
@@ -86,8 +86,8 @@ int gpuscope_scope_end(int64_t scope, int flags);
 int gpuscope_set_max_reserved(int device, size_t bytes);
 
 /* gpuscope_stats writes device's counters as JSON (gpu.Stats, with
- * "device", "scope": the current scope's path, "c_front_hits": pairs the
- * front cache served, not counted in "allocs" and "frees", "c_failures",
+ * "device", "scope": the current scope's path, "c_pair_hits": pairs the
+ * pair cache served, not counted in "allocs" and "frees", "c_failures",
  * "c_last_error"), and gpuscope_summary its Summary, the table of its
  * scopes, into buf, as snprintf does: at most len bytes with the
  * terminating NUL, returning the length of the whole text without it. */

@@ -34,7 +34,7 @@ func TestAProgramOfCapiLinksNoLibrary(t *testing.T) {
 		}
 		name := f[len(f)-1]
 		assert.False(t, strings.HasPrefix(name, "gpuscope_"), "libgpuscope's entry point %s", name)
-		assert.False(t, strings.HasPrefix(name, "fc_"), "the C cache's %s", name)
+		assert.False(t, strings.HasPrefix(name, "pc_"), "the C cache's %s", name)
 		assert.NotContains(t, name, "cmd/libgpuscope", "the library's Go code: %s", name)
 	}
 }

@@ -235,10 +235,10 @@ if want pair; then
   part build.txt 2 60 gcc -O2 -I"$root/cmd/libgpuscope" "$root/cmd/libgpuscope/testdata/pair_bench.c" -o "$bin/pair_bench" \
     -L"$bin" -lgpuscope -Wl,-rpath,"$bin"
   part pair.jsonl 10 120 "$bin/interop_pair" "$GPUSCOPE_LIB" "$bin/interop_freelist.so"
-  # The pair its front cache serves, and the same through Go (cache off).
+  # The pair its pair cache serves, and the same through Go (cache off).
   for size in 256 $((1 << 20)) $((64 << 20)); do
     part pair_bench.txt 3 60 "$bin/pair_bench" 200000 $size 0
-    part pair_bench.txt 3 60 env GPUSCOPE_FRONT_CACHE=0 "$bin/pair_bench" 200000 $size 0
+    part pair_bench.txt 3 60 env GPUSCOPE_PAIR_CACHE=0 "$bin/pair_bench" 200000 $size 0
   done
 fi
 

@@ -72,7 +72,7 @@ with gpuscope.scope("torch"):
         print(summary)
         st = gpuscope.stats()
         report.update(reserved=st["reserved"], peak_reserved=st["peak_reserved"], allocated=st["allocated"],
-                      c_failures=st["c_failures"], c_front_hits=st.get("c_front_hits"))
+                      c_failures=st["c_failures"], c_pair_hits=st.get("c_pair_hits"))
         report["both_named"] = all(re.search(rf"(?m)^ +{n} ", summary) for n in ("torch", "cupy"))
         report["under_cap"] = report["peak_reserved"] <= cap
         print(json.dumps(report), flush=True)

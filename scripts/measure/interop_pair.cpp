@@ -4,9 +4,9 @@
 //   c10       PyTorch's CUDA caching allocator: c10's raw_alloc / raw_delete
 //   gpuscope  libgpuscope's PyTorch-form entry points, gpuscope_alloc /
 //             gpuscope_free (the library at the path given, opened by dlopen),
-//             which its front cache serves on the C side
-//   gpuscope-go  the same in a scope begun with the front cache off
-//             (GPUSCOPE_FRONT_CACHE=0): every call crosses into Go
+//             which its pair cache serves on the C side
+//   gpuscope-go  the same in a scope begun with the pair cache off
+//             (GPUSCOPE_PAIR_CACHE=0): every call crosses into Go
 //   freelist  interop_freelist.so's fl_alloc / fl_free, the minimal allocator
 //
 //   interop_pair LIBGPUSCOPE FREELIST_SO   one JSON line per allocator and size
@@ -16,7 +16,7 @@
 // that a drift of the machine touches all of them. A line gives the median
 // and the range of the rounds' nanoseconds per pair, and for gpuscope's
 // rows, from gpuscope_stats around the timed pairs, how many of them the
-// front cache served and how many allocations crossed into Go. Build and
+// pair cache served and how many allocations crossed into Go. Build and
 // run it with interop-gpu.sh, against the PyTorch wheel's c10.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -54,9 +54,9 @@ using EndFn = int (*)(int64_t, int);
 using StatsFn = size_t (*)(int, char*, size_t);
 
 // Counters are gpuscope_stats's figures that say who served the pairs:
-// the front cache on the C side (c_front_hits), or Go (allocs).
+// the pair cache on the C side (c_pair_hits), or Go (allocs).
 struct Counters {
-  long long frontHits = 0, allocs = 0, failures = 0;
+  long long pairHits = 0, allocs = 0, failures = 0;
 };
 
 struct Allocator {
@@ -64,7 +64,7 @@ struct Allocator {
   AllocFn alloc;  // null: c10
   FreeFn free;
   std::vector<double> rounds;  // ns per pair, one a round, of the size timed now
-  BeginFn begin = nullptr;     // gpuscope-go: its pairs run in a scope begun with the front cache off
+  BeginFn begin = nullptr;     // gpuscope-go: its pairs run in a scope begun with the pair cache off
   EndFn end = nullptr;
   StatsFn stats = nullptr;  // gpuscope's: its counters, read around each batch of pairs
   Counters served;          // of the size timed now
@@ -78,11 +78,11 @@ long long number(const char* text, const char* key) {
 }
 
 // counters reads device 0's counters (outside the timed loops: reading
-// them empties the front cache).
+// them empties the pair cache).
 Counters counters(StatsFn stats) {
   static char text[1 << 16];
   stats(0, text, sizeof text);
-  return Counters{number(text, "c_front_hits"), number(text, "allocs"), number(text, "c_failures")};
+  return Counters{number(text, "c_pair_hits"), number(text, "allocs"), number(text, "c_failures")};
 }
 
 void* c10Alloc(ssize_t size, int, void*) { return alloc::raw_alloc(size); }
@@ -106,7 +106,7 @@ Allocator open(const char* name, const char* path, const char* allocName, const 
 }
 
 // goPath is gpuscope's allocator a in a scope of its own, begun with the
-// front cache off, for each batch of pairs.
+// pair cache off, for each batch of pairs.
 Allocator goPath(const Allocator& a, const char* path) {
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   auto begin = reinterpret_cast<BeginFn>(dlsym(lib, "gpuscope_scope_begin"));
@@ -122,9 +122,9 @@ Allocator goPath(const Allocator& a, const char* path) {
 double pairs(const Allocator& a, ssize_t size, long n) {
   int64_t scope = 0;
   if (a.begin != nullptr) {
-    setenv("GPUSCOPE_FRONT_CACHE", "0", 1);  // read as the scope begins
+    setenv("GPUSCOPE_PAIR_CACHE", "0", 1);  // read as the scope begins
     scope = a.begin(0, "gpuscope-go");
-    unsetenv("GPUSCOPE_FRONT_CACHE");  // the enclosing scope's cache is on again at its end
+    unsetenv("GPUSCOPE_PAIR_CACHE");  // the enclosing scope's cache is on again at its end
     if (scope <= 0) {
       fprintf(stderr, "interop_pair: gpuscope_scope_begin failed\n");
       exit(1);
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
         a.rounds.push_back(pairs(a, size, n));
         if (a.stats != nullptr) {
           Counters after = counters(a.stats);
-          a.served.frontHits += after.frontHits - before.frontHits;
+          a.served.pairHits += after.pairHits - before.pairHits;
           a.served.allocs += after.allocs - before.allocs;
           a.served.failures += after.failures - before.failures;
         }
@@ -197,9 +197,9 @@ int main(int argc, char** argv) {
       printf("{\"allocator\": \"%s\", \"size\": %zd, \"pairs\": %ld, \"rounds\": %ld, \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f",
              a.name.c_str(), size, n, rounds, v[v.size() / 2], v.front(), v.back());
       if (a.stats != nullptr) {
-        // Of the timed pairs: how many the front cache served, how many
+        // Of the timed pairs: how many the pair cache served, how many
         // allocations crossed into Go, how many calls failed.
-        printf(", \"front_hits\": %lld, \"allocs\": %lld, \"c_failures\": %lld", a.served.frontHits, a.served.allocs,
+        printf(", \"pair_hits\": %lld, \"allocs\": %lld, \"c_failures\": %lld", a.served.pairHits, a.served.allocs,
                a.served.failures);
       }
       printf("}\n");

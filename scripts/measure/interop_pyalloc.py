@@ -1,8 +1,8 @@
 """Times torch.empty + del from Python through one CUDA allocator, for
 docs/interop.md, and prints one JSON line: nanoseconds per pair at 256 B,
 1 MiB and 64 MiB, the median of ROUNDS rounds (and their range); for
-gpuscope, how many of each size's pairs the front cache served
-(front_hits) and how many allocations crossed into Go (allocs).
+gpuscope, how many of each size's pairs the pair cache served
+(pair_hits) and how many allocations crossed into Go (allocs).
 
     python3 interop_pyalloc.py native                           # PyTorch's caching allocator
     python3 interop_pyalloc.py freelist interop_freelist.so     # the pluggable path over a free list per size
@@ -45,7 +45,7 @@ def main():
         x = torch.empty(size, dtype=torch.uint8, device="cuda")  # warm
         del x
         runs = []
-        before = gs.stats() if gs else None  # outside the timed loops: it empties the front cache
+        before = gs.stats() if gs else None  # outside the timed loops: it empties the pair cache
         for _ in range(rounds):
             t = time.perf_counter_ns()
             for _ in range(n):
@@ -54,16 +54,16 @@ def main():
             runs.append((time.perf_counter_ns() - t) / n)
         out[str(size)] = {"median_ns": statistics.median(runs), "min_ns": min(runs), "max_ns": max(runs)}
         if gs:
-            # Who served the size's pairs: the front cache on the C side,
+            # Who served the size's pairs: the pair cache on the C side,
             # or Go (an allocation that crossed).
             after = gs.stats()
-            out[str(size)].update(front_hits=after["c_front_hits"] - before["c_front_hits"],
+            out[str(size)].update(pair_hits=after["c_pair_hits"] - before["c_pair_hits"],
                                   allocs=after["allocs"] - before["allocs"],
                                   c_failures=after["c_failures"] - before["c_failures"])
     torch.cuda.synchronize()
     if gs:
         st = gs.stats()
-        out["gpuscope_stats"] = {k: st.get(k) for k in ("c_front_hits", "c_failures", "allocs", "frees", "served_from_cache", "ooms")}
+        out["gpuscope_stats"] = {k: st.get(k) for k in ("c_pair_hits", "c_failures", "allocs", "frees", "served_from_cache", "ooms")}
     print(json.dumps(out))
 
 

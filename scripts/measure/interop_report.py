@@ -34,16 +34,16 @@ def verdict(ok):
     return "met" if ok else "MISSED"
 
 
-def front(r):
-    """What the front cache and Go served of a row's pairs: gpuscope's
+def pairs(r):
+    """What the pair cache and Go served of a row's pairs: gpuscope's
     counters, taken around the timed pairs."""
-    return f"front hits {r['front_hits']}, allocs through Go {r['allocs']}, c_failures {r['c_failures']}"
+    return f"pair hits {r['pair_hits']}, allocs through Go {r['allocs']}, c_failures {r['c_failures']}"
 
 
 def gpuscope_stats(st):
     """A process's gpuscope_stats, the counters that say who served its
     allocations."""
-    return (f"front hits {st.get('c_front_hits')}, allocs {st.get('allocs')}, frees {st.get('frees')}, "
+    return (f"pair hits {st.get('c_pair_hits')}, allocs {st.get('allocs')}, frees {st.get('frees')}, "
             f"served from cache {st.get('served_from_cache')}, c_failures {st.get('c_failures')}, ooms {st.get('ooms')}")
 
 
@@ -235,8 +235,8 @@ def pair_report(rows):
             g, c = at["gpuscope"][0]["median_ns"], at["c10"][0]["median_ns"]
             out.append(f"             gpuscope / c10: {g / c:.3f} (target <= 1) -> {verdict(g <= c)}")
         for k, v in at.items():
-            if "front_hits" in v[0]:
-                out.append(f"             {k}: {front(v[0])}")
+            if "pair_hits" in v[0]:
+                out.append(f"             {k}: {pairs(v[0])}")
     return out
 
 
@@ -256,7 +256,7 @@ def pyalloc_report(rows):
             r = med["gpuscope"] / med["freelist"]
             out.append(f"             gpuscope / freelist: {r:.3f} (target <= 1.10) -> {verdict(r <= 1.10)}")
         for k, v in m.items():
-            fr = [front(r[s]) for r in v if "front_hits" in r[s]]
+            fr = [pairs(r[s]) for r in v if "pair_hits" in r[s]]
             if fr:
                 out.append(f"             {k}, each process: " + "; ".join(fr))
         gone = lacking(m, ("native",))

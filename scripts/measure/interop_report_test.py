@@ -210,24 +210,24 @@ class Report(unittest.TestCase):
             self.assertIn(want, self.line(out, "PyTorch and CuPy on one pool"), row)
 
     def test_gpuscopes_stats_are_printed_where_the_runs_have_them(self):
-        stats = {"c_front_hits": 1399993, "c_failures": 0, "allocs": 7, "frees": 6, "served_from_cache": 5, "ooms": 0}
+        stats = {"c_pair_hits": 1399993, "c_failures": 0, "allocs": 7, "frees": 6, "served_from_cache": 5, "ooms": 0}
         rows = [torch_row("native", 0, 100.0), torch_row("expandable", 0, 100.0), dict(torch_row("gpuscope", 0, 100.0), gpuscope_stats=stats)]
         out = self.logs({"torch.jsonl": rows})
-        self.assertIn("front hits 1399993, allocs 7, frees 6, served from cache 5, c_failures 0, ooms 0", self.line(out, "gpuscope   stats"))
+        self.assertIn("pair hits 1399993, allocs 7, frees 6, served from cache 5, c_failures 0, ooms 0", self.line(out, "gpuscope   stats"))
 
         pairs = [pair_row(a, s, 40.0) for a in ("c10", "freelist") for s in (256, 1 << 20, 64 << 20)]
-        pairs += [dict(pair_row("gpuscope", s, 30.0), front_hits=6999993, allocs=7, c_failures=0) for s in (256, 1 << 20, 64 << 20)]
-        pairs += [dict(pair_row("gpuscope-go", s, 300.0), front_hits=0, allocs=7000007, c_failures=0) for s in (256, 1 << 20, 64 << 20)]
+        pairs += [dict(pair_row("gpuscope", s, 30.0), pair_hits=6999993, allocs=7, c_failures=0) for s in (256, 1 << 20, 64 << 20)]
+        pairs += [dict(pair_row("gpuscope-go", s, 300.0), pair_hits=0, allocs=7000007, c_failures=0) for s in (256, 1 << 20, 64 << 20)]
         out = self.logs({"pair.jsonl": pairs})
-        self.assertEqual(3, sum("gpuscope: front hits 6999993, allocs through Go 7, c_failures 0" in x for x in out), "\n".join(out))
-        self.assertEqual(3, sum("gpuscope-go: front hits 0, allocs through Go 7000007" in x for x in out), "\n".join(out))
+        self.assertEqual(3, sum("gpuscope: pair hits 6999993, allocs through Go 7, c_failures 0" in x for x in out), "\n".join(out))
+        self.assertEqual(3, sum("gpuscope-go: pair hits 0, allocs through Go 7000007" in x for x in out), "\n".join(out))
 
         g = pyalloc_row("gpuscope", 1000.0)
         for sz in (256, 1 << 20, 64 << 20):
-            g[str(sz)].update(front_hits=299, allocs=1, c_failures=0)
+            g[str(sz)].update(pair_hits=299, allocs=1, c_failures=0)
         g["gpuscope_stats"] = stats
         out = self.logs({"pyalloc.jsonl": [pyalloc_row("native", 900.0), pyalloc_row("freelist", 1000.0), g]})
-        self.assertEqual(3, sum("gpuscope, each process: front hits 299, allocs through Go 1, c_failures 0" in x for x in out), "\n".join(out))
+        self.assertEqual(3, sum("gpuscope, each process: pair hits 299, allocs through Go 1, c_failures 0" in x for x in out), "\n".join(out))
 
     def test_compute_sanitizer_is_met_only_where_it_found_no_error(self):
         run = '{"mode": "gpuscope", "steps": 4}'

@@ -28,7 +28,7 @@ import torch.nn.functional as F  # noqa: E402
 
 
 # The counters of gpuscope_stats a gpuscope run prints.
-STATS = ("c_front_hits", "c_failures", "allocs", "frees", "served_from_cache", "source_allocs", "ooms")
+STATS = ("c_pair_hits", "c_failures", "allocs", "frees", "served_from_cache", "source_allocs", "ooms")
 
 
 class Block(nn.Module):
@@ -123,7 +123,7 @@ def main():
             losses, steps, secs = train()
         st = gs.stats()
         peak_reserved, peak_allocated = st["peak_reserved"], st["peak_allocated"]
-        # Who served the allocations: the front cache (c_front_hits, never
+        # Who served the allocations: the pair cache (c_pair_hits, never
         # in Go), the pool's cache, the driver.
         stats = {k: st.get(k) for k in STATS}
     else:

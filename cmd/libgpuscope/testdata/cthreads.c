@@ -159,18 +159,18 @@ static void scopes(void) {
 // A stream handle for the odd threads: the host device takes any handle
 // as a stream's (allocations for it go to a child scope on it).
 #define STREAM ((void *)(uintptr_t)0x5000)
-#define OTHER ((void *)(uintptr_t)0x6000) // the front cache's record_stream
+#define OTHER ((void *)(uintptr_t)0x6000) // the pair cache's record_stream
 
-// The front cache: a pair of a size freed before is served on the C side,
+// The pair cache: a pair of a size freed before is served on the C side,
 // and what the cache keeps is memory the library freed, never a scope's
 // live memory, nor anything the figures or the pool's pressure miss.
-static void front_cache(void) {
-	long long hits = stat("c_front_hits"), before = stat("c_failures");
+static void pair_cache(void) {
+	long long hits = stat("c_pair_hits"), before = stat("c_failures");
 	void *p = gpuscope_alloc(3000, 0, NULL);
 	gpuscope_free(p, 3000, 0, NULL);
 	void *q = gpuscope_alloc(3000, 0, NULL);
 	CHECK(q == p, "the freed block did not serve the next allocation of its size");
-	CHECK(stat("c_front_hits") == hits + 1, "the pair was not the front cache's: %s", text);
+	CHECK(stat("c_pair_hits") == hits + 1, "the pair was not the pair cache's: %s", text);
 	CHECK(stat("active_blocks") == 1, "one live: %s", text);
 	gpuscope_free(q, 3000, 0, NULL);
 	CHECK(stat("active_blocks") == 0, "a block the library freed is live when the stats are read: %s", text);
@@ -187,11 +187,11 @@ static void front_cache(void) {
 	// A scope begun serves no block of the enclosing scope's.
 	void *r = gpuscope_alloc(5000, 0, NULL);
 	gpuscope_free(r, 5000, 0, NULL);
-	int64_t s = gpuscope_scope_begin(0, "front");
+	int64_t s = gpuscope_scope_begin(0, "pairs");
 	void *x = gpuscope_alloc(5000, 0, NULL);
-	CHECK(gpuscope_scope_end(s, 0) == 0, "end front");
+	CHECK(gpuscope_scope_end(s, 0) == 0, "end pairs");
 	stat("active_blocks");
-	CHECK(strstr(text, "front\\\" ended with 1 buffer") != NULL, "the block allocated in front was not front's: %s", text);
+	CHECK(strstr(text, "pairs\\\" ended with 1 buffer") != NULL, "the block allocated in pairs was not its: %s", text);
 	gpuscope_free(x, 5000, 0, NULL); // passed to the root
 	CHECK(stat("active_blocks") == 0, "x not freed");
 
@@ -211,12 +211,12 @@ static void front_cache(void) {
 
 	// A block that work on another stream uses is never cached
 	// (record_stream): the pool reuses it once that work is done.
-	hits = stat("c_front_hits");
+	hits = stat("c_pair_hits");
 	void *z = gpuscope_alloc(7000, 0, NULL);
 	gpuscope_record_stream(z, OTHER);
 	gpuscope_free(z, 7000, 0, NULL);
 	gpuscope_free(gpuscope_alloc(7000, 0, NULL), 7000, 0, NULL);
-	CHECK(stat("c_front_hits") == hits, "a block recorded on another stream was cached");
+	CHECK(stat("c_pair_hits") == hits, "a block recorded on another stream was cached");
 
 	// Under a cap, what the cache holds makes room for an allocation it
 	// does not serve: here CuPy's, which never looks in the cache.
@@ -243,7 +243,7 @@ static void *worker(void *arg) {
 		if (ptrs[k] != NULL) {
 			gpuscope_free(ptrs[k], sizes[k], 0, stream);
 		}
-		// Threads 1-4 repeat a few sizes, which the front cache serves.
+		// Threads 1-4 repeat a few sizes, which the pair cache serves.
 		sizes[k] = (uintptr_t)arg <= 4 ? 512 << rand_r(&seed) % 4 : 1 + rand_r(&seed) % (64 << 10);
 		ptrs[k] = gpuscope_alloc(sizes[k], 0, stream);
 		if (ptrs[k] == NULL) {
@@ -289,7 +289,7 @@ static void many_threads(void) {
 int main(void) {
 	good_calls();
 	bad_calls();
-	front_cache();
+	pair_cache();
 	scopes();
 	many_threads();
 	if (failures > 0) {

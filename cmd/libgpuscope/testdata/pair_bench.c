@@ -7,10 +7,10 @@
 //
 // Each figure is timed in rounds of pairs calls; it prints the fastest
 // round and the median, the fastest being the least disturbed by other
-// work on the machine. Besides the pair, which the front cache serves, it
+// work on the machine. Besides the pair, which the pair cache serves, it
 // times pairs whose size alternates with another, which the cache never
 // serves (every allocation crosses into Go, and frees there the block
-// freed before), and a pair with 64 buffers live. GPUSCOPE_FRONT_CACHE=0
+// freed before), and a pair with 64 buffers live. GPUSCOPE_PAIR_CACHE=0
 // times every pair through Go: two crossings.
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,8 +92,8 @@ int main(int argc, char **argv) {
 		}
 		gpuscope_free(p, size, device, NULL);
 	}
-	const char *cache = getenv("GPUSCOPE_FRONT_CACHE");
-	printf("pair_bench: %ld calls a round, %d rounds, %zd bytes, device %d, front cache %s\n", pairs, rounds, size, device,
+	const char *cache = getenv("GPUSCOPE_PAIR_CACHE");
+	printf("pair_bench: %ld calls a round, %d rounds, %zd bytes, device %d, pair cache %s\n", pairs, rounds, size, device,
 	       cache != NULL && strcmp(cache, "0") == 0 ? "off" : "on");
 	report("alloc+free pair", pair, rounds);
 	report("sizes alternating", alternating, rounds);

@@ -1,24 +1,24 @@
 // The exported names of the library: each converts its arguments and calls
-// one Go function (entry.go), a single crossing into Go, unless the front
-// cache (frontcache.c) serves it: a PyTorch-form pair of a size the library
+// one Go function (entry.go), a single crossing into Go, unless the pair
+// cache (paircache.c) serves it: a PyTorch-form pair of a size the library
 // freed before crosses not at all.
 #include "gpuscope.h" // cmd/libgpuscope's, by the -I of entry.go
-#include "frontcache.h"
+#include "paircache.h"
 #include "_cgo_export.h"
 
 void *gpuscope_alloc(ssize_t size, int device, void *stream) {
 	if (size == 0) {
 		return NULL; // quietly, as c10's allocator does (entry.go)
 	}
-	uintptr_t flush[FC_CACHED];
+	uintptr_t flush[PC_CACHED];
 	int n;
-	void *ptr = fc_alloc(device, size, (uintptr_t)stream, flush, &n);
+	void *ptr = pc_alloc(device, size, (uintptr_t)stream, flush, &n);
 	if (ptr != NULL) {
 		return ptr;
 	}
 	uint64_t tok = 0;
 	uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, flush, n, &tok);
-	fc_track(device, p, size, (uintptr_t)stream, tok);
+	pc_track(device, p, size, (uintptr_t)stream, tok);
 	return (void *)p;
 }
 
@@ -26,10 +26,10 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
 	if (ptr == NULL) {
 		return; // as free(NULL)
 	}
-	switch (fc_free(device, (uintptr_t)ptr, size, (uintptr_t)stream)) {
-	case FC_KEPT:
+	switch (pc_free(device, (uintptr_t)ptr, size, (uintptr_t)stream)) {
+	case PC_KEPT:
 		return;
-	case FC_FREED:
+	case PC_FREED:
 		gpuscopeGoFreedAlready("gpuscope_free", (uintptr_t)ptr);
 		return;
 	}
@@ -37,7 +37,7 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
 }
 
 void gpuscope_record_stream(void *ptr, void *stream) {
-	if (fc_forget(-1, (uintptr_t)ptr, 1) == FC_FREED) {
+	if (pc_forget(-1, (uintptr_t)ptr, 1) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_record_stream", (uintptr_t)ptr);
 		return;
 	}
@@ -49,7 +49,7 @@ intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device) {
 }
 
 void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device) {
-	if (ptr != 0 && fc_forget(device, (uintptr_t)ptr, 0) == FC_FREED) {
+	if (ptr != 0 && pc_forget(device, (uintptr_t)ptr, 0) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_cupy_free", (uintptr_t)ptr);
 		return;
 	}

@@ -19,19 +19,19 @@ import (
 // The C entry points of libgpuscope, which gpuscope.h declares: each
 // converts its arguments and makes one call into package foreign. entry.c
 // defines the exported names over these. Those that may open a device put
-// the front cache in front of it first (useFrontCache).
+// the pair cache in front of it first (usePairCache).
 
 // failed is what a call that fails returns, where it returns an int: its
 // message is in the stats.
 const failed = -1
 
-// gpuscopeGoAlloc frees the nflush blocks at flush, which the front cache
+// gpuscopeGoAlloc frees the nflush blocks at flush, which the pair cache
 // held, and allocates; *tok is the token of the scope the allocation
-// belongs to, for the front cache.
+// belongs to, for the pair cache.
 //
 //export gpuscopeGoAlloc
 func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.uintptr_t, nflush C.int, tok *C.uint64_t) C.uintptr_t {
-	useFrontCache()
+	usePairCache()
 	blocks := unsafe.Slice((*uintptr)(unsafe.Pointer(flush)), int(nflush))
 	ptr, t, err := foreign.AllocAfter(blocks, int(device), int64(size), uintptr(stream))
 	if err != nil {
@@ -43,7 +43,7 @@ func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.
 }
 
 // gpuscopeGoFreedAlready fails the call named call, whose ptr is in a
-// front cache: the library freed it already.
+// pair cache: the library freed it already.
 //
 //export gpuscopeGoFreedAlready
 func gpuscopeGoFreedAlready(call *C.char, ptr C.uintptr_t) {
@@ -66,7 +66,7 @@ func gpuscopeGoRecordStream(ptr, stream C.uintptr_t) {
 
 //export gpuscopeGoCupyMalloc
 func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int) C.uintptr_t {
-	useFrontCache()
+	usePairCache()
 	n, err := ccall.Size(uint64(size))
 	var ptr uintptr
 	if err == nil {
@@ -92,7 +92,7 @@ func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int) {
 
 //export gpuscopeGoScopeBegin
 func gpuscopeGoScopeBegin(device C.int, name *C.char) C.int64_t {
-	useFrontCache()
+	usePairCache()
 	var s string
 	if name != nil {
 		s = C.GoString(name)
@@ -120,7 +120,7 @@ func gpuscopeGoScopeEnd(scope C.int64_t, flags C.int) C.int {
 
 //export gpuscopeGoSetMaxReserved
 func gpuscopeGoSetMaxReserved(device C.int, bytes C.size_t) C.int {
-	useFrontCache()
+	usePairCache()
 	n, err := ccall.Size(uint64(bytes))
 	if err == nil {
 		err = foreign.SetMaxReserved(int(device), n)
@@ -134,13 +134,13 @@ func gpuscopeGoSetMaxReserved(device C.int, bytes C.size_t) C.int {
 
 //export gpuscopeGoStats
 func gpuscopeGoStats(device C.int, buf *C.char, n C.size_t) C.size_t {
-	useFrontCache()
+	usePairCache()
 	return put(foreign.Stats(int(device)), buf, n)
 }
 
 //export gpuscopeGoSummary
 func gpuscopeGoSummary(device C.int, buf *C.char, n C.size_t) C.size_t {
-	useFrontCache()
+	usePairCache()
 	return put([]byte(foreign.Summary(int(device))), buf, n)
 }
 

@@ -14,27 +14,27 @@ import (
 var benchSizes = []int64{256, 1 << 20, 64 << 20}
 
 // BenchmarkCPair is an alloc+free pair through gpuscope_alloc and
-// gpuscope_free, called from a C thread: the front cache serves it, with
+// gpuscope_free, called from a C thread: the pair cache serves it, with
 // no crossing into Go. testdata/pair_bench.c times the same from a C
 // program over the shared library.
 func BenchmarkCPair(b *testing.B) {
 	benchPairs(b, cthreads.Pairs)
 }
 
-// BenchmarkCPairGo is BenchmarkCPair with the front cache off
-// (GPUSCOPE_FRONT_CACHE=0) in a scope of its own: two crossings into Go,
+// BenchmarkCPairGo is BenchmarkCPair with the pair cache off
+// (GPUSCOPE_PAIR_CACHE=0) in a scope of its own: two crossings into Go,
 // the current scope, the table, the pool.
 func BenchmarkCPairGo(b *testing.B) {
 	b.Setenv("GPUSCOPE_HOST_MEMORY", "1073741824")
 	if !cthreads.Pairs(1, 256) { // the device opens with the cache on
 		b.Fatal("allocation failed")
 	}
-	b.Setenv("GPUSCOPE_FRONT_CACHE", "0")
+	b.Setenv("GPUSCOPE_PAIR_CACHE", "0")
 	id := cthreads.BeginScope("bench") // which the cache does not serve
 	if id <= 0 {
 		b.Fatal("gpuscope_scope_begin failed")
 	}
-	os.Unsetenv("GPUSCOPE_FRONT_CACHE") // the enclosing scope's cache is on again after the end
+	os.Unsetenv("GPUSCOPE_PAIR_CACHE") // the enclosing scope's cache is on again after the end
 	defer func() {
 		if !cthreads.EndScope(id) {
 			b.Error("gpuscope_scope_end failed")

@@ -194,7 +194,7 @@ func TestARecordingNamesTheScopeOfCThreads(t *testing.T) {
 }
 
 // TestPairsFromCLeaveNoLeak: pairs through the PyTorch entry points leave
-// their last block in the C side's front cache; a leak check from Go, which
+// their last block in the C side's pair cache; a leak check from Go, which
 // reads the device's Snapshot, finds nothing live in the library's scope.
 func TestPairsFromCLeaveNoLeak(t *testing.T) {
 	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")

@@ -18,7 +18,7 @@ func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
 }
 
 // alloc is Alloc, and returns the token of the scope the allocation
-// belongs to (front.go).
+// belongs to (paircache.go).
 func alloc(i int, size int64, stream uintptr) (uintptr, uint64, error) {
 	if size == 0 {
 		return 0, 0, nil
@@ -33,7 +33,7 @@ func alloc(i int, size int64, stream uintptr) (uintptr, uint64, error) {
 	for {
 		// The current scope may end under the allocation: then the one
 		// current after it serves. An allocation that finds the pool
-		// short has the front cache give back what it holds, and tries
+		// short has the pair cache give back what it holds, and tries
 		// again (gpu's allocOnce).
 		r := d.current.Load()
 		ptr, ok, err := r.alloc(size, stream)

@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkPair is an alloc+free pair as the C entry points make it when
-// the front cache does not serve it, less the crossing from C: device 0's
+// the pair cache does not serve it, less the crossing from C: device 0's
 // current scope, the table, the scope's pool, at the sizes issue 37 times.
 // (cmd/libgpuscope's BenchmarkCPairGo times it from C.)
 func BenchmarkPair(b *testing.B) {

@@ -27,7 +27,7 @@ type device struct {
 	root    *record
 	current atomic.Pointer[record] // the innermost open scope; root where none
 	lastEnd atomic.Pointer[string] // what the last End found still live
-	held    atomic.Bool            // the front cache is kept off: a recording runs (holdFront)
+	held    atomic.Bool            // the pair cache is kept off: a recording runs (holdPairs)
 
 	mu sync.Mutex // serializes Begin and End on the device
 }
@@ -97,7 +97,7 @@ func adopt(i int, g *gpu.Device) (*device, error) {
 	d := &device{index: i, gpu: g}
 	d.root = &record{tok: tokens.Add(1), dev: d, scope: s}
 	d.setCurrent(d.root)
-	extcache.Attach(g, &extcache.Cache{Flush: func() bool { return flushFront(i) }, Hold: d.holdFront})
+	extcache.Attach(g, &extcache.Cache{Flush: func() bool { return flushPairs(i) }, Hold: d.holdPairs})
 	devices.open[i].Store(d)
 	return d, nil
 }
@@ -125,7 +125,7 @@ func Shutdown() error {
 		for r := d.current.Load(); r != d.root; r = d.current.Load() {
 			errs = append(errs, r.endLocked(true))
 		}
-		d.frontOff()
+		d.pairsOff()
 		errs = append(errs, d.root.endLocked(true))
 		devices.open[i].Store(nil)
 		d.mu.Unlock()

@@ -15,6 +15,6 @@
 // call, nothing for the garbage collector to trace per allocation beyond
 // the Buffer itself. A pair that a library repeats, freeing a block and
 // allocating its size again, does not reach this package: clib's
-// front cache serves it on the C side (front.go says how the figures stay
+// pair cache serves it on the C side (paircache.go says how the figures stay
 // exact).
 package foreign

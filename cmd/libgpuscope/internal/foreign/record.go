@@ -15,7 +15,7 @@ import (
 // or a device's root.
 type record struct {
 	id    int64
-	tok   uint64  // its token for the front cache (front.go): a block on a stream is its scope's
+	tok   uint64  // its token for the pair cache (paircache.go): a block on a stream is its scope's
 	dev   *device // the C device it was begun on
 	scope *gpu.Scope
 
@@ -194,7 +194,7 @@ func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 	}
 	var errs []error
 	if r.dev.current.Load() == r && r.parent != nil {
-		// What the front cache held of r is freed: the library freed it.
+		// What the pair cache held of r is freed: the library freed it.
 		r.dev.setCurrent(r.parent)
 	}
 	tbl.each(func(e *entry) bool {

@@ -15,7 +15,7 @@ type stats struct {
 	Scope     string `json:"scope,omitempty"`          // the path of the scope current on the device
 	LastEnd   string `json:"last_scope_end,omitempty"` // what the last gpuscope_scope_end on it found still live
 	Error     string `json:"error,omitempty"`          // why there are no counters: the device could not be opened
-	FrontHits int64  `json:"c_front_hits"`             // pairs the front cache served without crossing into Go: not in allocs and frees
+	PairHits  int64  `json:"c_pair_hits"`              // pairs the pair cache served without crossing into Go: not in allocs and frees
 	Failures  int64  `json:"c_failures"`               // calls from C that failed, in the process
 	LastError string `json:"c_last_error,omitempty"`   // the last one's message
 }
@@ -28,8 +28,8 @@ func Stats(i int) []byte {
 	if d, err := deviceAt(i); err != nil {
 		st.Error = err.Error()
 	} else {
-		st.FrontHits = frontHits(i)
-		// d.gpu.Stats has the front cache give back what it holds first.
+		st.PairHits = pairHits(i)
+		// d.gpu.Stats has the pair cache give back what it holds first.
 		st.Stats, st.Device, st.Scope = d.gpu.Stats(), d.gpu.String(), d.current.Load().scope.Path()
 		if p := d.lastEnd.Load(); p != nil {
 			st.LastEnd = *p
@@ -49,7 +49,7 @@ func Summary(i int) string {
 	if err != nil {
 		return err.Error() + "\n"
 	}
-	return d.gpu.Summary() // which has the front cache give back what it holds first
+	return d.gpu.Summary() // which has the pair cache give back what it holds first
 }
 
 // SetMaxReserved caps what device i's pool reserves (gpu.Device.SetMaxReserved).

@@ -13,38 +13,38 @@ import (
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
-// fakeFront stands for clib's C cache: a block the library frees into
+// fakePairs stands for clib's C cache: a block the library frees into
 // it stays a live allocation here until this package takes it back.
-type fakeFront struct {
+type fakePairs struct {
 	mu     sync.Mutex
 	tok    uint64 // the scope it serves; 0: off
 	blocks []uintptr
 }
 
-func (f *fakeFront) Reset(_ int, tok uint64, out *[FrontCacheBlocks]uintptr) int {
+func (f *fakePairs) Reset(_ int, tok uint64, out *[PairCacheBlocks]uintptr) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tok = tok
 	return f.takeLocked(out)
 }
 
-func (f *fakeFront) Take(_ int, out *[FrontCacheBlocks]uintptr) int {
+func (f *fakePairs) Take(_ int, out *[PairCacheBlocks]uintptr) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.takeLocked(out)
 }
 
-func (f *fakeFront) takeLocked(out *[FrontCacheBlocks]uintptr) int {
+func (f *fakePairs) takeLocked(out *[PairCacheBlocks]uintptr) int {
 	n := copy(out[:], f.blocks)
 	f.blocks = nil
 	return n
 }
 
-func (f *fakeFront) Hits(int) int64 { return 0 }
+func (f *fakePairs) Hits(int) int64 { return 0 }
 
 // free is the library's free of ptr as the C side makes it: into the
 // cache where it is on, else through Free.
-func (f *fakeFront) free(t *testing.T, ptr uintptr) {
+func (f *fakePairs) free(t *testing.T, ptr uintptr) {
 	f.mu.Lock()
 	on := f.tok != 0
 	if on {
@@ -56,25 +56,25 @@ func (f *fakeFront) free(t *testing.T, ptr uintptr) {
 	}
 }
 
-func (f *fakeFront) on() bool {
+func (f *fakePairs) on() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.tok != 0
 }
 
-func withFakeFront(t *testing.T) *fakeFront {
-	f := &fakeFront{}
-	old := frontCache.Load()
-	SetFrontCache(f)
-	t.Cleanup(func() { frontCache.Store(old) })
+func withFakePairs(t *testing.T) *fakePairs {
+	f := &fakePairs{}
+	old := pairCache.Load()
+	SetPairCache(f)
+	t.Cleanup(func() { pairCache.Store(old) })
 	return f
 }
 
-// What a library freed into the front cache is no allocation of the
+// What a library freed into the pair cache is no allocation of the
 // device's to anyone who reads it from Go: not to Snapshot (what gputest
 // reads), not to Stats, and not to an allocation that needs its room.
 func TestWhatTheFrontCacheHoldsIsFreeToGo(t *testing.T) {
-	f := withFakeFront(t)
+	f := withFakePairs(t)
 	d := hostDevice(t) // 64 MiB
 	p, err := Alloc(0, 4096, 0)
 	require.NoError(t, err)
@@ -97,11 +97,11 @@ func TestWhatTheFrontCacheHoldsIsFreeToGo(t *testing.T) {
 	assert.Zero(t, d.gpu.Stats().OOMs, "a retry after the cache gave back served it")
 }
 
-// While the device records, the front cache is off, so that the recording
+// While the device records, the pair cache is off, so that the recording
 // sees every allocation: a scope begun meanwhile does not turn it on, and
 // the recording's Stop does.
 func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
-	f := withFakeFront(t)
+	f := withFakePairs(t)
 	d := hostDevice(t)
 	require.True(t, f.on())
 	p, err := Alloc(0, 4096, 0)
@@ -123,7 +123,7 @@ func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
 }
 
 // serving returns the token of the scope the cache serves; 0: off.
-func (f *fakeFront) serving() uint64 {
+func (f *fakePairs) serving() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.tok
@@ -141,7 +141,7 @@ func activeBlocks(t *testing.T) int64 {
 // the one before is freed when the current scope changes: a scope's end
 // reports only what the library still holds.
 func TestTheFrontCacheServesTheCurrentScopeOnly(t *testing.T) {
-	f := withFakeFront(t)
+	f := withFakePairs(t)
 	d := hostDevice(t)
 	require.Equal(t, d.root.tok, f.serving())
 
@@ -168,7 +168,7 @@ func TestTheFrontCacheServesTheCurrentScopeOnly(t *testing.T) {
 // A block on a library's stream is its scope's: its token is the scope's,
 // so that the cache may keep it while that scope is current.
 func TestABlockOnAStreamHasItsScopesToken(t *testing.T) {
-	f := withFakeFront(t)
+	f := withFakePairs(t)
 	d := hostDevice(t)
 	st, err := d.root.scope.NewStream()
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func TestABlockOnAStreamHasItsScopesToken(t *testing.T) {
 // What the cache holds is freed before the figures are read through C,
 // and before an allocation of a library's that finds the pool short fails.
 func TestWhatTheFrontCacheHoldsIsFreedWhenItMatters(t *testing.T) {
-	f := withFakeFront(t)
+	f := withFakePairs(t)
 	hostDevice(t)
 	require.NoError(t, SetMaxReserved(0, 8<<20))
 
@@ -209,7 +209,7 @@ func TestWhatTheFrontCacheHoldsIsFreedWhenItMatters(t *testing.T) {
 
 // A recording's Stop and a scope's End that frees what the library left
 // run at once without waiting on each other: End holds the device's lock
-// while its frees reach the recording, and Stop gives the front cache back,
+// while its frees reach the recording, and Stop gives the pair cache back,
 // which takes that lock; Stop did so under the recording's own lock.
 func TestARecordingStopsWhileAScopeEnds(t *testing.T) {
 	d := hostDevice(t)

@@ -7,7 +7,7 @@ import (
 )
 
 // A library's pair of the same size, freed and allocated again, is served
-// by a cache on the C side of the crossing (clib's frontcache.c): the
+// by a cache on the C side of the crossing (clib's paircache.c): the
 // blocks the library freed of the scope current on a device, kept for its
 // next allocation of the same size on the same stream. To this package a
 // cached block is still an allocation of the scope, so that it never
@@ -22,98 +22,98 @@ import (
 // so that the recording sees every allocation. docs/interop.md gives the
 // figures.
 
-// FrontCacheBlocks is how many blocks a device's front cache holds at most.
-const FrontCacheBlocks = 32
+// PairCacheBlocks is how many blocks a device's pair cache holds at most.
+const PairCacheBlocks = 32
 
-// FrontCache is the C side's cache, as clib implements it. Its methods
+// PairCache is the C side's cache, as clib implements it. Its methods
 // are safe from any goroutine.
-type FrontCache interface {
+type PairCache interface {
 	// Reset empties device i's cache into blocks, returning how many it
 	// held, and makes it serve the scope of token tok (0: none; the cache
 	// is then off).
-	Reset(i int, tok uint64, blocks *[FrontCacheBlocks]uintptr) int
+	Reset(i int, tok uint64, blocks *[PairCacheBlocks]uintptr) int
 	// Take empties device i's cache into blocks, returning how many it held.
-	Take(i int, blocks *[FrontCacheBlocks]uintptr) int
+	Take(i int, blocks *[PairCacheBlocks]uintptr) int
 	// Hits returns how many allocations device i's cache served.
 	Hits(i int) int64
 }
 
-// frontCache holds the process's front cache; nil where no C entry point
+// pairCache holds the process's pair cache; nil where no C entry point
 // is linked.
-var frontCache atomic.Pointer[FrontCache]
+var pairCache atomic.Pointer[PairCache]
 
-// SetFrontCache makes f the front cache, before the entry points that
+// SetPairCache makes f the pair cache, before the entry points that
 // keep it open a device.
-func SetFrontCache(f FrontCache) { frontCache.Store(&f) }
+func SetPairCache(f PairCache) { pairCache.Store(&f) }
 
-// cache returns the front cache, or nil.
-func cache() FrontCache {
-	if f := frontCache.Load(); f != nil {
+// cache returns the pair cache, or nil.
+func cache() PairCache {
+	if f := pairCache.Load(); f != nil {
 		return *f
 	}
 	return nil
 }
 
-// tokens numbers records for the front cache: a record's token is never
+// tokens numbers records for the pair cache: a record's token is never
 // another's, so that the cache never takes a block of a scope that ended
 // for one of the scope current now.
 var tokens atomic.Uint64
 
-// setCurrent makes r the scope current on d, the front cache's blocks of
+// setCurrent makes r the scope current on d, the pair cache's blocks of
 // the one current before freed first (they were that scope's). Called with
 // d.mu held, or while d is not yet reachable.
 func (d *device) setCurrent(r *record) {
-	d.frontOff()
+	d.pairsOff()
 	d.current.Store(r)
-	d.frontOn(r.tok)
+	d.pairsOn(r.tok)
 }
 
-// frontOn turns d's front cache on, empty, for the scope of token tok,
+// pairsOn turns d's pair cache on, empty, for the scope of token tok,
 // unless a recording holds it off. Called with it off.
-func (d *device) frontOn(tok uint64) {
-	if front := cache(); front != nil && !d.held.Load() {
-		front.Reset(d.index, tok, new([FrontCacheBlocks]uintptr)) // empty: it was off
+func (d *device) pairsOn(tok uint64) {
+	if pc := cache(); pc != nil && !d.held.Load() {
+		pc.Reset(d.index, tok, new([PairCacheBlocks]uintptr)) // empty: it was off
 	}
 }
 
-// holdFront keeps d's front cache off, and empty, while on: the device's
+// holdPairs keeps d's pair cache off, and empty, while on: the device's
 // recording then sees every allocation the library makes.
-func (d *device) holdFront(on bool) {
+func (d *device) holdPairs(on bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.held.Store(on)
 	if on {
-		d.frontOff()
+		d.pairsOff()
 	} else {
-		d.frontOn(d.current.Load().tok)
+		d.pairsOn(d.current.Load().tok)
 	}
 }
 
-// frontOff turns d's front cache off, and frees what it held.
-func (d *device) frontOff() {
-	front := cache()
-	if front == nil {
+// pairsOff turns d's pair cache off, and frees what it held.
+func (d *device) pairsOff() {
+	pc := cache()
+	if pc == nil {
 		return
 	}
-	var blocks [FrontCacheBlocks]uintptr
-	n := front.Reset(d.index, 0, &blocks)
+	var blocks [PairCacheBlocks]uintptr
+	n := pc.Reset(d.index, 0, &blocks)
 	freeTaken(d.index, blocks[:n])
 }
 
-// flushFront frees the blocks device i's front cache holds, and reports
+// flushPairs frees the blocks device i's pair cache holds, and reports
 // whether there were any.
-func flushFront(i int) bool {
-	front := cache()
-	if front == nil {
+func flushPairs(i int) bool {
+	pc := cache()
+	if pc == nil {
 		return false
 	}
-	var blocks [FrontCacheBlocks]uintptr
-	n := front.Take(i, &blocks)
+	var blocks [PairCacheBlocks]uintptr
+	n := pc.Take(i, &blocks)
 	freeTaken(i, blocks[:n])
 	return n > 0
 }
 
-// freeTaken frees blocks the front cache of device i held: the library
+// freeTaken frees blocks the pair cache of device i held: the library
 // freed them. Each is a live allocation of the library's, so that a
 // failure is a bug of this package's; it is reported as a failed free.
 func freeTaken(i int, blocks []uintptr) {
@@ -124,7 +124,7 @@ func freeTaken(i int, blocks []uintptr) {
 	}
 }
 
-// AllocAfter frees the blocks a front cache of device i gave back, then
+// AllocAfter frees the blocks a pair cache of device i gave back, then
 // allocates as Alloc does, and returns with the address the token of the
 // scope the allocation belongs to.
 func AllocAfter(flush []uintptr, i int, size int64, stream uintptr) (uintptr, uint64, error) {
@@ -132,11 +132,11 @@ func AllocAfter(flush []uintptr, i int, size int64, stream uintptr) (uintptr, ui
 	return alloc(i, size, stream)
 }
 
-// frontHits returns how many allocations device i's front cache served.
-func frontHits(i int) int64 {
-	front := cache()
-	if front == nil {
+// pairHits returns how many allocations device i's pair cache served.
+func pairHits(i int) int64 {
+	pc := cache()
+	if pc == nil {
 		return 0
 	}
-	return front.Hits(i)
+	return pc.Hits(i)
 }

@@ -1,25 +1,25 @@
-// The front cache: a library's alloc+free pair that the cache serves never
+// The pair cache: a library's alloc+free pair that the cache serves never
 // crosses into Go. Per device, it tracks the allocations made in the scope
 // current on it (a table from address to size and stream), and keeps the
-// blocks the library freed of them, at most FC_CACHED, for the next
+// blocks the library freed of them, at most PC_CACHED, for the next
 // allocation of the same size on the same stream. To Go a cached block is
 // still an allocation of the scope, so it never serves another; Go takes
 // the cache's blocks back, and frees them, before every allocation the
-// cache did not serve (fc_alloc's flush), when the current scope changes
-// (fc_reset: the table then starts empty), and before the device's figures
-// are read or its pool is short (fc_take). docs/interop.md says why that
+// cache did not serve (pc_alloc's flush), when the current scope changes
+// (pc_reset: the table then starts empty), and before the device's figures
+// are read or its pool is short (pc_take). docs/interop.md says why that
 // keeps the figures exact.
 //
 // Every function is safe from any thread: a device's state is under its
-// mutex. GPUSCOPE_FRONT_CACHE=0 turns the cache off, at the next scope
+// mutex. GPUSCOPE_PAIR_CACHE=0 turns the cache off, at the next scope
 // change or device open.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontcache.h"
+#include "paircache.h"
 
-enum { FC_TABLE = 8192 }; // places in a device's table; at most half are used
+enum { PC_TABLE = 8192 }; // places in a device's table; at most half are used
 
 // An allocation made in the scope the cache serves, live or in the cache.
 typedef struct {
@@ -28,28 +28,28 @@ typedef struct {
 	uintptr_t stream;
 	uint8_t cached;   // the library freed it: it is in the cache
 	uint8_t recorded; // record_stream named another stream for it: never cached
-} fc_entry;
+} pc_entry;
 
 typedef struct {
 	uintptr_t ptr;
 	int64_t size;
 	uintptr_t stream;
-} fc_block;
+} pc_block;
 
 typedef struct {
 	pthread_mutex_t mu; // protects the fields below
 	uint64_t tok;       // the scope served (foreign's token); 0: none, nothing tracked (see off)
-	fc_entry *table;    // FC_TABLE places, open addressing, deletion by shifting back
+	pc_entry *table;    // PC_TABLE places, open addressing, deletion by shifting back
 	int n;              // entries in table
-	fc_block cached[FC_CACHED];
+	pc_block cached[PC_CACHED];
 	int ncached;
 	int64_t hits; // allocations the cache served
 	char pad[64]; // devices on cache lines of their own
-} fc_device;
+} pc_device;
 
-static fc_device fc[FC_DEVICES] = {[0 ... FC_DEVICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
+static pc_device fc[PC_DEVICES] = {[0 ... PC_DEVICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER}};
 
-// active has bit i set once device i has a table: fc_forget of any device
+// active has bit i set once device i has a table: pc_forget of any device
 // looks at those only, so that a program that never calls gpuscope_alloc
 // takes no lock of the cache's.
 static uint64_t active;
@@ -58,8 +58,8 @@ static uint64_t active;
 // where it is off takes none. A cache is off with an empty table, and an
 // allocation it tracks is made after it was turned on: a call that reads 0
 // here, for a pointer the library got from gpuscope_alloc, finds no entry
-// of it under the lock either. Written under d->mu, by fc_reset.
-static int off(fc_device *d) { return __atomic_load_n(&d->tok, __ATOMIC_RELAXED) == 0; }
+// of it under the lock either. Written under d->mu, by pc_reset.
+static int off(pc_device *d) { return __atomic_load_n(&d->tok, __ATOMIC_RELAXED) == 0; }
 
 // hash mixes an address (a multiple of 512 bytes) over 64 bits:
 // splitmix64's finalizer, as foreign's table.
@@ -73,11 +73,11 @@ static uint64_t hash(uintptr_t ptr) {
 }
 
 // find returns ptr's place in d's table, or -1. Called with d->mu held.
-static int find(fc_device *d, uintptr_t ptr) {
+static int find(pc_device *d, uintptr_t ptr) {
 	if (d->table == NULL) {
 		return -1;
 	}
-	for (uint64_t i = hash(ptr) & (FC_TABLE - 1);; i = (i + 1) & (FC_TABLE - 1)) {
+	for (uint64_t i = hash(ptr) & (PC_TABLE - 1);; i = (i + 1) & (PC_TABLE - 1)) {
 		if (d->table[i].ptr == ptr) {
 			return (int)i;
 		}
@@ -89,13 +89,13 @@ static int find(fc_device *d, uintptr_t ptr) {
 
 // removeAt deletes the entry at place i, moving later entries of its probe
 // run back so that no lookup stops early. Called with d->mu held.
-static void removeAt(fc_device *d, int i) {
+static void removeAt(pc_device *d, int i) {
 	for (int j = i;;) {
-		j = (j + 1) & (FC_TABLE - 1);
+		j = (j + 1) & (PC_TABLE - 1);
 		if (d->table[j].ptr == 0) {
 			break;
 		}
-		int k = (int)(hash(d->table[j].ptr) & (FC_TABLE - 1));
+		int k = (int)(hash(d->table[j].ptr) & (PC_TABLE - 1));
 		if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j)) {
 			continue; // its home is cyclically in (i, j]: it stays
 		}
@@ -108,7 +108,7 @@ static void removeAt(fc_device *d, int i) {
 
 // takeLocked moves the cache's blocks to out, forgetting them. Called with
 // d->mu held.
-static int takeLocked(fc_device *d, uintptr_t *out) {
+static int takeLocked(pc_device *d, uintptr_t *out) {
 	int n = d->ncached;
 	for (int k = 0; k < n; k++) {
 		out[k] = d->cached[k].ptr;
@@ -121,21 +121,21 @@ static int takeLocked(fc_device *d, uintptr_t *out) {
 	return n;
 }
 
-// fc_alloc returns a block of size bytes for stream from device dev's
-// cache, or NULL. On NULL, the cache's blocks are in flush (FC_CACHED
+// pc_alloc returns a block of size bytes for stream from device dev's
+// cache, or NULL. On NULL, the cache's blocks are in flush (PC_CACHED
 // places), *nflush of them, for Go to free before it allocates.
-void *fc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush) {
+void *pc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush) {
 	*nflush = 0;
-	if ((unsigned)dev >= FC_DEVICES) {
+	if ((unsigned)dev >= PC_DEVICES) {
 		return NULL;
 	}
-	fc_device *d = &fc[dev];
+	pc_device *d = &fc[dev];
 	if (off(d)) {
 		return NULL;
 	}
 	pthread_mutex_lock(&d->mu);
 	for (int k = d->ncached - 1; k >= 0; k--) {
-		fc_block *b = &d->cached[k];
+		pc_block *b = &d->cached[k];
 		if (b->size == size && b->stream == stream) {
 			uintptr_t ptr = b->ptr;
 			*b = d->cached[--d->ncached];
@@ -150,48 +150,48 @@ void *fc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *n
 	return NULL;
 }
 
-// fc_track notes an allocation that Go made in the scope of token tok,
+// pc_track notes an allocation that Go made in the scope of token tok,
 // where that is still the scope the cache serves and the table has room.
-void fc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t tok) {
-	if ((unsigned)dev >= FC_DEVICES || ptr == 0 || tok == 0 || off(&fc[dev])) {
+void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t tok) {
+	if ((unsigned)dev >= PC_DEVICES || ptr == 0 || tok == 0 || off(&fc[dev])) {
 		return;
 	}
-	fc_device *d = &fc[dev];
+	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
-	if (tok == d->tok && d->table != NULL && 2 * (d->n + 1) <= FC_TABLE) {
-		uint64_t i = hash(ptr) & (FC_TABLE - 1);
+	if (tok == d->tok && d->table != NULL && 2 * (d->n + 1) <= PC_TABLE) {
+		uint64_t i = hash(ptr) & (PC_TABLE - 1);
 		while (d->table[i].ptr != 0 && d->table[i].ptr != ptr) {
-			i = (i + 1) & (FC_TABLE - 1);
+			i = (i + 1) & (PC_TABLE - 1);
 		}
 		if (d->table[i].ptr == 0) {
 			d->n++;
 		}
-		d->table[i] = (fc_entry){.ptr = ptr, .size = size, .stream = stream};
+		d->table[i] = (pc_entry){.ptr = ptr, .size = size, .stream = stream};
 	}
 	pthread_mutex_unlock(&d->mu);
 }
 
-// fc_free keeps ptr in device dev's cache (FC_KEPT) where it is a live
+// pc_free keeps ptr in device dev's cache (PC_KEPT) where it is a live
 // allocation the table tracks, freed with its size and stream, never
-// recorded on another stream, and the cache has room. FC_FREED: it is in
-// the cache, freed already. FC_PASS: Go is to free it; the table forgets
+// recorded on another stream, and the cache has room. PC_FREED: it is in
+// the cache, freed already. PC_PASS: Go is to free it; the table forgets
 // it, whether Go's free succeeds or not.
-int fc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream) {
-	if ((unsigned)dev >= FC_DEVICES || off(&fc[dev])) {
-		return FC_PASS;
+int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream) {
+	if ((unsigned)dev >= PC_DEVICES || off(&fc[dev])) {
+		return PC_PASS;
 	}
-	fc_device *d = &fc[dev];
+	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
 	int i = find(d, ptr);
-	int r = FC_PASS;
+	int r = PC_PASS;
 	if (i >= 0) {
-		fc_entry *e = &d->table[i];
+		pc_entry *e = &d->table[i];
 		if (e->cached) {
-			r = FC_FREED;
-		} else if (e->size == size && e->stream == stream && !e->recorded && d->ncached < FC_CACHED) {
+			r = PC_FREED;
+		} else if (e->size == size && e->stream == stream && !e->recorded && d->ncached < PC_CACHED) {
 			e->cached = 1;
-			d->cached[d->ncached++] = (fc_block){ptr, size, stream};
-			r = FC_KEPT;
+			d->cached[d->ncached++] = (pc_block){ptr, size, stream};
+			r = PC_KEPT;
 		} else {
 			removeAt(d, i);
 		}
@@ -200,29 +200,29 @@ int fc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream) {
 	return r;
 }
 
-// fc_forget prepares a call that Go serves for ptr, on device dev (< 0:
-// any): FC_FREED where ptr is in a cache; else the table forgets ptr, or,
+// pc_forget prepares a call that Go serves for ptr, on device dev (< 0:
+// any): PC_FREED where ptr is in a cache; else the table forgets ptr, or,
 // for record_stream (record != 0), marks it never to be cached, and it
-// returns FC_PASS.
-int fc_forget(int dev, uintptr_t ptr, int record) {
+// returns PC_PASS.
+int pc_forget(int dev, uintptr_t ptr, int record) {
 	int lo = dev, hi = dev + 1;
 	if (dev < 0) {
-		lo = 0, hi = FC_DEVICES;
-	} else if (dev >= FC_DEVICES) {
-		return FC_PASS;
+		lo = 0, hi = PC_DEVICES;
+	} else if (dev >= PC_DEVICES) {
+		return PC_PASS;
 	}
 	uint64_t on = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 	for (int k = lo; k < hi; k++) {
-		fc_device *d = &fc[k];
+		pc_device *d = &fc[k];
 		if ((on >> k & 1) == 0 || off(d)) {
 			continue;
 		}
 		pthread_mutex_lock(&d->mu);
 		int i = find(d, ptr);
 		if (i >= 0) {
-			int r = FC_PASS;
+			int r = PC_PASS;
 			if (d->table[i].cached) {
-				r = FC_FREED;
+				r = PC_FREED;
 			} else if (record) {
 				d->table[i].recorded = 1;
 			} else {
@@ -233,27 +233,27 @@ int fc_forget(int dev, uintptr_t ptr, int record) {
 		}
 		pthread_mutex_unlock(&d->mu);
 	}
-	return FC_PASS;
+	return PC_PASS;
 }
 
-// fc_reset empties device dev's cache into out (FC_CACHED places),
+// pc_reset empties device dev's cache into out (PC_CACHED places),
 // returning how many blocks, and makes the cache serve the scope of token
 // tok (0: none) with an empty table.
-int fc_reset(int dev, uint64_t tok, uintptr_t *out) {
-	if ((unsigned)dev >= FC_DEVICES) {
+int pc_reset(int dev, uint64_t tok, uintptr_t *out) {
+	if ((unsigned)dev >= PC_DEVICES) {
 		return 0;
 	}
-	const char *off = getenv("GPUSCOPE_FRONT_CACHE");
+	const char *off = getenv("GPUSCOPE_PAIR_CACHE");
 	if (off != NULL && strcmp(off, "0") == 0) {
 		tok = 0;
 	}
-	fc_device *d = &fc[dev];
+	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
 	int n = takeLocked(d, out);
 	if (d->table != NULL) {
-		memset(d->table, 0, FC_TABLE * sizeof d->table[0]);
+		memset(d->table, 0, PC_TABLE * sizeof d->table[0]);
 	} else if (tok != 0) {
-		d->table = calloc(FC_TABLE, sizeof d->table[0]);
+		d->table = calloc(PC_TABLE, sizeof d->table[0]);
 		if (d->table != NULL) {
 			__atomic_fetch_or(&active, (uint64_t)1 << dev, __ATOMIC_RELEASE);
 		}
@@ -264,25 +264,25 @@ int fc_reset(int dev, uint64_t tok, uintptr_t *out) {
 	return n;
 }
 
-// fc_take empties device dev's cache into out (FC_CACHED places) and
+// pc_take empties device dev's cache into out (PC_CACHED places) and
 // returns how many blocks.
-int fc_take(int dev, uintptr_t *out) {
-	if ((unsigned)dev >= FC_DEVICES) {
+int pc_take(int dev, uintptr_t *out) {
+	if ((unsigned)dev >= PC_DEVICES) {
 		return 0;
 	}
-	fc_device *d = &fc[dev];
+	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
 	int n = takeLocked(d, out);
 	pthread_mutex_unlock(&d->mu);
 	return n;
 }
 
-// fc_hits returns how many allocations device dev's cache served.
-int64_t fc_hits(int dev) {
-	if ((unsigned)dev >= FC_DEVICES) {
+// pc_hits returns how many allocations device dev's cache served.
+int64_t pc_hits(int dev) {
+	if ((unsigned)dev >= PC_DEVICES) {
 		return 0;
 	}
-	fc_device *d = &fc[dev];
+	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
 	int64_t n = d->hits;
 	pthread_mutex_unlock(&d->mu);

@@ -97,7 +97,7 @@ func TestWaitForMemoryRefusesAtOnceWhatCanNeverFit(t *testing.T) {
 		cause string
 	}{
 		{"larger than the device", nil, 0, 100 << 20, "the request is larger than the device"},
-		{"larger than the cap", []gpu.DeviceOption{gpu.MaxReserved(16 << 20)}, 0, 32 << 20, "the pool's cap (16.00 MiB) refused"},
+		{"larger than the cap", []gpu.DeviceOption{gpu.MaxReserved(16 << 20)}, 0, 32 << 20, "the pool's cap of 16.00 MiB, which holds whole pages of 2.00 MiB, refused"},
 		{"larger than an enclosing Limit", nil, 8 << 20, 32 << 20, `the limit of scope "outer" (8.00 MiB) refused`},
 	}
 	for _, c := range cases {

@@ -216,7 +216,7 @@ func TestErrorsLeadWithTheCause(t *testing.T) {
 		}, gpu.Name("batch"))
 		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
 		shown = append(shown, err.Error())
-		assert.True(t, strings.HasPrefix(err.Error(), `gpu: out of memory: the pool's cap (16.00 MiB) refused 20.00 MiB`), err.Error())
+		assert.True(t, strings.HasPrefix(err.Error(), `gpu: out of memory: the pool's cap of 16.00 MiB, which holds whole pages of 2.00 MiB, refused 20.00 MiB`), err.Error())
 	})
 	t.Run("a wait that ends with its context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -44,6 +44,7 @@ import (
 // opened inside it.
 func Evictable(priority int) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
+		o.once(givenEvictable, "Evictable")
 		o.evictable, o.priority = true, priority
 		return o
 	})

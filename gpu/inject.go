@@ -56,5 +56,5 @@ func (f *injectedFault) Text() string { return prefixed.Text(f.err) }
 //
 //go:noinline
 func (s *Scope) injectedOOM(size int64, fault error) error {
-	return outOfMemory(s.dev, s.s.Path(), size, fault)
+	return outOfMemory(s.s.Context(), s.dev, s.s.Path(), size, fault)
 }

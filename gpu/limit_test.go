@@ -134,3 +134,28 @@ func TestAScopesOwnReservationCountsAgainstItsLimitOnce(t *testing.T) {
 	}, gpu.Reserve(3<<20), gpu.Limit(4<<20))
 	require.NoError(t, err)
 }
+
+// A limit under which a scope could hold nothing is refused, and so is one
+// of 0, each saying what would work.
+func TestALimitThatCanHoldNothingIsRefused(t *testing.T) {
+	dev := openHost(t)
+	run := func(opts ...gpu.ScopeOption) error {
+		return gpu.WithScope(context.Background(), dev, func(*gpu.Scope) error { return nil }, opts...)
+	}
+	for _, c := range []struct {
+		limit int64
+		msg   string
+	}{
+		{0, "gpu: invalid size: Limit(0): a limit must be positive; leave Limit out for none"},
+		{-1, "gpu: invalid size: Limit(-1): a limit must be positive; leave Limit out for none"},
+		{1, "gpu: invalid size: Limit(1): below 512 bytes, the least an allocation takes (the pool rounds each up to a multiple of 512), " +
+			"so the scope could hold nothing; give at least 512"},
+		{511, "gpu: invalid size: Limit(511): below 512 bytes"},
+	} {
+		err := run(gpu.Limit(c.limit))
+		require.ErrorIs(t, err, gpu.ErrInvalidSize, "Limit(%d)", c.limit)
+		assert.ErrorContains(t, err, c.msg)
+	}
+	assert.NoError(t, run(gpu.Limit(512)))
+	assert.EqualError(t, run(gpu.Reserve(0)), "gpu: invalid size: Reserve(0): a reservation must be positive; leave Reserve out for none")
+}

@@ -94,7 +94,7 @@ func TestACapThatRefusesSaysSoFirst(t *testing.T) {
 			}, gpu.Name("batch"))
 			require.ErrorIs(t, err, gpu.ErrOutOfMemory)
 			msg := err.Error()
-			assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: the pool's cap (16.00 MiB) refused 20.00 MiB in scope "batch"`), msg)
+			assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: the pool's cap of 16.00 MiB, which holds whole pages of 2.00 MiB, refused 20.00 MiB in scope "batch"`), msg)
 			raise := strings.Index(msg, "raise it with Device.SetMaxReserved, or with the MaxReserved or MaxReservedFraction option at Open")
 			free := strings.Index(msg, "the device has 64.00 MiB free of 64.00 MiB")
 			assert.True(t, raise > 0 && free > raise, "how to raise the cap, then the device's free memory: %q", msg)
@@ -104,4 +104,46 @@ func TestACapThatRefusesSaysSoFirst(t *testing.T) {
 			assert.Equal(t, int64(16<<20), oom.Device.Limit)
 		})
 	}
+}
+
+// A value that can never work is refused where it is given, with what
+// would: a cap below one page of the pool (2 MiB on the host device), under
+// which no allocation could fit, at Open as later.
+func TestACapBelowOnePageIsRefusedWhereItIsGiven(t *testing.T) {
+	_, err := gpu.OpenHost(gpu.MaxReserved(2<<20 - 1))
+	require.ErrorIs(t, err, gpu.ErrInvalidSize)
+	assert.EqualError(t, err, "gpu: invalid size: MaxReserved(2097151): a cap of 2097151 bytes (2.00 MiB) is below one page of 2.00 MiB, "+
+		"the least the pool reserves at once, so no allocation could ever fit; give at least 2097152 bytes, or leave the cap out for none")
+	_, err = gpu.OpenHost(gpu.HostMemory(1<<30), gpu.MaxReservedFraction(1e-4))
+	require.ErrorIs(t, err, gpu.ErrInvalidSize)
+	assert.ErrorContains(t, err, "MaxReservedFraction(0.0001): a cap of 107374 bytes (104.86 KiB) is below one page of 2.00 MiB")
+
+	dev := openHost(t, gpu.MaxReserved(2<<20))
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		return err
+	}), "one page holds an allocation that fits in it")
+	err = dev.SetMaxReserved(1000)
+	require.ErrorIs(t, err, gpu.ErrInvalidSize)
+	assert.EqualError(t, err, "gpu: invalid size: a cap of 1000 bytes is below one page of 2.00 MiB, "+
+		"the least the pool reserves at once, so no allocation could ever fit; give at least 2097152 bytes, or 0 to remove the cap")
+	assert.Equal(t, int64(2<<20), dev.MaxReserved(), "a refused cap changes nothing")
+	err = dev.SetMaxReservedFraction(1e-6)
+	require.ErrorIs(t, err, gpu.ErrInvalidSize)
+	assert.ErrorContains(t, err, "SetMaxReservedFraction(1e-06): a cap of")
+	assert.Equal(t, int64(2<<20), dev.MaxReserved())
+}
+
+// A cap that is not a whole number of pages is shown exactly, with the
+// page it holds whole ones of: 3 MiB and a byte hold one page of 2 MiB, so
+// 2.5 MiB is beyond it, and raising the cap is what helps.
+func TestAnOOMErrorShowsTheCapExactlyAndItsPage(t *testing.T) {
+	dev := openHost(t, gpu.MaxReserved(3<<20+1))
+	err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(5 << 19)
+		return err
+	}, gpu.Name("batch"))
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	assert.Contains(t, err.Error(), `the pool's cap of 3145729 bytes (3.00 MiB), which holds whole pages of 2.00 MiB, refused 2.50 MiB in scope "batch"`)
+	assert.Contains(t, err.Error(), "to fit, raise the cap above the request")
 }

@@ -2,11 +2,13 @@ package gpu
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/gpuscope/gpuscope/internal/callers"
 	"github.com/gpuscope/gpuscope/internal/units"
 	"github.com/gpuscope/gpuscope/pool"
 	"github.com/gpuscope/gpuscope/scope"
@@ -33,6 +35,7 @@ type OOMError struct {
 	Sites   []Site
 	Cached  int64 // bytes the device's pool keeps free for reuse
 	device  string
+	calls   callers.Names // what the caller calls what would help: Go's calls, or C's or Python's
 
 	injected *injectedFault // the fault a test injected into the request, or nil
 }
@@ -69,10 +72,14 @@ func (e *OOMError) text() string {
 		fmt.Fprintf(&b, ": %s live in it", units.FormatBytes(l.Live))
 	case e.Device != nil && e.capRefused():
 		d := e.Device
-		fmt.Fprintf(&b, "the pool's cap (%s) refused %s in scope %q on device %s: %s reserved under it, %s allocated (largest free block %s)",
-			units.FormatBytes(d.Limit), units.FormatBytes(e.Requested), e.Scope, e.device, units.FormatBytes(d.Reserved),
+		fmt.Fprintf(&b, "the pool's cap of %s", units.Precise(d.Limit))
+		if d.Page > 0 {
+			fmt.Fprintf(&b, ", which holds whole pages of %s,", units.FormatBytes(d.Page))
+		}
+		fmt.Fprintf(&b, " refused %s in scope %q on device %s: %s reserved under it, %s allocated (largest free block %s)",
+			units.FormatBytes(e.Requested), e.Scope, e.device, units.FormatBytes(d.Reserved),
 			units.FormatBytes(d.Allocated), units.FormatBytes(d.LargestFree))
-		b.WriteString("; raise it with Device.SetMaxReserved, or with the MaxReserved or MaxReservedFraction option at Open")
+		e.writeRaise(&b)
 		if d.DeviceTotal >= 0 {
 			fmt.Fprintf(&b, "; the device has %s free of %s", units.FormatBytes(d.DeviceFree), units.FormatBytes(d.DeviceTotal))
 		}
@@ -98,6 +105,15 @@ func (e *OOMError) text() string {
 	e.writeHolders(&b)
 	e.writeHelp(&b)
 	return b.String()
+}
+
+// writeRaise says how the caller raises the pool's cap, in the calls it
+// makes.
+func (e *OOMError) writeRaise(b *strings.Builder) {
+	fmt.Fprintf(b, "; raise it with %s", e.calls.SetMaxReserved)
+	if e.calls.AtOpen != "" {
+		fmt.Fprintf(b, ", or with %s", e.calls.AtOpen)
+	}
 }
 
 // writeHolders writes the scopes and the sites that hold the most.
@@ -164,10 +180,20 @@ func (e *OOMError) beyond(size int64) string {
 		return ""
 	case d.DeviceTotal >= 0 && size > d.DeviceTotal:
 		return "device"
-	case d.Limit > 0 && size > d.Limit:
+	case d.Limit > 0 && size > underCap(d.Limit, d.Page):
 		return "cap"
 	}
 	return ""
+}
+
+// underCap is the most a pool reserves under a cap of limit bytes: as
+// many whole pages of page bytes as fit (the cap itself where the page is
+// not known).
+func underCap(limit, page int64) int64 {
+	if page <= 0 || limit < page {
+		return limit
+	}
+	return limit - limit%page
 }
 
 // capRefused reports whether the pool's cap refused the allocation, where
@@ -196,9 +222,10 @@ func (e *OOMError) Unwrap() []error {
 // of an allocation of size bytes in scope path: an *OOMError that says
 // what refused it (a scope's limit, or the device), the scopes and the
 // sites that hold the most memory (within the limited scope, for a
-// limit), and what would help for that cause.
-func outOfMemory(d *Device, path string, size int64, err error) error {
-	e := &OOMError{Scope: path, Requested: size, device: d.name}
+// limit), and what would help for that cause, in the calls of the caller
+// that ctx, the scope's context, names (internal/callers).
+func outOfMemory(ctx context.Context, d *Device, path string, size int64, err error) error {
+	e := &OOMError{Scope: path, Requested: size, device: d.name, calls: callers.From(ctx)}
 	if !errors.As(err, &e.Limit) && !errors.As(err, &e.Device) {
 		errors.As(err, &e.injected)
 	}

@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"strings"
+
 	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/pool"
@@ -32,6 +34,7 @@ func (f deviceOptionFunc) applyDevice(o deviceOptions) deviceOptions { return f(
 // an error.
 func HostMemory(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
+		o.once(givenHostMemory, "HostMemory")
 		switch {
 		case bytes <= 0:
 			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "HostMemory(%d): must be positive", bytes))
@@ -47,10 +50,14 @@ func HostMemory(bytes int64) DeviceOption {
 
 // MaxReserved caps the bytes the device's pool reserves from the driver,
 // from the start; [Device.SetMaxReserved] changes the cap while the
-// program runs. 0 means no cap; a negative cap is ErrInvalidSize. An
-// allocation the cap refuses fails with an [*OOMError] that says so first.
+// program runs. 0 means no cap. The pool reserves whole pages (2 MiB on
+// the host device and on most GPUs): a cap below one page, under which no
+// allocation could fit, and a negative one are ErrInvalidSize, which the
+// device's Open returns. An allocation the cap refuses fails with an
+// [*OOMError] that says so first.
 func MaxReserved(bytes int64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
+		o.once(givenCap, "the cap (MaxReserved or MaxReservedFraction)")
 		switch {
 		case bytes < 0:
 			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "MaxReserved(%d): the cap must not be negative (0: none)", bytes))
@@ -66,6 +73,7 @@ func MaxReserved(bytes int64) DeviceOption {
 // is ErrInvalidSize.
 func MaxReservedFraction(f float64) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
+		o.once(givenCap, "the cap (MaxReserved or MaxReservedFraction)")
 		if !(f > 0 && f <= 1) {
 			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "MaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f))
 			return o
@@ -76,7 +84,9 @@ func MaxReservedFraction(f float64) DeviceOption {
 }
 
 // PoolOptions passes options to the device's caching pool (limits, release
-// threshold, expansion; see package pool).
+// threshold, expansion; see package pool). Each pool option may be given
+// once, here or through this package's options of the same name
+// (MaxReserved is pool.MaxReserved).
 func PoolOptions(opts ...pool.Option) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.pool = append(o.pool, opts...); return o })
 }
@@ -88,7 +98,7 @@ func PoolOptions(opts ...pool.Option) DeviceOption {
 // a buffer that other streams used is zeroed after their work too, which
 // its free waits for.
 func ScrubFreed() DeviceOption {
-	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.scrub = true; return o })
+	return deviceOptionFunc(func(o deviceOptions) deviceOptions { o.once(givenScrub, "ScrubFreed"); o.scrub = true; return o })
 }
 
 // OnOutOfMemory is called with every out-of-memory error an allocation
@@ -98,7 +108,7 @@ func ScrubFreed() DeviceOption {
 // after the pool's locks are released, so it may call EmptyCache. It may be called from any goroutine, and for an allocation of
 // a WaitForMemory scope at each attempt that finds no room.
 func OnOutOfMemory(fn func(error)) DeviceOption {
-	return errorCallback("OnOutOfMemory", fn, func(o *deviceOptions) *func(error) { return &o.onOOM })
+	return errorCallback("OnOutOfMemory", givenOnOOM, fn, func(o *deviceOptions) *func(error) { return &o.onOOM })
 }
 
 // OnReleaseError is called with the errors of releasing a scope's memory
@@ -107,13 +117,14 @@ func OnOutOfMemory(fn func(error)) DeviceOption {
 // goroutine, after the scope's memory is released. Without it, the device
 // keeps them for gputest, whose checks report them as failures.
 func OnReleaseError(fn func(error)) DeviceOption {
-	return errorCallback("OnReleaseError", fn, func(o *deviceOptions) *func(error) { return &o.releaseErrors })
+	return errorCallback("OnReleaseError", givenOnRelease, fn, func(o *deviceOptions) *func(error) { return &o.releaseErrors })
 }
 
 // errorCallback is the option name(fn): it sets the callback that field
 // points to to fn, and records an error for a nil fn.
-func errorCallback(name string, fn func(error), field func(*deviceOptions) *func(error)) DeviceOption {
+func errorCallback(name string, bit given, fn func(error), field func(*deviceOptions) *func(error)) DeviceOption {
 	return deviceOptionFunc(func(o deviceOptions) deviceOptions {
+		o.once(bit, name)
 		if fn == nil {
 			o.errs = append(o.errs, prefixed.Errorf("gpu", "%s(nil)", name))
 		}
@@ -126,8 +137,42 @@ func buildDeviceOptions(opts []DeviceOption) (deviceOptions, error) {
 	return buildOptions(opts, DeviceOption.applyDevice, "nil DeviceOption")
 }
 
-// optionErrors are the errors the options given recorded, in order.
-type optionErrors struct{ errs []error }
+// optionErrors are the errors the options given recorded, in order, and
+// which options were given.
+type optionErrors struct {
+	errs  []error
+	given given
+}
+
+// given is a set of options, a bit each: those that were given.
+type given uint16
+
+// The options that may be given once, a bit each. PoolOptions may be given
+// more than once: the pool refuses a pool option given twice.
+const (
+	givenHostMemory given = 1 << iota
+	givenCap              // MaxReserved or MaxReservedFraction
+	givenScrub
+	givenOnOOM
+	givenOnRelease
+	givenName
+	givenReserve
+	givenLimit
+	givenZeroed
+	givenWait
+	givenStream
+	givenEvictable
+)
+
+// once records that the option of bit, name, was given; a second time is
+// an error. It formats nothing unless it fails: a scope's options are
+// built at every WithScope.
+func (e *optionErrors) once(bit given, name string) {
+	if e.given&bit != 0 {
+		e.errs = append(e.errs, prefixed.Errorf("gpu", "%s given twice: give each option once", name))
+	}
+	e.given |= bit
+}
 
 // first returns the first of the errors, or nil.
 func (e optionErrors) first() error {
@@ -177,17 +222,34 @@ type scopeOptionFunc func(scopeOptions) scopeOptions
 func (f scopeOptionFunc) applyScope(o scopeOptions) scopeOptions { return f(o) }
 
 // Name names a scope for diagnostics: leak reports and errors show its path,
-// such as "request/decode".
+// the names of the scopes it is in and its own, joined by "/", such as
+// "request/decode". A name is not empty and holds no "/", which would read
+// as a scope inside another; a scope without Name is named "scope#N".
 func Name(name string) ScopeOption {
-	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.name = name; return o })
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
+		o.once(givenName, "Name")
+		switch {
+		case name == "":
+			o.errs = append(o.errs, prefixed.Errorf("gpu", `Name(""): a scope's name must not be empty; leave Name out for "scope#N"`))
+		case strings.Contains(name, "/"):
+			o.errs = append(o.errs, prefixed.Errorf("gpu", `Name(%q): a scope's name must not hold "/", which joins the names of a path ("request/decode"); `+
+				`open the scope inside another to nest it, or write another character (%q)`, name, strings.ReplaceAll(name, "/", "-")))
+		}
+		o.name = name
+		return o
+	})
 }
 
 // Reserve sets bytes aside for the scope and its children when it opens.
 // They allocate from the nearest reservation with room, then from the pool.
 func Reserve(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
-		if bytes <= 0 || bytes > pool.MaxSize {
-			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Reserve(%d)", bytes))
+		o.once(givenReserve, "Reserve")
+		switch {
+		case bytes <= 0:
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Reserve(%d): a reservation must be positive; leave Reserve out for none", bytes))
+		case bytes > pool.MaxSize:
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Reserve(%d): more than any device holds (at most %d)", bytes, int64(pool.MaxSize)))
 		}
 		o.reserve = bytes
 		return o
@@ -200,11 +262,17 @@ func Reserve(bytes int64) ScopeOption {
 // allocation served from a reservation is not charged again: the
 // reservation was. An allocation past the limit fails with an *OOMError
 // (ErrOutOfMemory) whose cause is a *LimitError. docs/scopes.md has the
-// rules in full.
+// rules in full. A limit below 512 bytes, under which the scope could
+// hold nothing, is ErrInvalidSize, as is one of 0 or less.
 func Limit(bytes int64) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
-		if bytes <= 0 {
-			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Limit(%d)", bytes))
+		o.once(givenLimit, "Limit")
+		switch least := pool.Rounded(1); {
+		case bytes <= 0:
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Limit(%d): a limit must be positive; leave Limit out for none", bytes))
+		case bytes < least:
+			o.errs = append(o.errs, prefixed.Kind("gpu", ErrInvalidSize, "Limit(%d): below %d bytes, the least an allocation takes "+
+				"(the pool rounds each up to a multiple of %d), so the scope could hold nothing; give at least %d", bytes, least, least, least))
 		}
 		o.limit = bytes
 		return o
@@ -217,7 +285,7 @@ func Limit(bytes int64) ScopeOption {
 // memory's previous owner wrote: zeroing costs a memset per allocation.
 // For a device shared by mutually untrusting users, see also [ScrubFreed].
 func Zeroed() ScopeOption {
-	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.zeroed = true; return o })
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.once(givenZeroed, "Zeroed"); o.zeroed = true; return o })
 }
 
 // WaitForMemory makes the allocations of the scope and of every scope inside
@@ -232,7 +300,7 @@ func Zeroed() ScopeOption {
 // and matches both the context's error and ErrOutOfMemory (errors.As finds
 // the last attempt's *OOMError).
 func WaitForMemory() ScopeOption {
-	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.wait = true; return o })
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.once(givenWait, "WaitForMemory"); o.wait = true; return o })
 }
 
 // OnStream orders the scope's allocations, copies and frees on st, and its
@@ -244,6 +312,7 @@ func WaitForMemory() ScopeOption {
 // reservations of scopes on the same stream.
 func OnStream(st *Stream) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
+		o.once(givenStream, "OnStream")
 		if !st.valid() {
 			o.errs = append(o.errs, prefixed.Wrap("gpu", errNilStream, "OnStream"))
 		}

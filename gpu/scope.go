@@ -124,7 +124,7 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 			ev.cancel(nil)
 		}
 		if path, ok := prefixed.Subject(err); ok && isOutOfMemory(err) { // its reservation found no room
-			return nil, outOfMemory(d, path, o.reserve, err)
+			return nil, outOfMemory(ctx, d, path, o.reserve, err)
 		}
 		return nil, deviceError(err)
 	}
@@ -152,7 +152,7 @@ func failReserve(ctx context.Context, d *Device, so scope.Options, ev *evictStat
 	if _, err := h.End(); err != nil {
 		return deviceError(err)
 	}
-	return outOfMemory(d, path, reserve, injected)
+	return outOfMemory(ctx, d, path, reserve, injected)
 }
 
 // valid reports whether s is a scope this package made: not nil, not a
@@ -237,7 +237,7 @@ func (s *Scope) allocOnce(size int64) (Buffer, int64, error) {
 			return Buffer{}, left, cause
 		}
 		if isOutOfMemory(err) {
-			return Buffer{}, left, outOfMemory(s.dev, s.s.Path(), size, err)
+			return Buffer{}, left, outOfMemory(s.s.Context(), s.dev, s.s.Path(), size, err)
 		}
 		return Buffer{}, left, deviceError(err)
 	}

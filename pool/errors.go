@@ -42,6 +42,7 @@ type OOMError struct {
 	DeviceFree  int64   // free bytes the source reported (-1: unknown)
 	DeviceTotal int64   // total bytes the source reported (-1: unknown)
 	LargestFree int64   // largest free block the pool caches
+	Page        int64   // the pool reserves whole pages of this size: a cap holds as many as fit under it
 	Err         error   // what the source said, or nil when the limit refused it
 }
 
@@ -53,7 +54,10 @@ func (e *OOMError) Text() string {
 	msg := fmt.Sprintf("out of memory: tried to allocate %s; %s allocated, %s reserved, largest free block %s",
 		units.FormatBytes(e.Requested), units.FormatBytes(e.Allocated), units.FormatBytes(e.Reserved), units.FormatBytes(e.LargestFree))
 	if e.Limit > 0 {
-		msg += fmt.Sprintf(", limit %s", units.FormatBytes(e.Limit))
+		msg += fmt.Sprintf(", limit %s", units.Precise(e.Limit))
+		if e.Page > 0 {
+			msg += fmt.Sprintf(" in whole pages of %s", units.FormatBytes(e.Page))
+		}
 	}
 	if e.DeviceTotal >= 0 {
 		msg += fmt.Sprintf("; device %s free of %s", units.FormatBytes(e.DeviceFree), units.FormatBytes(e.DeviceTotal))

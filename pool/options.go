@@ -1,13 +1,14 @@
 package pool
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
 // An Option configures a Pool. Options are checked by [New]: a bad value is
-// an error, never silently ignored.
+// an error, never silently ignored, and so is an option given twice.
 type Option interface {
 	apply(*options)
 }
@@ -37,6 +38,7 @@ type options struct {
 	expansion        Expansion
 	growthStep       int64 // expandable large arenas grow by multiples of this
 	shards           int
+	given            map[string]string // option name -> the call that gave it, to refuse one given twice
 	errs             []error
 }
 
@@ -62,12 +64,36 @@ func buildOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
+// once records that the option name was given, as call (its name and
+// argument); a second one is an error that names both calls.
+func (o *options) once(name, call string) {
+	if prev, ok := o.given[name]; ok {
+		o.errs = append(o.errs, prefixed.Errorf("pool", "%s, then %s: an option given twice; give it once", prev, call))
+	}
+	if o.given == nil {
+		o.given = map[string]string{}
+	}
+	o.given[name] = call
+}
+
+// capOption writes the option that set the cap, as the caller wrote it.
+func (o options) capOption() string {
+	if o.limitFraction > 0 {
+		return fmt.Sprintf("MaxReservedFraction(%v)", o.limitFraction)
+	}
+	return fmt.Sprintf("MaxReserved(%d)", o.limit)
+}
+
 // MaxReserved caps the bytes the pool reserves from its source. Growth
 // moves memory before it passes the cap; allocations that would need more
 // fail with ErrOutOfMemory after the cache is released. (A scope's
-// gpu.Limit, by contrast, caps the bytes a scope has live.)
+// gpu.Limit, by contrast, caps the bytes a scope has live.) The pool
+// reserves whole pages: the source's granularity where it maps pages, and
+// at least a segment of 2 MiB where not; New refuses a cap below one page,
+// under which no allocation could fit, as it does one given twice.
 func MaxReserved(bytes int64) Option {
 	return optionFunc(func(o *options) {
+		o.once("MaxReserved", fmt.Sprintf("MaxReserved(%d)", bytes))
 		if bytes <= 0 {
 			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "MaxReserved(%d): must be positive", bytes))
 		}
@@ -79,6 +105,7 @@ func MaxReserved(bytes int64) Option {
 // total memory, read once from the source's MemInfo when the pool is made.
 func MaxReservedFraction(f float64) Option {
 	return optionFunc(func(o *options) {
+		o.once("MaxReservedFraction", fmt.Sprintf("MaxReservedFraction(%v)", f))
 		if !(f > 0 && f <= 1) {
 			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "MaxReservedFraction(%v): must be in (0, 1]", f))
 		}
@@ -92,6 +119,7 @@ func MaxReservedFraction(f float64) Option {
 // whole segment or page unused, at the cost of driver calls.
 func ReleaseThreshold(bytes int64) Option {
 	return optionFunc(func(o *options) {
+		o.once("ReleaseThreshold", fmt.Sprintf("ReleaseThreshold(%d)", bytes))
 		if bytes < 0 {
 			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "ReleaseThreshold(%d): must not be negative", bytes))
 		}
@@ -106,6 +134,7 @@ func ReleaseThreshold(bytes int64) Option {
 // that maps pages, use it with Expand(ExpandNever), or New reports an error.
 func MaxSplitSize(bytes int64) Option {
 	return optionFunc(func(o *options) {
+		o.once("MaxSplitSize", fmt.Sprintf("MaxSplitSize(%d)", bytes))
 		if bytes <= midSegment {
 			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "MaxSplitSize(%d): must be larger than %d", bytes, midSegment))
 		}
@@ -116,6 +145,7 @@ func MaxSplitSize(bytes int64) Option {
 // Expand chooses how arenas grow; see [Expansion].
 func Expand(e Expansion) Option {
 	return optionFunc(func(o *options) {
+		o.once("Expand", fmt.Sprintf("Expand(%d)", e))
 		if e < ExpandAuto || e > ExpandAlways {
 			o.errs = append(o.errs, prefixed.Errorf("pool", "Expand(%d): unknown expansion", e))
 		}
@@ -127,6 +157,7 @@ func Expand(e Expansion) Option {
 // GOMAXPROCS; 1 gives one shared cache.
 func Shards(n int) Option {
 	return optionFunc(func(o *options) {
+		o.once("Shards", fmt.Sprintf("Shards(%d)", n))
 		if n < 1 || n > 1024 {
 			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "Shards(%d): must be in [1, 1024]", n))
 		}
@@ -150,6 +181,7 @@ const DefaultGrowthStep = 10 << 20
 // traces. Small blocks grow a granule at a time.
 func GrowthStep(bytes int64) Option {
 	return optionFunc(func(o *options) {
+		o.once("GrowthStep", fmt.Sprintf("GrowthStep(%d)", bytes))
 		if bytes < 0 || bytes > MaxSize {
 			o.errs = append(o.errs, prefixed.Kind("pool", ErrInvalidSize, "GrowthStep(%d): must be in [0, MaxSize]", bytes))
 		}

@@ -32,6 +32,25 @@ func TestOptionsAreChecked(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// An option given twice is refused, with both calls named: which one
+// would the pool keep?
+func TestAnOptionGivenTwiceIsRefused(t *testing.T) {
+	src := sim.New(0, 0)
+	_, err := pool.New(src, pool.MaxReserved(8<<20), pool.ReleaseThreshold(0), pool.MaxReserved(4<<20))
+	assert.EqualError(t, err, "pool: MaxReserved(8388608), then MaxReserved(4194304): an option given twice; give it once")
+	for name, opts := range map[string][]pool.Option{
+		"MaxReservedFraction": {pool.MaxReservedFraction(0.5), pool.MaxReservedFraction(0.5)},
+		"ReleaseThreshold":    {pool.ReleaseThreshold(0), pool.ReleaseThreshold(1)},
+		"Expand":              {pool.Expand(pool.ExpandNever), pool.Expand(pool.ExpandNever)},
+		"Shards":              {pool.Shards(1), pool.Shards(2)},
+		"GrowthStep":          {pool.GrowthStep(0), pool.GrowthStep(0)},
+		"MaxSplitSize":        {pool.Expand(pool.ExpandNever), pool.MaxSplitSize(64 << 20), pool.MaxSplitSize(64 << 20)},
+	} {
+		_, err := pool.New(src, opts...)
+		assert.ErrorContains(t, err, "an option given twice", name)
+	}
+}
+
 // FuzzOptions makes pools with arbitrary option values: New must refuse a
 // bad value with an error, and a pool it makes must allocate, free and
 // close cleanly.
@@ -75,6 +94,9 @@ func FuzzOptions(f *testing.F) {
 		for _, n := range []int64{1, 4096, 3 << 20, 40 << 20} {
 			b, err := p.Alloc(n)
 			if err != nil {
+				if n == 1 {
+					t.Fatalf("Alloc(1) under options New took: %v", err) // a cap New takes holds a page
+				}
 				if !errors.Is(err, pool.ErrOutOfMemory) {
 					t.Fatalf("Alloc(%d): %v", n, err)
 				}

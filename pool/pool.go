@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -73,6 +74,9 @@ func New(src Source, opts ...Option) (*Pool, error) {
 			return nil, err
 		}
 		p.ledger.limit.Store(limit)
+	}
+	if err := p.capHolds(p.ledger.limit.Load(), o.capOption(), "leave the cap out for none"); err != nil {
+		return nil, err
 	}
 	if err := p.setUpExpansion(); err != nil {
 		return nil, err
@@ -499,7 +503,7 @@ func (p *Pool) oomError(size int64, stream uintptr, err error) error {
 	p.ledger.counts.OOMs++
 	return &OOMError{Requested: size, Stream: stream, Allocated: p.front.allocated(), Reserved: p.ledger.counts.Reserved,
 		Limit: p.ledger.limit.Load(), DeviceFree: free, DeviceTotal: total, Err: cause,
-		LargestFree: p.arenas.largestFree()}
+		LargestFree: p.arenas.largestFree(), Page: p.leastReserved()}
 }
 
 // EmptyCache returns every cached byte it can to the source: fully free
@@ -795,12 +799,15 @@ func (p *Pool) MaxReserved() int64 { return p.ledger.limit.Load() }
 // touched: the pool may stay above the cap until they are freed, and gives
 // back what they held when EmptyCache or a later SetMaxReserved runs.
 //
-// A negative cap is an error that changes nothing; so is a call after
-// Close. The error otherwise is what giving back memory failed with (the
+// A negative cap is an error that changes nothing; so is a cap below one
+// page (see [MaxReserved]), and a call after Close. The error otherwise is what giving back memory failed with (the
 // new cap holds all the same). Safe for concurrent use with allocations.
 func (p *Pool) SetMaxReserved(bytes int64) error {
 	if bytes < 0 {
 		return prefixed.Kind("pool", ErrInvalidSize, "SetMaxReserved(%d): the cap must not be negative (0 removes it)", bytes)
+	}
+	if err := p.capHolds(bytes, "", "0 to remove the cap"); err != nil {
+		return err
 	}
 	if p.closed.Load() {
 		return errClosed
@@ -819,11 +826,41 @@ func (p *Pool) SetMaxReserved(bytes int64) error {
 	return p.emptyCacheLocked()
 }
 
+// leastReserved is the least the pool reserves from its source at once:
+// one of the source's pages where arenas map them, a segment of small
+// blocks where not. A cap below it holds nothing.
+func (p *Pool) leastReserved() int64 {
+	if m, ok := p.src.(PageMapper); ok && p.opts.expansion != ExpandNever {
+		return max(m.Granularity(), Alignment) // setUpExpansion makes the arenas map pages
+	}
+	return smallSegment
+}
+
+// capHolds returns an error where limit, a cap (0: none), is below the
+// least the pool reserves at once: no allocation could ever fit under it.
+// call names the option that set it, where the message should (a caller
+// of SetMaxReserved knows what it called, and may call it from C); none
+// says how the caller does without a cap.
+func (p *Pool) capHolds(limit int64, call, none string) error {
+	least := p.leastReserved()
+	if limit <= 0 || limit >= least {
+		return nil
+	}
+	if call != "" {
+		call += ": "
+	}
+	return prefixed.Kind("pool", ErrInvalidSize, "%sa cap of %s is below one page of %s, the least the pool reserves at once, "+
+		"so no allocation could ever fit; give at least %d bytes, or %s", call, units.WithBytes(limit), units.FormatBytes(least), least, none)
+}
+
 // SetMaxReservedFraction is [Pool.SetMaxReserved] with the cap given as a
 // fraction in (0, 1] of the device's total memory, as the source reported it
 // when the pool was made.
 func (p *Pool) SetMaxReservedFraction(f float64) error {
 	limit, err := p.ledger.fractionOf(f)
+	if err == nil {
+		err = p.capHolds(limit, fmt.Sprintf("SetMaxReservedFraction(%v)", f), "SetMaxReserved(0) to remove the cap")
+	}
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,17 @@ func WithBytes(n int64) string {
 	return fmt.Sprintf("%d bytes (%s)", n, FormatBytes(n))
 }
 
+// Precise writes n as FormatBytes does where that reads back as n
+// ("2.00 MiB"), and as WithBytes does where it rounds ("2097153 bytes
+// (2.00 MiB)"): for a figure a reader compares with others, such as a
+// cap, which a rounded figure would hide.
+func Precise(n int64) string {
+	if back, err := ParseBytes(FormatBytes(n)); err == nil && back == n {
+		return FormatBytes(n)
+	}
+	return WithBytes(n)
+}
+
 // binaryUnits are the units ParseBytes and ExactBytes know, powers of 1024;
 // decimalUnits are the powers of 1000 ParseBytes also takes.
 var (

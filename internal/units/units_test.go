@@ -94,3 +94,11 @@ func TestCountIsSingularForOneOnly(t *testing.T) {
 	assert.Equal(t, "1 child", units.Count(1, "child", "children"))
 	assert.Equal(t, "3 children", units.Count(3, "child", "children"))
 }
+
+func TestPreciseRoundsOnlyWhatReadsBackExactly(t *testing.T) {
+	assert.Equal(t, "2.00 MiB", units.Precise(2<<20))
+	assert.Equal(t, "3.50 MiB", units.Precise(7<<19))
+	assert.Equal(t, "1000 B", units.Precise(1000))
+	assert.Equal(t, "2097151 bytes (2.00 MiB)", units.Precise(2<<20-1))
+	assert.Equal(t, "2097153 bytes (2.00 MiB)", units.Precise(2<<20+1))
+}

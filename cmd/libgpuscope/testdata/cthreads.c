@@ -151,8 +151,15 @@ static void scopes(void) {
 	CHECK(gpuscope_scope_end(cupy, 0) == 0, "end cupy");
 	CHECK(stat("active_blocks") == 0, "cupy and torch left memory live");
 
-	CHECK(gpuscope_set_max_reserved(0, 1 << 20) == 0, "cap");
+	// A cap below one page (2 MiB here) could never hold an allocation; an
+	// allocation past a cap advises C's call to raise it.
+	CHECK(gpuscope_set_max_reserved(0, 1000) < 0, "a cap below one page");
+	stat("c_failures");
+	CHECK(strstr(text, "below one page of 2.00 MiB") != NULL, "why the cap was refused: %s", text);
+	CHECK(gpuscope_set_max_reserved(0, 2 << 20) == 0, "cap");
 	CHECK(gpuscope_alloc(4 << 20, 0, NULL) == NULL, "allocated past the cap");
+	stat("c_failures");
+	CHECK(strstr(text, "raise it with gpuscope_set_max_reserved;") != NULL, "the error advises the C call: %s", text);
 	CHECK(gpuscope_set_max_reserved(0, 0) == 0, "uncap");
 }
 

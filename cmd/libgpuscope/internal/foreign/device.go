@@ -90,12 +90,11 @@ func deviceAt(i int) (*device, error) {
 // adopt makes g, just opened, device i, with its root scope. Called with
 // devices.mu held; where it fails, g is closed.
 func adopt(i int, g *gpu.Device) (*device, error) {
-	s, err := g.NewScope(gpu.Name(RootName))
-	if err != nil {
+	d := &device{index: i, gpu: g}
+	var err error
+	if d.root, err = openRecord(d, nil, RootName); err != nil {
 		return nil, errors.Join(err, g.Close())
 	}
-	d := &device{index: i, gpu: g}
-	d.root = &record{tok: tokens.Add(1), dev: d, scope: s}
 	d.setCurrent(d.root)
 	extcache.Attach(g, &extcache.Cache{Flush: func() bool { return flushPairs(i) }, Hold: d.holdPairs})
 	devices.open[i].Store(d)

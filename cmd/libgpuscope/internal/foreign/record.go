@@ -1,12 +1,14 @@
 package foreign
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu"
+	"github.com/gpuscope/gpuscope/internal/callers"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 	"github.com/gpuscope/gpuscope/internal/units"
 )
@@ -129,18 +131,27 @@ func Begin(i int, name string) (int64, error) {
 	return r.id, nil
 }
 
-// openRecord opens a scope named name inside parent's. A scope inside
-// another is WithScope's, which ends when its function returns: the
-// function waits for End. Called with d.mu held.
+// openRecord opens a scope named name inside parent's, or d's root scope
+// where parent is nil. Each is WithScope's, which ends when its function
+// returns: the function waits for End. The root's context says what C's
+// callers call gpu's calls (callerNames), for the errors of every scope
+// inside it. Called with d.mu held.
 func openRecord(d *device, parent *record, name string, opts ...gpu.ScopeOption) (*record, error) {
 	r := &record{tok: tokens.Add(1), dev: d, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
+	ctx := callers.With(context.Background(), callerNames)
+	if parent != nil {
+		ctx = parent.scope.Context()
+	}
+	if name != "" { // NULL from C: the scope is unnamed
+		opts = append(opts, gpu.Name(name))
+	}
 	opened := make(chan *gpu.Scope, 1)
 	go func() {
-		r.result <- gpu.WithScope(parent.scope.Context(), d.gpu, func(s *gpu.Scope) error {
+		r.result <- gpu.WithScope(ctx, d.gpu, func(s *gpu.Scope) error {
 			opened <- s
 			<-r.done
 			return nil
-		}, append(opts, gpu.Name(name))...)
+		}, opts...)
 	}()
 	select {
 	case r.scope = <-opened:

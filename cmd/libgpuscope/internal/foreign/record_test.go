@@ -50,6 +50,18 @@ func TestForeignMemoryShowsUnderItsScopesName(t *testing.T) {
 	require.NoError(t, End(id, false))
 }
 
+// A scope begun without a name (NULL from C) opens unnamed, as a Go scope
+// without gpu.Name does; a name that would read as a path is refused.
+func TestAScopeBegunWithoutANameIsUnnamed(t *testing.T) {
+	d := hostDevice(t)
+	id, err := Begin(0, "")
+	require.NoError(t, err)
+	assert.Regexp(t, `^`+RootName+`/[^/]+#\d+$`, d.current.Load().scope.Path(), "named as gpu names an unnamed scope")
+	require.NoError(t, End(id, false))
+	_, err = Begin(0, "a/b")
+	assert.ErrorContains(t, err, `Name("a/b"): a scope's name must not hold "/"`)
+}
+
 // The current scope is the device's, not a thread's: a goroutine that
 // did not begin it allocates in it (autograd's threads, in PyTorch).
 func TestTheCurrentScopeServesEveryThread(t *testing.T) {

@@ -69,7 +69,21 @@ func (b Buffer) View(off, size int64) (Buffer, error) {
 }
 
 // errZeroBuffer is what the methods of the zero Buffer return.
-var errZeroBuffer = prefixed.Kind("gpu", ErrWrongScope, "zero Buffer")
+var errZeroBuffer error = zeroBufferError{}
+
+// zeroBufferError is the error of a use of the zero Buffer. It says what
+// the zero Buffer is, which no sentinel's text does; errors.Is finds
+// ErrWrongScope, since no scope owns it.
+type zeroBufferError struct{}
+
+func (zeroBufferError) Error() string { return "gpu: " + zeroBufferError{}.Text() }
+
+// Text is the message without the prefix (prefixed.Texter).
+func (zeroBufferError) Text() string {
+	return "the zero Buffer names no memory: no allocation returned it (a failed one returns it with its error)"
+}
+
+func (zeroBufferError) Is(target error) bool { return target == ErrWrongScope }
 
 // Use calls fn with the device address while the buffer is live; the
 // buffer cannot be released until fn returns. Use it to launch kernels.

@@ -22,7 +22,10 @@ func TestBadFrees(t *testing.T) {
 		require.NoError(t, s.Free(b))
 		assert.ErrorIs(t, s.Free(b), gpu.ErrFreed, "double free")
 		assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrFreed, "use after free")
-		assert.ErrorIs(t, s.Free(gpu.Buffer{}), gpu.ErrWrongScope)
+		err = s.Free(gpu.Buffer{})
+		assert.ErrorIs(t, err, gpu.ErrWrongScope, "no scope owns the zero Buffer")
+		assert.EqualError(t, err, "gpu: the zero Buffer names no memory: no allocation returned it (a failed one returns it with its error)",
+			"it belongs to no scope, not to another")
 
 		c, err := s.Alloc(64)
 		require.NoError(t, err)

@@ -38,7 +38,9 @@ type Device struct {
 }
 
 // OpenHost opens a device whose memory is host RAM, with the capacity given
-// by [HostMemory] (default DefaultHostMemory). It needs no GPU.
+// by [HostMemory] (default DefaultHostMemory). It needs no GPU. Its name
+// is "host:N", N the lowest number no open host device has: "host:0" for
+// the first.
 func OpenHost(opts ...DeviceOption) (*Device, error) {
 	o, err := buildDeviceOptions(opts)
 	if err != nil {
@@ -57,8 +59,10 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 // OpenDriver opens a device over drv, a driver of the caller's own (package
 // gpu/driver says what one implements): a fake that a test controls, such
 // as gputest.OpenFaulty's, or a device gpuscope has no driver for. name is
-// the device's name in errors, snapshots and gputest.Devices, such as
-// "host" or "cuda:0". The device owns drv: its Close closes drv, and so
+// the device's name in errors, snapshots and gputest.Devices: kept where it
+// ends in a number ("cuda:0"), and otherwise a kind, to which the device
+// adds ":N", the lowest number no open device of that kind has ("fake"
+// opens "fake:0", then "fake:1"), so that open devices have distinct names. The device owns drv: its Close closes drv, and so
 // does a failed OpenDriver. [HostMemory] means nothing to it and is an
 // error.
 func OpenDriver(drv driver.Driver, name string, opts ...DeviceOption) (*Device, error) {
@@ -80,6 +84,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	if err != nil {
 		return nil, deviceError(errors.Join(err, drv.Close()))
 	}
+	name = registry.Claim(name) // "host" becomes "host:0", or the next number no open device has
 	d := &Device{drv: drv, pool: p, name: name, releaseErrors: o.releaseErrors, onOOM: o.onOOM}
 	d.inject, _ = drv.(requestInjector)
 	d.host.init(d)
@@ -111,8 +116,8 @@ func (d *Device) dropped(err error) {
 	registry.RecordDroppedError(d.name, err)
 }
 
-// Name returns the device's name, such as "host" or "cuda:0"; "" for a nil
-// or zero Device.
+// Name returns the device's name, such as "host:0" or "cuda:0"; "" for a
+// nil or zero Device. No two open devices have the same name.
 func (d *Device) Name() string {
 	if !d.valid() {
 		return ""
@@ -121,7 +126,7 @@ func (d *Device) Name() string {
 }
 
 // String describes the device: its name, then what its driver says of it,
-// such as "cuda:0 (NVIDIA H200)" or "host (host memory, 2.00 GiB)".
+// such as "cuda:0 (NVIDIA H200)" or "host:0 (host memory, 2.00 GiB)".
 func (d *Device) String() string {
 	if !d.valid() {
 		return "gpu.Device(nil)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/gpu/gputest"
+	"github.com/gpuscope/gpuscope/gpu/internal/host"
 	"github.com/gpuscope/gpuscope/internal/registry"
 	"github.com/gpuscope/gpuscope/pool"
 )
@@ -233,4 +235,36 @@ func TestEmptyCacheReturnsReservedToZero(t *testing.T) {
 	assert.Positive(t, dev.Stats().Reserved)
 	require.NoError(t, dev.EmptyCache())
 	assert.Zero(t, dev.Stats().Reserved)
+}
+
+// Two open devices never share a name, so that a leak report or
+// gputest.Devices tells them apart: a name without a number gets the
+// lowest no open device of its kind has ("host:0", "host:1"), taken again
+// once its device closes; a name with its number is kept.
+func TestOpenDevicesHaveDistinctNames(t *testing.T) {
+	a, err := gpu.OpenHost()
+	require.NoError(t, err)
+	b, _, err := gputest.OpenFaulty(0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	hostN := regexp.MustCompile(`^host:\d+$`)
+	assert.Regexp(t, hostN, a.Name())
+	assert.Regexp(t, hostN, b.Name(), "a faulty host device is a host device")
+	assert.NotEqual(t, a.Name(), b.Name())
+	assert.Contains(t, b.String(), b.Name()+" (host memory")
+	freed := a.Name()
+	require.NoError(t, a.Close())
+	c, err := gpu.OpenHost()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	assert.Equal(t, freed, c.Name(), "the lowest number no open device has")
+
+	for name, want := range map[string]string{"fake": "fake:0", "cuda:3": "cuda:3"} {
+		drv, err := host.New(4 << 20)
+		require.NoError(t, err)
+		dev, err := gpu.OpenDriver(drv, name)
+		require.NoError(t, err)
+		assert.Equal(t, want, dev.Name())
+		require.NoError(t, dev.Close())
+	}
 }

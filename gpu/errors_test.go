@@ -178,7 +178,7 @@ func TestErrorsLeadWithTheCause(t *testing.T) {
 		}, gpu.Name("batch"))
 		require.ErrorIs(t, err, gpu.ErrOutOfMemory)
 		shown = append(shown, err.Error())
-		assert.True(t, strings.HasPrefix(err.Error(), `gpu: out of memory: device host has no room for 100.00 MiB in scope "batch": `), err.Error())
+		assert.True(t, strings.HasPrefix(err.Error(), `gpu: out of memory: device host:0 has no room for 100.00 MiB in scope "batch": `), err.Error())
 		assert.Contains(t, err.Error(), "the request is larger than the device")
 		assert.NotRegexp(t, `(^|: )(scope|pool):`, err.Error())
 		var pe *pool.OOMError

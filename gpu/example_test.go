@@ -36,7 +36,7 @@ func ExampleDevice_Summary() {
 	}
 	fmt.Println(dev.Stats())
 	// Output:
-	// device host (host memory, 1.00 GiB)
+	// device host:0 (host memory, 1.00 GiB)
 	//   allocated     19.00 MiB   peak    19.00 MiB
 	//   reserved      20.00 MiB   peak    20.00 MiB
 	//   cached         1.00 MiB   (reserved, not in use, 1 free block; EmptyCache returns it)

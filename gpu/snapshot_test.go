@@ -25,7 +25,7 @@ func TestSummaryListsScopesWithTheirBytes(t *testing.T) {
 		_, err := s.Alloc(1 << 20)
 		require.NoError(t, err)
 		sum := dev.Summary()
-		assert.Contains(t, sum, "device host")
+		assert.Contains(t, sum, "device host:")
 		assert.Contains(t, sum, "allocated")
 		assert.Contains(t, sum, "2 scopes open")
 		lines := strings.Split(sum, "\n")
@@ -120,7 +120,7 @@ func TestAnOutOfMemoryErrorNamesTheHolders(t *testing.T) {
 	var oom *gpu.OOMError
 	require.ErrorAs(t, err, &oom, "the detail is still there")
 	msg := err.Error()
-	assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: device host has no room for 30.00 MiB in scope "batch"`), msg)
+	assert.True(t, strings.HasPrefix(msg, `gpu: out of memory: device host:0 has no room for 30.00 MiB in scope "batch"`), msg)
 	assert.Contains(t, msg, `scope "weights" 50.00 MiB in 1 buffer`)
 	assert.Contains(t, msg, "TestAnOutOfMemoryErrorNamesTheHolders", "and where it was allocated")
 	assert.Contains(t, msg, "largest allocation sites:")

@@ -15,3 +15,12 @@ func VerifyTestMainTo(exit func(int), w io.Writer, m TestingM, opts ...Option) {
 
 // OpeningTest is openingTest, for its table.
 var OpeningTest = openingTest
+
+// FindAfter is Find as the check of a test other than the one running,
+// named running: the devices the running test opened are those of a test
+// that has ended.
+func FindAfter(running string, opts ...Option) error {
+	o := buildOptions(opts)
+	o.running = running
+	return find(o)
+}

@@ -78,7 +78,7 @@ type Faults struct {
 }
 
 // OpenFaulty opens a host-memory device of capacity bytes
-// (gpu.DefaultHostMemory if 0), named "host" as gpu.OpenHost's is, and
+// (gpu.DefaultHostMemory if 0), named "host:N" as gpu.OpenHost's is, and
 // returns it with its Faults: a test's way to see what a program does
 // when the GPU misbehaves (out of memory at the worst moment, a copy or an
 // event that fails, a kernel that runs long). opts are gpu.OpenHost's but

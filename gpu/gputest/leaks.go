@@ -3,7 +3,9 @@ package gputest
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -20,8 +22,12 @@ type TestingT interface {
 
 // Find returns an error describing every open scope, live buffer and
 // other resource a scope owns (streams, events, modules, page-locked
-// memory) on the devices open now, and every scope a device's Close found
-// open, or nil. It retries with a bounded backoff first, so that a scope
+// memory) on the devices open now, every scope a device's Close found
+// open, and every device a test opened and never closed (its pool's memory
+// still reserved), or nil. A device is reported once the test that opened
+// it has ended, cleanups and all: by the check of a later test, or
+// VerifyTestMain's, never by the check of the test that opened it, whose
+// t.Cleanup may still close it. It retries with a bounded backoff first, so that a scope
 // another goroutine is closing is not reported. What it reports, a later
 // Find or VerifyNone leaves out (a leak fails one test, not every test
 // after it), but for what is new in a scope it reported: a buffer
@@ -31,6 +37,7 @@ func Find(opts ...Option) error {
 	if err := o.validFor("Find", false); err != nil {
 		return err
 	}
+	o.running = runningTest()
 	return find(o)
 }
 
@@ -69,16 +76,26 @@ func VerifyNone(t TestingT, opts ...Option) {
 		t.Error(err)
 		return
 	}
+	o.running = runningTest()
 	if err := find(o); err != nil {
 		t.Error(err)
 	}
 }
 
 // A leak is a scope with what it holds, open now or ended by its device's
-// Close.
+// Close; or a device left open.
 type leak struct {
 	gpu.ScopeSnapshot
-	ended bool // by Device.Close, which freed its memory
+	ended  bool        // by Device.Close, which freed its memory
+	device *openDevice // a device never closed; the scope is zero
+}
+
+// openDevice is a device a check found open, and what its pool holds.
+type openDevice struct {
+	id                  uint64 // the registry's
+	name                string
+	openedAt            []string
+	reserved, allocated int64
 }
 
 // The keys under which the registry remembers what a check reported: a
@@ -87,6 +104,7 @@ type (
 	scopeKey    uint64
 	resourceKey uint64
 	bufferKey   struct{ key any }
+	deviceKey   uint64
 )
 
 // markReported remembers what a report names, so that later checks leave
@@ -94,6 +112,10 @@ type (
 func markReported(leaks []leak) {
 	var keys []any
 	for _, l := range leaks {
+		if l.device != nil {
+			keys = append(keys, deviceKey(l.device.id))
+			continue
+		}
 		if l.ended {
 			continue
 		}
@@ -117,20 +139,21 @@ func forcedCloses(o *options) []leak {
 		if o.ignored(s) {
 			continue
 		}
-		leaks = append(leaks, leak{s, true})
+		leaks = append(leaks, leak{ScopeSnapshot: s, ended: true})
 	}
 	return leaks
 }
 
-// collect lists what is live, not ignored and not reported before.
+// collect lists what is live, not ignored and not reported before: the
+// scopes of the devices open, and the devices.
 func collect(o *options) []leak {
 	var leaks []leak
-	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
-		if len(o.devices) > 0 && !slices.Contains(o.devices, snap.Device) {
+	for _, dev := range registry.Devices[*gpu.Snapshot]() {
+		if len(o.devices) > 0 && !registry.Matches(o.devices, dev.Name) {
 			continue
 		}
 		var ignoredPaths []string
-		for _, s := range snap.Scopes {
+		for _, s := range dev.Snapshot.Scopes {
 			if slices.Contains(o.ignoredNames, s.Name) || slices.Contains(o.ignoredNames, s.Path) ||
 				slices.ContainsFunc(ignoredPaths, func(p string) bool { return strings.HasPrefix(s.Path, p+"/") }) {
 				ignoredPaths = append(ignoredPaths, s.Path)
@@ -153,6 +176,13 @@ func collect(o *options) []leak {
 			}
 			s.Buffers, s.Resources = bufs, res
 			leaks = append(leaks, leak{ScopeSnapshot: s})
+		}
+		// A scope ignored by name holds its device open on purpose; a test
+		// still running may yet close the devices it opened.
+		if by := openingTest(dev.OpenedAt); by != "" && by != "TestMain" && by != o.running &&
+			len(ignoredPaths) == 0 && !o.ignoredDevs[dev.ID] && !o.reported[deviceKey(dev.ID)] {
+			st := dev.Snapshot.Stats
+			leaks = append(leaks, leak{device: &openDevice{dev.ID, dev.Name, dev.OpenedAt, st.Reserved, st.Allocated}})
 		}
 	}
 	return leaks
@@ -198,14 +228,59 @@ func (o *options) knownResource(id uint64) bool {
 
 // report writes one block per leak, most useful line first, stack after.
 func report(leaks []leak) string {
-	var open, ended, openBufs, endedBufs, others int
-	var openBytes, endedBytes int64
+	var b strings.Builder
+	fmt.Fprintf(&b, "found unexpected GPU memory: %s\n", headline(leaks))
+	for _, s := range leaks {
+		if d := s.device; d != nil {
+			fmt.Fprintf(&b, "\n[Device %s open, never closed%s: %s reserved, %s allocated; Device.Close gives it back]\n",
+				d.name, openedBy(d.openedAt), gpu.Bytes(d.reserved), gpu.Bytes(d.allocated))
+			writeStack(&b, "opened at", d.openedAt)
+			continue
+		}
+		if s.ended {
+			fmt.Fprintf(&b, "\n[Scope %q on device %s left open%s, ended by Device.Close with %s in use]\n",
+				s.Path, s.Device, openedBy(s.OpenedAt), gpu.Bytes(s.Live))
+		} else {
+			fmt.Fprintf(&b, "\n[Scope %q open on device %s%s, %s live]\n", s.Path, s.Device, openedBy(s.OpenedAt), gpu.Bytes(s.Live))
+		}
+		writeStack(&b, "opened at", s.OpenedAt)
+		for _, buf := range s.Buffers {
+			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
+				gpu.Bytes(buf.Size), buf.Address, s.Path, s.Device)
+			writeStack(&b, "allocated at", buf.AllocatedAt)
+		}
+		for _, r := range s.Resources {
+			size := ""
+			if r.Bytes > 0 {
+				size = " of " + gpu.Bytes(r.Bytes).String()
+			}
+			kind := r.Kind
+			if kind != "" {
+				kind = strings.ToUpper(kind[:1]) + kind[1:]
+			}
+			fmt.Fprintf(&b, "\n[%s%s in scope %q on device %s]\n", kind, size, s.Path, s.Device)
+			writeStack(&b, "made at", r.MadeAt)
+		}
+	}
+	return b.String()
+}
+
+// headline counts the leaks: scopes open, scopes a Close ended, devices
+// open.
+func headline(leaks []leak) string {
+	var open, ended, devices, openBufs, endedBufs, others int
+	var openBytes, endedBytes, reserved int64
 	for _, l := range leaks {
 		n, bytes := &openBufs, &openBytes
-		if l.ended {
+		switch {
+		case l.device != nil:
+			devices++
+			reserved += l.device.reserved
+			continue
+		case l.ended:
 			ended++
 			n, bytes = &endedBufs, &endedBytes
-		} else {
+		default:
 			open++
 			others += len(l.Resources)
 		}
@@ -230,39 +305,34 @@ func report(leaks []leak) string {
 		}
 		parts = append(parts, p)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "found unexpected GPU memory: %s\n", strings.Join(parts, "; "))
-	for _, s := range leaks {
-		by := ""
-		if test := openingTest(s.OpenedAt); test != "" {
-			by = ", opened by " + test
-		}
-		if s.ended {
-			fmt.Fprintf(&b, "\n[Scope %q on device %s left open%s, ended by Device.Close with %s in use]\n",
-				s.Path, s.Device, by, gpu.Bytes(s.Live))
-		} else {
-			fmt.Fprintf(&b, "\n[Scope %q open on device %s%s, %s live]\n", s.Path, s.Device, by, gpu.Bytes(s.Live))
-		}
-		writeStack(&b, "opened at", s.OpenedAt)
-		for _, buf := range s.Buffers {
-			fmt.Fprintf(&b, "\n[Buffer of %s at %#x in scope %q on device %s]\n",
-				gpu.Bytes(buf.Size), buf.Address, s.Path, s.Device)
-			writeStack(&b, "allocated at", buf.AllocatedAt)
-		}
-		for _, r := range s.Resources {
-			size := ""
-			if r.Bytes > 0 {
-				size = " of " + gpu.Bytes(r.Bytes).String()
-			}
-			kind := r.Kind
-			if kind != "" {
-				kind = strings.ToUpper(kind[:1]) + kind[1:]
-			}
-			fmt.Fprintf(&b, "\n[%s%s in scope %q on device %s]\n", kind, size, s.Path, s.Device)
-			writeStack(&b, "made at", r.MadeAt)
+	if devices > 0 {
+		parts = append(parts, fmt.Sprintf("%s never closed, %s reserved", units.Count(devices, "device"), gpu.Bytes(reserved)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// openedBy says which test opened a scope or a device, from where it was
+// opened: ", opened by TestX", or "" where no test is on the stack.
+func openedBy(frames []string) string {
+	if test := openingTest(frames); test != "" {
+		return ", opened by " + test
+	}
+	return ""
+}
+
+// runningTest names the test whose function called the check (Find,
+// VerifyNone, a wrapped TestingM's Run), or "" where none did.
+func runningTest() string {
+	var pcs [64]uintptr
+	fs := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	var frames []string
+	for {
+		f, more := fs.Next()
+		frames = append(frames, f.Function+" "+f.File+":"+strconv.Itoa(f.Line))
+		if !more {
+			return openingTest(frames)
 		}
 	}
-	return b.String()
 }
 
 // openingTest returns the name of the test, benchmark, fuzz target or

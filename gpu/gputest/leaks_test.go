@@ -90,7 +90,7 @@ func TestStreamsAndPageLockedMemoryLeakedIntoAnInheritedScopeAreReported(t *test
 	require.Len(t, ft.errs, 1)
 	msg := ft.errs[0]
 	assert.Contains(t, msg, "9 streams, events, modules or page-locked allocations")
-	assert.Contains(t, msg, `[Page-locked memory of 64.00 MiB in scope "server" on device host]`)
+	assert.Contains(t, msg, `[Page-locked memory of 64.00 MiB in scope "server" on device host:0]`)
 	assert.Equal(t, 8, strings.Count(msg, `[Stream in scope "server"`), "not the inherited one")
 	assert.Contains(t, msg, "TestStreamsAndPageLockedMemoryLeakedIntoAnInheritedScopeAreReported", "with the stack that made them")
 }
@@ -138,7 +138,7 @@ func TestADeviceClosedWithScopesOpenIsALeak(t *testing.T) {
 	gputest.VerifyNone(ft, fast())
 	require.Len(t, ft.errs, 1, "the memory went back with Close; the leak is still reported")
 	assert.Contains(t, ft.errs[0], "1 scope left open, ended by Device.Close with 1 buffer (4.00 KiB)\n")
-	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host left open, opened by TestADeviceClosedWithScopesOpenIsALeak, ended by Device.Close with 4.00 KiB in use]`,
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host:0 left open, opened by TestADeviceClosedWithScopesOpenIsALeak, ended by Device.Close with 4.00 KiB in use]`,
 		"the test, not the helper that opened the scope for it")
 	assert.NotContains(t, ft.errs[0], " live", "nothing is live after Close")
 	assert.Contains(t, ft.errs[0], "[Buffer of 4.00 KiB")
@@ -165,7 +165,7 @@ func TestALeakFailsTheTestThatLeakedItAndNoLaterOne(t *testing.T) {
 		gputest.VerifyNone(testA, fast())
 	}()
 	require.Len(t, testA.errs, 1)
-	assert.Contains(t, testA.errs[0], `[Scope "forgotten" open on device host, opened by TestALeakFailsTheTestThatLeakedItAndNoLaterOne, 4.00 KiB live]`,
+	assert.Contains(t, testA.errs[0], `[Scope "forgotten" open on device host:0, opened by TestALeakFailsTheTestThatLeakedItAndNoLaterOne, 4.00 KiB live]`,
 		"the report names the test that opened the scope")
 
 	testB := &fakeT{}
@@ -214,7 +214,7 @@ func TestACheckOfSomeDevicesLeavesTheOthersReports(t *testing.T) {
 	assert.Empty(t, ft.errs, "not a leak of cuda:0")
 	gputest.VerifyNone(ft, fast(), gputest.Devices("host"))
 	require.Len(t, ft.errs, 1, "the host device's check still sees it")
-	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host left open, ended by Device.Close`)
+	assert.Contains(t, ft.errs[0], `[Scope "forgotten" on device host:0 left open, ended by Device.Close`)
 }
 
 func TestIgnoreCurrentDoesNotIgnoreANewBufferAtAnOldAddress(t *testing.T) {
@@ -290,4 +290,40 @@ func TestTheOpeningTestIsTheOutermostTestFunctionOnTheStack(t *testing.T) {
 	} {
 		assert.Equal(t, c.test, gputest.OpeningTest(c.frames), "%q", c.frames)
 	}
+}
+
+// A device a test opened and never closed holds its pool's memory: the
+// check of a later test reports it, once, naming the test that opened it.
+// The check of the test that opened it does not, since its t.Cleanup may
+// still close it; nor does any check report a device that a scope ignored
+// by name holds open on purpose, or one open at IgnoreCurrent.
+func TestADeviceATestNeverClosedIsReportedByTheNextCheck(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(8 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {
+		_, err := s.Alloc(1 << 20)
+		return err
+	}))
+	require.NoError(t, gputest.Find(fast()), "this test's check: its cleanup may close the device")
+	ignore := gputest.IgnoreCurrent()
+	require.NoError(t, gputest.FindAfter("TestLater", fast(), ignore), "open at IgnoreCurrent")
+
+	err = gputest.FindAfter("TestLater", fast())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "found unexpected GPU memory: 1 device never closed, 2.00 MiB reserved\n")
+	assert.Contains(t, err.Error(), "[Device "+dev.Name()+" open, never closed, opened by TestADeviceATestNeverClosedIsReportedByTheNextCheck: "+
+		"2.00 MiB reserved, 0 B allocated; Device.Close gives it back]\n  opened at:\n    github.com/gpuscope/gpuscope/gpu/gputest_test.TestADeviceATestNeverClosedIsReportedByTheNextCheck\n")
+	assert.NoError(t, gputest.FindAfter("TestLater", fast()), "reported once")
+}
+
+func TestADeviceAnIgnoredScopeHoldsIsOpenOnPurpose(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(8 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	weights, err := dev.NewScope(gpu.Name("weights"))
+	require.NoError(t, err)
+	defer weights.Close()
+	assert.NoError(t, gputest.FindAfter("TestLater", fast(), gputest.IgnoreScope("weights")))
+	assert.ErrorContains(t, gputest.FindAfter("TestLater", fast()), "1 device never closed")
 }

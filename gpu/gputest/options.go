@@ -19,8 +19,10 @@ type options struct {
 	ignoredScopes map[uint64]bool // by ID, from IgnoreCurrent
 	ignoredBufs   map[any]bool    // by BufferSnapshot.Key
 	ignoredRes    map[uint64]bool // resources, by ID
+	ignoredDevs   map[uint64]bool // devices, by the registry's ID
 	ignoredNames  []string
 	reported      map[any]bool // what earlier checks reported, by the keys of markReported
+	running       string       // the test that runs the check, which may yet close the devices it opened; "" in TestMain
 	devices       []string
 	maxRetries    int
 	maxSleep      time.Duration
@@ -52,13 +54,14 @@ func (o *options) validFor(caller string, testMain bool) error {
 	return nil
 }
 
-// IgnoreCurrent ignores the scopes, buffers and other resources (streams,
-// events, modules, page-locked memory) that are live when it is called:
-// what a test inherits is not its leak.
+// IgnoreCurrent ignores the devices open, and the scopes, buffers and other
+// resources (streams, events, modules, page-locked memory) live, when it is
+// called: what a test inherits is not its leak.
 func IgnoreCurrent() Option {
-	scopes, bufs, res := map[uint64]bool{}, map[any]bool{}, map[uint64]bool{}
-	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
-		for _, s := range snap.Scopes {
+	scopes, bufs, res, devs := map[uint64]bool{}, map[any]bool{}, map[uint64]bool{}, map[uint64]bool{}
+	for _, dev := range registry.Devices[*gpu.Snapshot]() {
+		devs[dev.ID] = true
+		for _, s := range dev.Snapshot.Scopes {
 			scopes[s.ID] = true
 			for _, b := range s.Buffers {
 				bufs[b.Key] = true
@@ -69,13 +72,14 @@ func IgnoreCurrent() Option {
 		}
 	}
 	return optionFunc(func(o *options) {
-		o.ignoredScopes, o.ignoredBufs, o.ignoredRes = scopes, bufs, res
+		o.ignoredScopes, o.ignoredBufs, o.ignoredRes, o.ignoredDevs = scopes, bufs, res, devs
 	})
 }
 
 // IgnoreScope ignores scopes whose name or path is name, with their
 // buffers and their children: memory such a scope holds on purpose (model
-// weights, say).
+// weights, say). A device on which such a scope is open is open on
+// purpose too: the check does not report it open.
 func IgnoreScope(name string) Option {
 	return optionFunc(func(o *options) {
 		if name == "" {
@@ -86,7 +90,8 @@ func IgnoreScope(name string) Option {
 }
 
 // Devices restricts the check to the devices of these names (see
-// gpu.Device.Name, such as "host" or "cuda:0").
+// gpu.Device.Name, such as "host:0" or "cuda:0"); a name without a number
+// stands for every device of that kind ("host": every host device).
 func Devices(names ...string) Option {
 	return optionFunc(func(o *options) {
 		if len(names) == 0 {

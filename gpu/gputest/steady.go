@@ -84,8 +84,8 @@ func total(m map[scopeAt]int64) int64 {
 // itself.
 func scopeBytes() map[scopeAt]int64 {
 	m := map[scopeAt]int64{}
-	for _, snap := range registry.Snapshots[*gpu.Snapshot]() {
-		for _, s := range snap.Scopes {
+	for _, dev := range registry.Devices[*gpu.Snapshot]() {
+		for _, s := range dev.Snapshot.Scopes {
 			for _, b := range s.Buffers {
 				m[scopeAt{s.Device, s.Path}] += b.Size
 			}

@@ -27,7 +27,7 @@ func TestSteady(t *testing.T) {
 		require.Len(t, ft.errs, 1)
 		assert.Contains(t, ft.errs[0], "grew in 5 of 5 iterations")
 		assert.Contains(t, ft.errs[0], "+1000 B")
-		assert.Contains(t, ft.errs[0], `Scope "cache" on device host grew by 4.88 KiB`)
+		assert.Contains(t, ft.errs[0], `Scope "cache" on device host:0 grew by 4.88 KiB`)
 	})
 	t.Run("a loop that frees passes", func(t *testing.T) {
 		ft := &fakeT{}
@@ -64,7 +64,7 @@ func TestSteadySeesLeaksIntoReservationsAndKeeps(t *testing.T) {
 			return err
 		})
 		require.Len(t, ft.errs, 1)
-		assert.Contains(t, ft.errs[0], `Scope "reserved" on device host grew by`)
+		assert.Contains(t, ft.errs[0], `Scope "reserved" on device host:0 grew by`)
 	})
 	t.Run("kept into a reserving parent", func(t *testing.T) {
 		parent, err := dev.NewScope(gpu.Name("parent"), gpu.Reserve(1<<20))
@@ -81,6 +81,6 @@ func TestSteadySeesLeaksIntoReservationsAndKeeps(t *testing.T) {
 			})
 		})
 		require.Len(t, ft.errs, 1)
-		assert.Contains(t, ft.errs[0], `Scope "parent" on device host grew by`)
+		assert.Contains(t, ft.errs[0], `Scope "parent" on device host:0 grew by`)
 	})
 }

@@ -43,6 +43,7 @@ func (w wrapped) Run() int {
 	gpu.RecordStacks(true)
 	defer gpu.RecordStacks(false)
 	code := w.m.Run()
+	o.running = runningTest() // TestMain's: every test has ended
 	if code == 0 {
 		if err := find(o); err != nil {
 			fmt.Fprintf(w.stderr, "gputest: errors on successful test run: %v\n", err)

@@ -3,18 +3,23 @@
 // caller could receive, and what a leak check reported already, so that
 // gputest can look for leaks across all devices and report each once. Package gpu writes it; gputest (and gpu's tests) read it. It
 // holds gpu's values as they are; a reader names their type when it takes
-// them ([Snapshots], [TakeForcedCloses]).
+// them ([Devices], [TakeForcedCloses]).
 package registry
 
 import (
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
 
 // Device is an open device as the registry sees it.
 type Device struct {
+	Name     string   // as Claim gave it
+	OpenedAt []string // where it was opened, "function file:line" innermost first
+	ID       uint64   // set by Register: distinct for every device the process registers
 	// Snapshot returns the device's snapshot (a *gpu.Snapshot).
 	Snapshot func() (any, error)
 	// RecordStacks turns the recording of allocation stacks on or off.
@@ -37,16 +42,58 @@ var state struct {
 	forced   []forcedClose  // scopes that Device.Close closed, until taken
 	dropped  []droppedError // release errors no caller could receive, until taken
 	reported map[any]bool   // what a leak check reported, by the check's keys
+	claimed  []string       // names Claim gave to devices not yet registered
+	lastID   uint64
 	stacks   atomic.Bool
 }
 
-// Register adds an open device, and sets its recording of stacks as
-// [SetRecordStacks] last said.
+// numbered matches a device's name that carries its number: "cuda:0".
+var numbered = regexp.MustCompile(`:[0-9]+$`)
+
+// Claim returns the name of a device about to be registered: name itself
+// where it ends in its number ("cuda:0"), and otherwise name and the
+// lowest number that no device registered or claimed has ("host" gives
+// "host:0", then "host:1"), so that two open devices never share a name.
+// The name is the device's once Register is called with it.
+func Claim(name string) string {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if !numbered.MatchString(name) {
+		taken := slices.Clone(state.claimed)
+		for _, d := range state.devices {
+			taken = append(taken, d.Name)
+		}
+		for n := 0; ; n++ {
+			if c := name + ":" + strconv.Itoa(n); !slices.Contains(taken, c) {
+				name = c
+				break
+			}
+		}
+	}
+	state.claimed = append(state.claimed, name)
+	return name
+}
+
+// Register adds an open device, named by [Claim], gives it its ID, and
+// sets its recording of stacks as [SetRecordStacks] last said.
 func Register(d *Device) {
 	state.mu.Lock()
 	defer state.mu.Unlock()
+	if i := slices.Index(state.claimed, d.Name); i >= 0 {
+		state.claimed = slices.Delete(state.claimed, i, i+1)
+	}
+	state.lastID++
+	d.ID = state.lastID
 	d.RecordStacks(state.stacks.Load())
 	state.devices = append(state.devices, d)
+}
+
+// Matches reports whether a device's name is among names: equal to one, or
+// of the kind one names without a number ("host" is every "host:N").
+func Matches(names []string, name string) bool {
+	return slices.ContainsFunc(names, func(n string) bool {
+		return n == name || !numbered.MatchString(n) && numbered.MatchString(name) && numbered.ReplaceAllString(name, "") == n
+	})
 }
 
 // Unregister removes a device that is closed.
@@ -69,16 +116,25 @@ func SetRecordStacks(on bool) {
 	}
 }
 
-// Snapshots returns a snapshot, of type S, of every device open now, oldest
-// first; a device whose snapshot fails (it is closing) is left out.
-func Snapshots[S any]() []S {
+// Open is a device open now, as a reader takes it: what the registry
+// knows of it, and its snapshot of type S.
+type Open[S any] struct {
+	ID       uint64
+	Name     string
+	OpenedAt []string
+	Snapshot S
+}
+
+// Devices returns every device open now, oldest first, with its
+// snapshot; a device whose snapshot fails (it is closing) is left out.
+func Devices[S any]() []Open[S] {
 	state.mu.Lock()
 	devices := slices.Clone(state.devices)
 	state.mu.Unlock()
-	var out []S
+	var out []Open[S]
 	for _, d := range devices {
 		if snap, err := d.Snapshot(); err == nil {
-			out = append(out, snap.(S))
+			out = append(out, Open[S]{d.ID, d.Name, d.OpenedAt, snap.(S)})
 		}
 	}
 	return out
@@ -131,7 +187,7 @@ func TakeDroppedErrors(devices ...string) []error {
 func take[R any](records []R, devices []string, device func(R) string, taken func(R)) []R {
 	kept := records[:0]
 	for _, r := range records {
-		if len(devices) == 0 || slices.Contains(devices, device(r)) {
+		if len(devices) == 0 || Matches(devices, device(r)) {
 			taken(r)
 		} else {
 			kept = append(kept, r)

@@ -79,12 +79,15 @@ static void bad_calls(void) {
 	gpuscope_cupy_free(0, (intptr_t)never, 0);
 	CHECK(stat("active_blocks") == 1, "a bad free freed something: %s", text);
 	CHECK(stat("c_failures") == before + 5, "5 bad frees, %lld failures counted", stat("c_failures") - before);
+	CHECK(strstr(text, "is no live allocation of this library: an address it never returned") != NULL &&
+		      strstr(text, "already freed") == NULL,
+	      "a pointer never given reads as freed: %s", text);
 
 	gpuscope_free(live, 512, 0, NULL);
 	gpuscope_free(live, 512, 0, NULL); // a double free
 	CHECK(stat("active_blocks") == 0, "the good free did not free");
 	CHECK(stat("c_failures") == before + 6, "the double free is not counted");
-	CHECK(strstr(text, "not a live allocation") != NULL, "the last error says nothing clear: %s", text);
+	CHECK(strstr(text, "or one freed already") != NULL, "the double free is not named: %s", text);
 	gpuscope_free(NULL, 0, 0, NULL); // free(NULL) does nothing
 
 	// Size 0 is NULL, quietly, as c10's allocator gives it: no failure.
@@ -214,6 +217,7 @@ static void pair_cache(void) {
 	gpuscope_free(y1, 6000, 0, NULL);
 	gpuscope_free(y2, 6000, 0, NULL);
 	CHECK(stat("c_failures") == before + 3, "3 calls on a freed block, %lld failures: %s", stat("c_failures") - before, text);
+	CHECK(strstr(text, "was freed already (a second free, or a use after the free)") != NULL, "a block the pair cache holds reads as freed: %s", text);
 	CHECK(stat("active_blocks") == 0, "y live");
 
 	// A block that work on another stream uses is never cached

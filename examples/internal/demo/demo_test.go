@@ -25,7 +25,7 @@ func TestOpenSaysWhichDeviceAndReportShowsItsMemory(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dev.Close()) }()
 	if !gpu.CUDA {
-		assert.Contains(t, out.String(), "device: host (host memory, 64.00 MiB) (no GPU: this build has no CUDA support; build with -tags cuda to run on GPU 0)")
+		assert.Contains(t, out.String(), "device: host:0 (host memory, 64.00 MiB) (no GPU: this build has no CUDA support; build with -tags cuda to run on GPU 0)")
 	}
 	out.Reset()
 	require.NoError(t, gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error {

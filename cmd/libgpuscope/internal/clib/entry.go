@@ -47,7 +47,7 @@ func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.
 //
 //export gpuscopeGoFreedAlready
 func gpuscopeGoFreedAlready(call *C.char, ptr C.uintptr_t) {
-	ccall.Fail(C.GoString(call), foreign.NotLive(uintptr(ptr)))
+	ccall.Fail(C.GoString(call), foreign.FreedAlready(uintptr(ptr)))
 }
 
 //export gpuscopeGoFree

@@ -198,7 +198,15 @@ func (s *shard) live(ptr uintptr, h uint64) (int, error) {
 }
 
 // NotLive is the error of a call that names ptr as a live allocation of
-// this library, which it is not.
+// this library, which it is not: an address the library never returned, or
+// one freed already. The table keeps only what is live, so it cannot tell
+// which, and the error claims neither.
 func NotLive(ptr uintptr) error {
-	return prefixed.Kind("gpu", gpu.ErrFreed, "%#x is not a live allocation of this library (never allocated by it, or freed already)", ptr)
+	return prefixed.Errorf("gpu", "%#x is no live allocation of this library: an address it never returned, or one freed already", ptr)
+}
+
+// FreedAlready is the error of a call that names ptr, which the library
+// knows was freed: a block of the pair cache (ErrFreed).
+func FreedAlready(ptr uintptr) error {
+	return prefixed.Kind("gpu", gpu.ErrFreed, "%#x was freed already (a second free, or a use after the free)", ptr)
 }

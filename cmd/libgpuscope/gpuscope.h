@@ -8,16 +8,23 @@
  * shares), opened on first use; without -tags cuda, device 0 is memory in
  * host RAM (GPUSCOPE_HOST_MEMORY bytes, default 1 GiB), for tests.
  *
- * What a library allocates belongs to the scope current on the device when
- * it allocates: the innermost one begun and not ended, for every thread of
- * the process (autograd allocates from threads of its own), or the device's
- * root scope, "libgpuscope", where none is.
+ * What a library allocates belongs to a scope: the innermost one the
+ * calling thread began on the device and has not ended (each thread has its
+ * own, as PyTorch's use_mem_pool and CuPy's using_allocator are per thread);
+ * for a thread with none, the scope the allocation's stream is bound to
+ * (gpuscope_scope_bind: PyTorch's autograd thread allocates for the stream
+ * of the work it runs); else the device's root scope, "libgpuscope".
  *
  * Every call is safe from any thread, at once. A call that fails returns
  * NULL, 0 or a negative value, or nothing for the frees, and loses nothing:
- * its message goes to standard error (the first 100 of them) and to the
- * "c_last_error" field of gpuscope_stats, whose "c_failures" counts them.
- * A stream is a cudaStream_t; NULL is the default stream.
+ * its message goes to standard error (the first 100 of them), to
+ * gpuscope_last_error in the calling thread, and to the "c_last_error"
+ * field of gpuscope_stats, whose "c_failures" counts them. A stream is a
+ * cudaStream_t; NULL is the default stream.
+ *
+ * In the child of a fork() every call fails at once, with a message: the Go
+ * runtime and the devices stay with the parent. A child that needs the
+ * device execs a new program, as CUDA itself requires.
  */
 #ifndef GPUSCOPE_H
 #define GPUSCOPE_H
@@ -40,27 +47,36 @@ extern "C" {
  * nothing. A block allocated for a stream is reused at once on that
  * stream, and on another only after the work queued on the first at the
  * free has completed: allocations for a stream other than the default go
- * to a child of the current scope on that stream, "stream 0x...".
+ * to a child of their scope on that stream, "stream 0x...". A free that
+ * names another stream than the allocation's waits for that stream too.
+ * Past the cap, the pool first gives back what it caches and tries again,
+ * as c10's allocator does; then alloc returns NULL, and
+ * gpuscope_last_error says GPUSCOPE_OUT_OF_MEMORY, with the cap and the
+ * scopes that hold the memory (use_torch's shim raises it as
+ * torch.cuda.OutOfMemoryError).
  *
  * A block the library freed through gpuscope_free is kept, on the C side,
  * for its next allocation of the same size on the same stream in the same
  * scope (the pair cache, docs/interop.md): such a pair never enters Go.
  * Until then it counts as the scope's; gpuscope_stats, gpuscope_summary,
- * gpuscope_set_max_reserved, a scope's begin and end, every allocation the
- * cache does not serve and a pool short of memory free it first.
- * GPUSCOPE_PAIR_CACHE=0 turns the cache off for scopes begun after. */
+ * gpuscope_set_max_reserved, a scope's end, every allocation the cache
+ * does not serve and a pool short of memory free it first.
+ * GPUSCOPE_PAIR_CACHE=0 turns the cache off for devices opened after. */
 void *gpuscope_alloc(ssize_t size, int device, void *stream);
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 
 /* PyTorch's record_stream (the pluggable allocator's record_stream_fn):
  * work on stream uses ptr, so that its memory is not reused elsewhere
- * before that work has completed. */
+ * before that work has completed; the default stream (NULL) too, for a
+ * block of another stream. */
 void gpuscope_record_stream(void *ptr, void *stream);
 
 /* CuPy's cupy.cuda.memory.CFunctionAllocator. param 0 allocates in the
- * scope current on the device; a scope id from gpuscope_scope_begin, in
- * that scope (so that each framework may keep its own). malloc returns 0
- * on failure. CuPy passes no stream: its memory is the default stream's. */
+ * calling thread's scope on the device; a scope id from
+ * gpuscope_scope_begin, in that scope (so that each framework may keep its
+ * own). malloc returns 0 on failure (gpuscope.py's use_cupy raises CuPy's
+ * OutOfMemoryError for it). CuPy passes no stream: its memory is the
+ * default stream's. */
 intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device);
 void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device);
 
@@ -68,31 +84,66 @@ void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device);
  * what they still hold in the scope; free it. */
 #define GPUSCOPE_FREE_LIVE 1
 
-/* gpuscope_scope_begin opens a scope named name (NULL: unnamed) inside the
- * scope current on device, and makes it current for every thread. It
- * returns the scope's id, > 0, or < 0 on failure.
+/* gpuscope_scope_begin opens a scope named name (NULL: unnamed) on device,
+ * inside the calling thread's innermost scope there (the device's root
+ * where it has none), and makes it the thread's innermost: what the thread
+ * allocates on the device belongs to it until it ends. Scopes begun by
+ * other threads are its siblings. A thread may have 128 open. It returns
+ * the scope's id, > 0, or < 0 on failure.
  *
- * gpuscope_scope_end ends it: what libraries still hold in it passes to
- * the enclosing scope (flags 0) or is freed (GPUSCOPE_FREE_LIVE); memory a
- * library may still use is freed only where the caller says so. A scope
- * with scopes still open inside it does not end. It returns 0, or < 0 on
- * failure; what was still live is in "last_scope_end" of gpuscope_stats. */
+ * gpuscope_scope_end ends it, from any thread: what libraries still hold
+ * in it passes to the enclosing scope (flags 0) or is freed
+ * (GPUSCOPE_FREE_LIVE); memory a library may still use is freed only where
+ * the caller says so. A scope with scopes still open inside it does not
+ * end; siblings end apart. The thread that began it allocates in the
+ * enclosing scope from then on. It returns 0, or < 0 on failure; what was
+ * still live is in "last_scope_end" of gpuscope_stats.
+ *
+ * gpuscope_scope_bind binds stream (NULL: the default stream) to scope,
+ * until the scope ends: a thread with no scope of its own on the scope's
+ * device that allocates for that stream allocates in it (PyTorch's autograd
+ * thread, which runs every backward pass on the stream of its forward). A
+ * thread's own scope comes first. A stream is bound to one open scope at a
+ * time, 64 a device. It returns 0, or < 0 on failure.
+ *
+ * gpuscope_scope_stats writes the scope's counters as JSON ("path",
+ * "live": its bytes with its children's, "peak", "allocations": its own
+ * buffers, "children") into buf, as gpuscope_stats does; 0 where the scope
+ * is not open. */
 int64_t gpuscope_scope_begin(int device, const char *name);
 int gpuscope_scope_end(int64_t scope, int flags);
+int gpuscope_scope_bind(int64_t scope, void *stream);
+size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len);
 
 /* gpuscope_set_max_reserved caps the bytes device's pool reserves from the
- * driver, while the program runs; 0 removes the cap. 0, or < 0 on
- * failure. */
+ * driver, while the program runs; 0 removes the cap.
+ * gpuscope_set_memory_fraction caps it at fraction, in (0, 1], of the
+ * device's memory (PyTorch's set_per_process_memory_fraction).
+ * gpuscope_empty_cache gives what device's pool caches back to the driver;
+ * device -1: every device opened (PyTorch's empty_cache). Each returns 0,
+ * or < 0 on failure. */
 int gpuscope_set_max_reserved(int device, size_t bytes);
+int gpuscope_set_memory_fraction(int device, double fraction);
+int gpuscope_empty_cache(int device);
 
 /* gpuscope_stats writes device's counters as JSON (gpu.Stats, with
- * "device", "scope": the current scope's path, "c_pair_hits": pairs the
- * pair cache served, not counted in "allocs" and "frees", "c_failures",
+ * "device", "scope": the calling thread's scope's path, "c_pair_hits":
+ * pairs the pair cache served, not counted in "allocs" and "frees", "c_failures",
  * "c_last_error"), and gpuscope_summary its Summary, the table of its
  * scopes, into buf, as snprintf does: at most len bytes with the
  * terminating NUL, returning the length of the whole text without it. */
 size_t gpuscope_stats(int device, char *buf, size_t len);
 size_t gpuscope_summary(int device, char *buf, size_t len);
+
+/* The kinds of a failure, as gpuscope_last_error gives them. */
+#define GPUSCOPE_OUT_OF_MEMORY 1 /* for want of memory: the cap, or the device */
+#define GPUSCOPE_FAILED 2        /* any other */
+
+/* gpuscope_last_error writes the message of the calling thread's last
+ * failed call (its first 4095 bytes) into buf, as gpuscope_stats does,
+ * and its kind into *kind (where kind is not NULL); 0 and kind 0 where the
+ * thread has had no failure. A call that succeeds leaves it as it was. */
+size_t gpuscope_last_error(char *buf, size_t len, int *kind);
 
 #ifdef __cplusplus
 }

@@ -79,16 +79,29 @@ func run(t *testing.T, dir, name string, args ...string) string {
 	return out.String()
 }
 
-// TestCThreads runs testdata/cthreads.c against the shared library: the
-// entry points called from threads Go did not make, good calls and bad.
-func TestCThreads(t *testing.T) {
-	dir := buildLibrary(t)
-	exe := buildC(t, dir, "cthreads")
-	cmd := exec.Command(exe)
+// runC builds testdata/name.c against the shared library and runs it on a
+// host device of 256 MiB; it must print "ok". It returns its output.
+func runC(t *testing.T, name string) string {
+	t.Helper()
+	cmd := exec.Command(buildC(t, buildLibrary(t), name))
 	cmd.Env = append(os.Environ(), "GPUSCOPE_HOST_MEMORY=268435456")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "ok\n")
+	return string(out)
+}
+
+// TestCThreads runs testdata/cthreads.c against the shared library: the
+// entry points called from threads Go did not make, good calls and bad.
+func TestCThreads(t *testing.T) { runC(t, "cthreads") }
+
+// TestForkedChildrenFailClearly runs testdata/forks.c: 40 children forked
+// while threads allocate, each calling the library, which fails at once
+// with a message in the child of a fork. Without the library's fork
+// handler every child hung, in Go's runtime or on a lock a thread of the
+// parent held at the fork.
+func TestForkedChildrenFailClearly(t *testing.T) {
+	require.Contains(t, runC(t, "forks"), "gpuscope_alloc: gpuscope cannot serve the child of a fork")
 }
 
 // TestExportsMatchTheHeader checks that the library exports exactly the

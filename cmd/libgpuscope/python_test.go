@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +28,79 @@ func TestThePythonModule(t *testing.T) {
 	dir := buildLibrary(t)
 	cmd := exec.Command(python, "-m", "unittest", "-v", "gpuscope_test")
 	cmd.Dir = "python"
-	cmd.Env = append(os.Environ(), "GPUSCOPE_LIB="+filepath.Join(dir, "libgpuscope.so"), "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(os.Environ(), "GPUSCOPE_LIB="+filepath.Join(dir, "libgpuscope.so"), "PYTHONDONTWRITEBYTECODE=1",
+		"GPUSCOPE_HOST_MEMORY=268435456", "GPUSCOPE_TORCH_STANDIN="+torchStandIn(t), "GPUSCOPE_BUILD_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
 	require.NoError(t, err, "the Python module's tests failed")
-	require.Contains(t, string(out), "Ran 11 tests")
+	require.Contains(t, string(out), "Ran 23 tests")
+	require.NotContains(t, string(out), "skipped", "the shim's tests over the stand-ins ran")
+}
+
+// torchStandIn builds testdata/torchstandin into a folder as PyTorch lays
+// out its headers and libraries (include/, lib/libtorch_cuda.so,
+// libc10_cuda.so, libc10.so), for gpuscope_test.py's tests of the PyTorch
+// shim, and returns the folder.
+func torchStandIn(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("no g++ here: the PyTorch shim's tests build it")
+	}
+	dir := t.TempDir()
+	src, err := filepath.Abs(filepath.Join("testdata", "torchstandin"))
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(filepath.Join(src, "include"), filepath.Join(dir, "include")))
+	lib := filepath.Join(dir, "lib")
+	require.NoError(t, os.Mkdir(lib, 0o755))
+	run(t, "", "g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall", "-Werror", "-I"+filepath.Join(src, "include"),
+		filepath.Join(src, "standin.cpp"), "-o", filepath.Join(lib, "libtorch_cuda.so"))
+	empty := filepath.Join(dir, "empty.c")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	for _, name := range []string{"libc10_cuda.so", "libc10.so"} {
+		run(t, "", "gcc", "-shared", "-fPIC", empty, "-o", filepath.Join(lib, name))
+	}
+	return dir
+}
+
+// TestTheFourThreadServerOnTheHostDevice is issue 43's acceptance of
+// scopes per thread on the host device: scripts/measure/interop_server.py
+// serves requests from four threads, training steps (their gradients
+// allocated by a thread of its own, for the request's stream, as PyTorch's
+// autograd thread allocates) and inferences interleaved, each in its own
+// scope bound to its thread's stream. Each request's scope holds exactly
+// its own bytes while the four are open at once, the Summary names the
+// four, and every scope ends with nothing left.
+func TestTheFourThreadServerOnTheHostDevice(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine: the server needs one")
+	}
+	dir := buildLibrary(t)
+	cmd := exec.Command(python, filepath.Join("..", "..", "scripts", "measure", "interop_server.py"), "host", "--rounds", "6")
+	cmd.Env = append(os.Environ(), "GPUSCOPE_LIB="+filepath.Join(dir, "libgpuscope.so"), "PYTHONDONTWRITEBYTECODE=1",
+		"GPUSCOPE_HOST_MEMORY=268435456")
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var got struct {
+		Requests      int            `json:"requests"`
+		Kinds         map[string]int `json:"kinds"`
+		OwnScope      bool           `json:"each_in_its_own_scope"`
+		Named         bool           `json:"summaries_name_the_four"`
+		EndedCleanly  bool           `json:"ended_cleanly"`
+		Failures      int            `json:"c_failures"`
+		Errors        []string       `json:"errors"`
+		Mismatched    []any          `json:"mismatched"`
+		AllocatedLeft int64          `json:"allocated_after"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &got), "%s", out)
+	require.Empty(t, got.Errors)
+	require.Equal(t, 24, got.Requests)
+	require.Equal(t, map[string]int{"train": 12, "infer": 12}, got.Kinds)
+	require.True(t, got.OwnScope, "a request's scope held another's bytes, or missed its own: %v", got.Mismatched)
+	require.True(t, got.Named, "a Summary did not name the four open requests")
+	require.True(t, got.EndedCleanly, "a scope left memory behind: %d bytes allocated after", got.AllocatedLeft)
+	require.Zero(t, got.Failures)
 }
 
 // TestTheInteropHarness checks what of scripts/measure/interop-gpu.sh, the

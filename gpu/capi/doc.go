@@ -4,8 +4,8 @@
 // code allocates.
 //
 // For a library that takes an allocator as a context pointer and two
-// functions (ONNX Runtime's OrtAllocator, RMM's callback_memory_resource, a
-// ggml buffer type), [For] gives a scope in that form:
+// functions of these shapes, [For] gives a scope in that form (a library
+// whose hook has another shape needs a shim of its own between the two):
 //
 //	void *alloc(void *ctx, size_t size, cudaStream_t stream);
 //	void free(void *ctx, void *ptr, size_t size, cudaStream_t stream);

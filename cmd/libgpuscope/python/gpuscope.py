@@ -6,7 +6,7 @@ one pool, one cap, one Summary and gpuscope's scopes cover what they hold.
     gpuscope.use_torch()              # before PyTorch's first CUDA allocation
     gpuscope.use_cupy()
     gpuscope.set_max_reserved(40 << 30)
-    with gpuscope.scope("train"):     # what is allocated here belongs to "train"
+    with gpuscope.scope("train"):     # what this thread allocates here belongs to "train"
         ...
     print(gpuscope.summary())
 
@@ -22,19 +22,25 @@ import contextlib
 import ctypes
 import json
 import os
+import sys
 import threading
+import warnings
 
 __all__ = [
     "FREE_LIVE",
     "GpuscopeError",
+    "GpuscopeWarning",
     "load",
     "path",
     "use_torch",
+    "torch_shim",
     "use_cupy",
     "scope",
     "stats",
+    "scope_stats",
     "summary",
     "set_max_reserved",
+    "empty_cache",
 ]
 
 # FREE_LIVE, given to scope(free_live=True) as gpuscope_scope_end's flag,
@@ -45,6 +51,16 @@ FREE_LIVE = 1
 
 class GpuscopeError(RuntimeError):
     """A call into libgpuscope failed; the message says which and why."""
+
+
+class GpuscopeWarning(RuntimeWarning):
+    """gpuscope runs, without something it promises: use_torch could not
+    build its PyTorch shim, for instance, and says why."""
+
+
+# OUT_OF_MEMORY is gpuscope.h's GPUSCOPE_OUT_OF_MEMORY: the kind of a
+# failure for want of memory.
+OUT_OF_MEMORY = 1
 
 
 _lock = threading.Lock()  # protects _lib and _path
@@ -105,125 +121,284 @@ def _declare(lib):
     lib.gpuscope_scope_begin.argtypes = [c.c_int, c.c_char_p]
     lib.gpuscope_scope_end.restype = c.c_int
     lib.gpuscope_scope_end.argtypes = [c.c_int64, c.c_int]
+    lib.gpuscope_scope_bind.restype = c.c_int
+    lib.gpuscope_scope_bind.argtypes = [c.c_int64, c.c_void_p]
     lib.gpuscope_set_max_reserved.restype = c.c_int
     lib.gpuscope_set_max_reserved.argtypes = [c.c_int, c.c_size_t]
+    lib.gpuscope_set_memory_fraction.restype = c.c_int
+    lib.gpuscope_set_memory_fraction.argtypes = [c.c_int, c.c_double]
+    lib.gpuscope_empty_cache.restype = c.c_int
+    lib.gpuscope_empty_cache.argtypes = [c.c_int]
+    lib.gpuscope_last_error.restype = c.c_size_t
+    lib.gpuscope_last_error.argtypes = [c.c_char_p, c.c_size_t, c.POINTER(c.c_int)]
     for name in ("gpuscope_stats", "gpuscope_summary"):
         fn = getattr(lib, name)
         fn.restype = c.c_size_t
         fn.argtypes = [c.c_int, c.c_char_p, c.c_size_t]
+    lib.gpuscope_scope_stats.restype = c.c_size_t
+    lib.gpuscope_scope_stats.argtypes = [c.c_int64, c.c_char_p, c.c_size_t]
 
 
-def _text(fn, device):
+def _text(fn, *args):
     """Calls an snprintf-style entry point, growing the buffer until the
     text fits."""
     size = 4096
     while True:
         buf = ctypes.create_string_buffer(size)
-        n = fn(device, buf, size)
+        n = fn(*args, buf, size)
         if n < size:
-            return buf.raw[:n].decode()
+            return buf.raw[:n].decode(errors="replace")
         size = n + 1
 
 
-def use_torch(lib_path=None, streams=False):
+def _last_error():
+    """The message of this thread's last failed call into the library, and
+    whether it failed for want of memory."""
+    kind = ctypes.c_int(0)
+    size = 4096
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        n = load().gpuscope_last_error(buf, size, ctypes.byref(kind))
+        if n < size:
+            return buf.raw[:n].decode(errors="replace"), kind.value == OUT_OF_MEMORY
+        size = n + 1
+
+
+def use_torch(lib_path=None, shim=True):
     """Makes PyTorch allocate CUDA memory through gpuscope, for every device,
     and returns PyTorch's allocator object. Call it before PyTorch's first
     CUDA allocation: PyTorch cannot swap an allocator it has used.
 
-    streams=True also passes Tensor.record_stream on to gpuscope, so that
-    memory a side stream uses is not reused before that stream's work has
-    run. PyTorch offers that hook in C++ only: the first such call compiles
-    torch_streams.cpp (beside this file) against the PyTorch it runs with,
-    with g++, into $GPUSCOPE_BUILD_DIR or a folder of the system's
-    temporary directory, and later calls load it from there. Without it,
-    record_stream does nothing under gpuscope (PyTorch's pluggable wrapper
-    drops it)."""
+    PyTorch's Python wrapper (torch.cuda.memory.CUDAPluggableAllocator)
+    takes an allocation and a free function and nothing else: it stores a
+    refused allocation's NULL as the tensor's address, and drops
+    Tensor.record_stream, torch.cuda.empty_cache and
+    set_per_process_memory_fraction. Its C++ class has the hooks, so
+    use_torch compiles torch_shim.cpp (beside this file) against the
+    PyTorch it runs with, with g++, into $GPUSCOPE_BUILD_DIR or a folder of
+    the system's temporary directory (once; later calls load it from
+    there), and wires them: an allocation past the cap raises
+    torch.cuda.OutOfMemoryError with gpuscope's message, record_stream
+    keeps memory from reuse until the stream's work has run, and
+    empty_cache and the memory fraction act on gpuscope's pool.
+
+    Where the shim cannot be built (no g++, no PyTorch headers), use_torch
+    warns (GpuscopeWarning) with why, and PyTorch runs over the wrapper
+    alone; torch_shim() says which. shim=False asks for the wrapper alone:
+    the harness's control, nothing a user wants."""
     import torch
 
     load(lib_path)
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(_path, "gpuscope_alloc", "gpuscope_free")
+    global _shim, _shim_why
+    h, why = None, "use_torch(shim=False)"
+    if shim:
+        try:
+            h = _load_shim(_build_shim())
+        except (GpuscopeError, OSError) as e:
+            why = str(e)
+    if h is None:
+        _shim, _shim_why = None, why
+        if shim:
+            warnings.warn(
+                f"gpuscope: PyTorch runs without gpuscope's shim ({why}): an allocation past the cap gives "
+                "a tensor at address 0 instead of torch.cuda.OutOfMemoryError, Tensor.record_stream does "
+                "nothing, and torch.cuda.empty_cache and set_per_process_memory_fraction do not reach "
+                "gpuscope", GpuscopeWarning, stacklevel=2)
+        alloc = torch.cuda.memory.CUDAPluggableAllocator(_path, "gpuscope_alloc", "gpuscope_free")
+        torch.cuda.memory.change_current_allocator(alloc)
+        return alloc
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(h._name, "gpuscope_torch_alloc", "gpuscope_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
-    if streams:
-        _wire_record_stream()
+    if h.gpuscope_torch_wire() != 0:
+        raise GpuscopeError("gpuscope: PyTorch's current allocator is not the pluggable one use_torch made")
+    _shim, _shim_why = h, None
     return alloc
 
 
-_streams = None  # torch_streams.so, once loaded
+_shim = None  # torch_shim.so, once wired
+_shim_why = "use_torch() was not called"
+
+# The counters of torch_shim.cpp's gpuscope_torch_count, in its order.
+_SHIM_COUNTS = ("record_stream", "out_of_memory", "empty_cache", "memory_fraction")
 
 
-def _wire_record_stream():
-    global _streams
+def torch_shim():
+    """Says whether use_torch wired its PyTorch shim: {"wired": True, and
+    how many record_stream calls, out-of-memory errors, empty_cache calls
+    and memory fractions it passed on or raised}, or {"wired": False,
+    "why": ...}."""
+    if _shim is None:
+        return {"wired": False, "why": _shim_why}
+    return dict({"wired": True}, **{k: _shim.gpuscope_torch_count(i) for i, k in enumerate(_SHIM_COUNTS)})
+
+
+def _build_shim():
+    """Compiles torch_shim.cpp against the PyTorch imported, once, and
+    returns the library's path; raises GpuscopeError with why it could
+    not."""
     import subprocess
     import tempfile
 
     import torch
-    from torch.utils import cpp_extension
 
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_streams.cpp")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_shim.cpp")
     folder = os.environ.get("GPUSCOPE_BUILD_DIR") or os.path.join(tempfile.gettempdir(), f"gpuscope-torch-{torch.__version__}")
-    so = os.path.join(folder, "torch_streams.so")
-    if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(src):
-        os.makedirs(folder, exist_ok=True)
+    so = os.path.join(folder, "torch_shim.so")
+    if os.path.exists(so) and os.path.getmtime(so) >= os.path.getmtime(src):
+        return so
+    try:
+        from torch.utils import cpp_extension
+
         try:
             inc = cpp_extension.include_paths(device_type="cuda")
             libs = cpp_extension.library_paths(device_type="cuda")
         except TypeError:  # PyTorch before 2.6 names it cuda=True
             inc = cpp_extension.include_paths(cuda=True)
             libs = cpp_extension.library_paths(cuda=True)
-        tmp = f"{so}.{os.getpid()}"
-        cmd = (["g++", "-O2", "-std=c++17", "-shared", "-fPIC",
-                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
-               + [f"-I{p}" for p in inc] + [src, "-o", tmp] + [f"-L{p}" for p in libs]
-               + ["-ltorch_cuda", "-lc10_cuda", "-lc10"] + [f"-Wl,-rpath,{p}" for p in libs])
+    except Exception as e:  # noqa: BLE001 - any failure here is why the shim is missing
+        raise GpuscopeError(f"PyTorch's headers were not found: {type(e).__name__}: {e}") from e
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
+    cmd = (["g++", "-O2", "-std=c++17", "-shared", "-fPIC",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+           + [f"-I{p}" for p in inc] + [src, "-o", tmp] + [f"-L{p}" for p in libs]
+           + ["-ltorch_cuda", "-lc10_cuda", "-lc10"] + [f"-Wl,-rpath,{p}" for p in libs])
+    try:
         r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise GpuscopeError(f"gpuscope: compiling {src} failed:\n{r.stderr[-4000:]}")
-        os.replace(tmp, so)
+    except OSError as e:
+        raise GpuscopeError(f"g++ could not run: {e}") from e
+    if r.returncode != 0:
+        raise GpuscopeError(f"compiling {src} failed:\n{r.stderr[-4000:]}")
+    os.replace(tmp, so)
+    return so
+
+
+class _TorchFns(ctypes.Structure):
+    """torch_shim.cpp's gpuscope_torch_fns: libgpuscope's functions."""
+    _fields_ = [(name, ctypes.c_void_p) for name in
+                ("alloc", "free", "record_stream", "last_error", "empty_cache", "set_memory_fraction")]
+
+
+def _load_shim(so):
+    """Loads the shim at so and hands it this process's libgpuscope."""
     h = ctypes.CDLL(so)
-    h.gpuscope_torch_record_stream.restype = ctypes.c_int
-    h.gpuscope_torch_record_stream.argtypes = [ctypes.c_void_p]
-    h.gpuscope_torch_record_stream_calls.restype = ctypes.c_int64
-    fn = ctypes.cast(load().gpuscope_record_stream, ctypes.c_void_p)
-    if h.gpuscope_torch_record_stream(fn) != 0:
-        raise GpuscopeError("gpuscope: PyTorch's current allocator is not a pluggable one")
-    _streams = h
+    h.gpuscope_torch_init.restype = ctypes.c_int
+    h.gpuscope_torch_init.argtypes = [ctypes.POINTER(_TorchFns)]
+    h.gpuscope_torch_wire.restype = ctypes.c_int
+    h.gpuscope_torch_count.restype = ctypes.c_int64
+    h.gpuscope_torch_count.argtypes = [ctypes.c_int]
+    lib = load()
+    fns = _TorchFns(*(ctypes.cast(getattr(lib, "gpuscope_" + name), ctypes.c_void_p)
+                      for name in ("alloc", "free", "record_stream", "last_error", "empty_cache",
+                                   "set_memory_fraction")))
+    if h.gpuscope_torch_init(ctypes.byref(fns)) != 0:
+        raise GpuscopeError(f"{so} refused libgpuscope's functions")
+    return h
 
 
 def use_cupy(lib_path=None):
     """Makes CuPy allocate device memory through gpuscope (its memory pool
-    is then unused), and returns CuPy's allocator object."""
+    is then unused), and returns CuPy's allocator object. An allocation
+    gpuscope refuses for want of memory raises
+    cupy.cuda.memory.OutOfMemoryError, with gpuscope's message as a note
+    and its cause: CuPy's CFunctionAllocator takes a NULL for an array at
+    address 0, so the callable given to cupy.cuda.set_allocator checks the
+    pointer first."""
     import cupy
 
     lib = load(lib_path)
     addr = ctypes.cast(lib.gpuscope_cupy_malloc, ctypes.c_void_p).value
     free = ctypes.cast(lib.gpuscope_cupy_free, ctypes.c_void_p).value
     alloc = cupy.cuda.memory.CFunctionAllocator(0, addr, free, lib)
-    cupy.cuda.set_allocator(alloc.malloc)
+    cupy.cuda.set_allocator(_cupy_malloc(alloc.malloc, cupy.cuda.memory.OutOfMemoryError))
     return alloc
 
 
+def _cupy_malloc(malloc, oom):
+    """CuPy's allocation function over CFunctionAllocator's malloc, which
+    raises oom (CuPy's OutOfMemoryError) where it got NULL."""
+    def gpuscope_malloc(size):
+        mem = malloc(size)
+        if mem.ptr == 0 and size:
+            _raise_cupy_oom(size, oom)
+        return mem
+    return gpuscope_malloc
+
+
+def _raise_cupy_oom(size, oom):
+    msg, out_of_memory = _last_error()
+    cause = GpuscopeError(f"gpuscope: {msg}")
+    if not out_of_memory:
+        raise cause
+    e = oom(size, stats().get("allocated", 0))
+    if hasattr(e, "add_note"):
+        e.add_note(f"gpuscope: {msg}")
+    raise e from cause
+
+
 @contextlib.contextmanager
-def scope(name, device=0, free_live=False):
-    """Opens a named scope on the device for the with block: what any thread
-    of the process allocates through gpuscope on that device while it is
-    current belongs to it (scopes nest). At its end what is still live
-    passes to the enclosing scope and is reported; free_live=True frees it
-    instead, for memory the libraries are done with. Yields the scope's id."""
+def scope(name, device=0, free_live=False, stream=None):
+    """Opens a named scope on the device for the with block, for this
+    thread: what the thread allocates through gpuscope on that device
+    belongs to it, and scopes the thread opens inside it nest in it. Other
+    threads' scopes are its siblings and end apart from it; a thread with
+    no scope allocates in the device's root scope. stream binds the scope
+    to a stream (a handle, or an object with cuda_stream or ptr, as
+    torch.cuda.Stream and cupy.cuda.Stream have): a thread with no scope of
+    its own that allocates for that stream, such as PyTorch's autograd
+    thread running a backward pass, allocates in it. At its end what is
+    still live passes to the enclosing scope and is reported;
+    free_live=True frees it instead, for memory the libraries are done
+    with. Yields the scope's id.
+
+    An error at the scope's end never replaces an exception of the block:
+    that exception propagates with the error as a note (printed where
+    Python has no notes); without one, the error is raised."""
     lib = load()
     sid = lib.gpuscope_scope_begin(device, name.encode())
     if sid <= 0:
-        raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not open (code {sid})")
+        raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not open: {_last_error()[0]}")
+    try:
+        if stream is not None and lib.gpuscope_scope_bind(sid, _stream_handle(stream)) != 0:
+            raise GpuscopeError(f"gpuscope: scope {name!r} could not be bound to stream {stream!r}: {_last_error()[0]}")
+    except BaseException:
+        lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0)
+        raise
     try:
         yield sid
-    finally:
-        rc = lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0)
-        if rc != 0:
-            raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} ended with code {rc}")
+    except BaseException as e:
+        if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
+            note = f"gpuscope: scope {name!r} on device {device} also failed to end: {_last_error()[0]}"
+            if hasattr(e, "add_note"):
+                e.add_note(note)
+            else:
+                print(note, file=sys.stderr)
+        raise
+    if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
+        raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not end: {_last_error()[0]}")
+
+
+def _stream_handle(stream):
+    """The cudaStream_t of stream: an int, or a framework's stream object."""
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr)) or None
+    return int(stream) or None
 
 
 def stats(device=0):
     """Returns the device's Stats as a dict (the Go field names)."""
     return json.loads(_text(load().gpuscope_stats, device))
+
+
+def scope_stats(sid):
+    """Returns the counters of the open scope sid (what scope() yields) as
+    a dict: "path", "live" (its bytes, its children's with them), "peak",
+    "allocations" (its own buffers), "children"."""
+    text = _text(load().gpuscope_scope_stats, sid)
+    if not text:
+        raise GpuscopeError(f"gpuscope: no stats of scope {sid}: {_last_error()[0]}")
+    return json.loads(text)
 
 
 def summary(device=0):
@@ -234,6 +409,13 @@ def summary(device=0):
 def set_max_reserved(nbytes, device=0):
     """Caps what the device's pool reserves, for every library that
     allocates through it; 0 removes the cap."""
-    rc = load().gpuscope_set_max_reserved(device, nbytes)
-    if rc != 0:
-        raise GpuscopeError(f"gpuscope: set_max_reserved({nbytes}) on device {device} failed (code {rc})")
+    if load().gpuscope_set_max_reserved(device, nbytes) != 0:
+        raise GpuscopeError(f"gpuscope: set_max_reserved({nbytes}) on device {device} failed: {_last_error()[0]}")
+
+
+def empty_cache(device=-1):
+    """Gives what the device's pool caches back to the driver; device -1:
+    every device the library opened. Under use_torch,
+    torch.cuda.empty_cache() does the same."""
+    if load().gpuscope_empty_cache(device) != 0:
+        raise GpuscopeError(f"gpuscope: empty_cache on device {device} failed: {_last_error()[0]}")

@@ -7,9 +7,11 @@ import ctypes
 import os
 import re
 import sys
+import tempfile
 import threading
 import types
 import unittest
+from unittest import mock
 
 import gpuscope
 
@@ -60,17 +62,94 @@ class Scopes(unittest.TestCase):
             alloc(MiB)
         self.assertEqual(gpuscope.stats()["allocated"], before)
 
-    def test_another_thread_allocates_in_the_current_scope(self):
-        with gpuscope.scope("threads"):
+    def test_another_thread_allocates_in_its_own_scope_or_the_root(self):
+        # Issue 43: the scope was the process's, and another thread's
+        # memory was charged to it.
+        with gpuscope.scope("mine"):
             got = []
-            t = threading.Thread(target=lambda: got.append(alloc(2 * MiB)))
+            t = threading.Thread(target=lambda: got.append((alloc(2 * MiB), gpuscope.stats()["scope"])))
             t.start()
             t.join()
-            self.assertIn("1 buffer (2.00 MiB)", row("threads"))
-            free(got[0], 2 * MiB)
+            self.assertRegex(row("mine"), r"^0 B ", "another thread's allocation was charged to this thread's scope")
+            self.assertEqual(got[0][1], "libgpuscope", "a thread with no scope is in the root")
+            self.assertIn("1 buffer (2.00 MiB)", row("libgpuscope"))
+            self.assertEqual(gpuscope.stats()["scope"], "libgpuscope/mine")
+            free(got[0][0], 2 * MiB)
+
+    def test_scopes_of_two_threads_are_siblings_that_end_apart(self):
+        # req1 begins, req2 begins in another thread, req1 ends first: each
+        # holds its own bytes, and neither end waits for the other's.
+        step = [threading.Event() for _ in range(4)]
+        seen = {}
+
+        def req2():
+            step[0].wait()
+            with gpuscope.scope("req2"):
+                p = alloc(3 * MiB)
+                seen["req2"] = gpuscope.stats()["scope"]
+                step[1].set()
+                step[2].wait()
+                seen["rows"] = (row("req1"), row("req2"))
+                free(p, 3 * MiB)
+            step[3].set()
+
+        t = threading.Thread(target=req2)
+        t.start()
+        with gpuscope.scope("req1"):
+            p = alloc(MiB)
+            step[0].set()
+            step[1].wait()
+            self.assertIn("1 buffer (1.00 MiB)", row("req1"))
+            self.assertIn("1 buffer (3.00 MiB)", row("req2"))
+            free(p, MiB)
+        self.assertIsNone(row("req1"), "req1 did not end while req2 was open")
+        step[2].set()
+        step[3].wait()
+        t.join()
+        self.assertEqual(seen["req2"], "libgpuscope/req2", "req2 opened inside req1")
+        self.assertIsNone(seen["rows"][0])
+        self.assertIn("1 buffer (3.00 MiB)", seen["rows"][1])
+        self.assertEqual(gpuscope.stats()["scope"], "libgpuscope")
+
+    def test_a_scope_bound_to_a_stream_takes_a_scopeless_threads_allocations_on_it(self):
+        side = 0x7000  # a stream handle of a library's
+        with gpuscope.scope("train", stream=side):
+            got = []
+
+            def autograd():  # a thread of the framework's, with no scope
+                got.append(lib().gpuscope_alloc(MiB, 0, side))
+                got.append(alloc(2 * MiB))  # the default stream: not bound
+
+            t = threading.Thread(target=autograd)
+            t.start()
+            t.join()
+            self.assertRegex(row("train"), r"^1\.00 MiB", "the bound stream's allocation is not in the scope")
+            self.assertIn("1 buffer (2.00 MiB)", row("libgpuscope"))
+            lib().gpuscope_free(got[0], MiB, 0, side)
+            free(got[1], 2 * MiB)
+
+    def test_an_error_at_the_end_never_replaces_the_blocks_exception(self):
+        inner = gpuscope.scope("inner")
+        with self.assertRaises(KeyError) as caught:
+            with gpuscope.scope("outer") as outer:
+                inner.__enter__()  # still open when outer ends: outer cannot end
+                raise KeyError("the caller's")
+        self.assertEqual(caught.exception.args, ("the caller's",))
+        notes = getattr(caught.exception, "__notes__", [])
+        self.assertTrue(any("'outer'" in n and "failed to end" in n for n in notes), notes)
+        inner.__exit__(None, None, None)
+        self.assertEqual(lib().gpuscope_scope_end(outer, 0), 0)
+
+    def test_an_error_at_the_end_without_an_exception_raises(self):
+        inner = gpuscope.scope("inner")
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"'outer' on device 0 did not end: .*open inside it"):
+            with gpuscope.scope("outer") as outer:
+                inner.__enter__()
+        inner.__exit__(None, None, None)
+        self.assertEqual(lib().gpuscope_scope_end(outer, 0), 0)
 
     def test_a_scope_on_a_device_that_does_not_exist_fails_clearly(self):
-        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"scope 'x' on device 7 did not open"):
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"scope 'x' on device 7 did not open: .*device 7"):
             with gpuscope.scope("x", device=7):
                 pass
 
@@ -96,8 +175,12 @@ class Cap(unittest.TestCase):
 
     def test_an_allocation_past_the_cap_is_null_and_counted(self):
         failures = gpuscope.stats()["c_failures"]
+        gpuscope.empty_cache()
         gpuscope.set_max_reserved(gpuscope.stats()["reserved"] + 2 * MiB)
         self.assertIsNone(alloc(64 * MiB))
+        msg, out_of_memory = gpuscope._last_error()
+        self.assertTrue(out_of_memory, msg)
+        self.assertIn("cap", msg)
         st = gpuscope.stats()
         self.assertEqual(st["c_failures"], failures + 1)
         self.assertIn("cap", st["c_last_error"])
@@ -120,27 +203,78 @@ class Loading(unittest.TestCase):
         self.assertIs(gpuscope.load(os.environ["GPUSCOPE_LIB"]), lib())
 
 
+def _modules(names):
+    """The modules of those names, to _restore after a test replaced them."""
+    return {k: sys.modules.get(k) for k in names}
+
+
+def _restore(saved):
+    for k, v in saved.items():
+        if v is None:
+            sys.modules.pop(k, None)
+        else:
+            sys.modules[k] = v
+
+
 class Frameworks(unittest.TestCase):
     def setUp(self):
-        self.saved = {k: sys.modules.get(k) for k in ("torch", "cupy")}
+        self.saved = _modules(("torch", "torch.utils", "cupy"))
 
     def tearDown(self):
-        for k, v in self.saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+        _restore(self.saved)
 
-    def test_use_torch_hands_pytorch_this_library_and_its_two_functions(self):
+    def test_use_torch_without_its_shim_says_so_and_why(self):
+        # No PyTorch headers here: the shim cannot be built, and use_torch
+        # warns, with why, and hands PyTorch this library's two functions.
         seen = {}
         memory = types.SimpleNamespace(
             CUDAPluggableAllocator=lambda path, a, f: ("allocator", path, a, f),
             change_current_allocator=lambda x: seen.setdefault("current", x),
         )
-        sys.modules["torch"] = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=memory))
-        got = gpuscope.use_torch()
+        sys.modules["torch"] = types.SimpleNamespace(
+            __version__="none", cuda=types.SimpleNamespace(memory=memory))
+        sys.modules.pop("torch.utils", None)
+        with tempfile.TemporaryDirectory() as d, mock.patch.dict(os.environ, {"GPUSCOPE_BUILD_DIR": d}), \
+                self.assertWarnsRegex(gpuscope.GpuscopeWarning, r"without gpuscope's shim \(PyTorch's headers were not found"):
+            got = gpuscope.use_torch()
         self.assertEqual(got, ("allocator", os.path.realpath(os.environ["GPUSCOPE_LIB"]), "gpuscope_alloc", "gpuscope_free"))
         self.assertIs(seen["current"], got)
+        self.assertEqual(gpuscope.torch_shim()["wired"], False)
+        self.assertIn("PyTorch's headers were not found", gpuscope.torch_shim()["why"])
+
+    def test_use_cupy_raises_cupys_out_of_memory_error_past_the_cap(self):
+        class OutOfMemoryError(MemoryError):
+            def __init__(self, size, total, limit=0):
+                super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes).")
+
+        class CFunctionAllocator:  # CuPy's: an array at whatever malloc returned, 0 too
+            def __init__(self, param, malloc, free, owner):
+                self.m = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_size_t, ctypes.c_int)(malloc)
+                self.f = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_int)(free)
+
+            def malloc(self, size):
+                return types.SimpleNamespace(ptr=self.m(0, size, 0) if size else 0)
+
+        seen = {}
+        memory = types.SimpleNamespace(CFunctionAllocator=CFunctionAllocator, OutOfMemoryError=OutOfMemoryError)
+        sys.modules["cupy"] = types.SimpleNamespace(
+            cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f)))
+        a = gpuscope.use_cupy()
+        malloc = seen["allocator"]
+        gpuscope.empty_cache()
+        gpuscope.set_max_reserved(gpuscope.stats()["reserved"] + 2 * MiB)
+        try:
+            with self.assertRaises(OutOfMemoryError) as caught:
+                malloc(64 * MiB)
+            self.assertIn("cap", str(caught.exception.__cause__))
+            self.assertTrue(any("cap" in n for n in getattr(caught.exception, "__notes__", [])))
+            self.assertEqual(malloc(0).ptr, 0, "size 0 is no failure")
+            mem = malloc(MiB)  # under the cap, after
+            self.assertNotEqual(mem.ptr, 0)
+            a.f(0, mem.ptr, 0)
+        finally:
+            gpuscope.set_max_reserved(0)
+
 
     def test_use_cupy_hands_cupy_function_pointers_that_allocate(self):
         seen = {}
@@ -150,13 +284,15 @@ class Frameworks(unittest.TestCase):
                 self.param, self.malloc_addr, self.free_addr, self.owner = param, malloc, free, owner
 
             def malloc(self, size):
-                raise AssertionError("not called here")
+                seen["malloc"] = size
+                return types.SimpleNamespace(ptr=1)
 
-        memory = types.SimpleNamespace(CFunctionAllocator=CFunctionAllocator)
+        memory = types.SimpleNamespace(CFunctionAllocator=CFunctionAllocator, OutOfMemoryError=MemoryError)
         sys.modules["cupy"] = types.SimpleNamespace(
             cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f)))
         a = gpuscope.use_cupy()
-        self.assertEqual(seen["allocator"], a.malloc)
+        self.assertEqual(seen["allocator"](4096).ptr, 1)
+        self.assertEqual(seen["malloc"], 4096, "CuPy's allocation function is not CFunctionAllocator's malloc")
         self.assertEqual(a.param, 0)
         # The addresses are CuPy's malloc and free: call them as CuPy does.
         malloc = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_size_t, ctypes.c_int)(a.malloc_addr)
@@ -169,6 +305,137 @@ class Frameworks(unittest.TestCase):
             freefn(0, p, 0)
         self.assertEqual(gpuscope.stats()["allocated"], before)
         self.assertEqual(malloc(0, 0, 0), 0, "size 0 is refused with NULL")
+
+class TorchShim(unittest.TestCase):
+    """use_torch over PyTorch stand-ins (testdata/torchstandin, which
+    python_test.go builds and names in GPUSCOPE_TORCH_STANDIN): the shim
+    compiled against their headers as against PyTorch's, and PyTorch's
+    calls through CUDAPluggableAllocator's std::function hooks."""
+
+    @classmethod
+    def setUpClass(cls):
+        d = os.environ.get("GPUSCOPE_TORCH_STANDIN")
+        if not d:
+            raise unittest.SkipTest("GPUSCOPE_TORCH_STANDIN names no stand-in build (python_test.go makes one)")
+        cls.saved = _modules(("torch", "torch.utils", "torch.utils.cpp_extension"))
+        cls.standin = ctypes.CDLL(os.path.join(d, "lib", "libtorch_cuda.so"))
+        t = cls.torch = _standin_torch(cls.standin, d)
+        sys.modules.update({"torch": t, "torch.utils": t.utils, "torch.utils.cpp_extension": t.utils.cpp_extension})
+        gpuscope.use_torch()
+
+    @classmethod
+    def tearDownClass(cls):
+        _restore(cls.saved)
+
+    def tearDown(self):
+        gpuscope.set_max_reserved(0)
+
+    def test_the_shim_is_wired(self):
+        self.assertTrue(gpuscope.torch_shim()["wired"], gpuscope.torch_shim())
+
+    def test_an_allocation_past_the_cap_raises_out_of_memory_and_the_process_goes_on(self):
+        t = self.torch
+        p = t.empty(4 * MiB)
+        gpuscope.empty_cache()
+        gpuscope.set_max_reserved(gpuscope.stats()["reserved"] + 2 * MiB)
+        with gpuscope.scope("holder"):
+            with self.assertRaises(t.cuda.OutOfMemoryError) as caught:
+                t.empty(64 * MiB)
+        msg = str(caught.exception)
+        self.assertIn("CUDA out of memory. Tried to allocate 67108864 bytes on device 0 through gpuscope", msg)
+        self.assertIn("cap", msg)
+        self.assertIn("holder", msg)
+        self.assertEqual(gpuscope.torch_shim()["out_of_memory"], 1)
+        q = t.empty(MiB)  # under the cap, after
+        t.free(q)
+        t.free(p)
+        self.assertEqual(t.empty(0), 0, "size 0 is no failure")
+
+    def test_any_other_refusal_is_a_runtime_error(self):
+        with self.assertRaisesRegex(RuntimeError, "gpuscope could not allocate") as caught:
+            self.torch.empty(1 << 62)
+        self.assertNotIsInstance(caught.exception, self.torch.cuda.OutOfMemoryError)
+
+    def test_empty_cache_reaches_gpuscope(self):
+        t = self.torch
+        t.free(t.empty(8 * MiB))
+        gpuscope.stats()  # what the pair cache held goes back to the pool
+        self.assertGreater(gpuscope.stats()["cached"], 0)
+        t.cuda.empty_cache()
+        self.assertEqual(gpuscope.stats()["cached"], 0)
+        self.assertGreaterEqual(gpuscope.torch_shim()["empty_cache"], 1)
+
+    def test_the_memory_fraction_caps_gpuscope(self):
+        t = self.torch
+        total = int(os.environ["GPUSCOPE_HOST_MEMORY"])
+        t.cuda.set_per_process_memory_fraction(0.25, 0)
+        try:
+            with self.assertRaises(t.cuda.OutOfMemoryError):
+                t.empty(total // 2)
+            t.free(t.empty(total // 8))
+        finally:
+            t.cuda.set_per_process_memory_fraction(1.0, 0)
+        t.free(t.empty(total // 2))
+        with self.assertRaisesRegex(RuntimeError, "memory fraction"):
+            t.cuda.set_per_process_memory_fraction(1.5, 0)
+
+    def test_record_stream_reaches_gpuscope(self):
+        t = self.torch
+        p = t.empty(MiB)
+        before, failures = gpuscope.torch_shim()["record_stream"], gpuscope.stats()["c_failures"]
+        t.record_stream(p, 0x7100)
+        self.assertEqual(gpuscope.torch_shim()["record_stream"], before + 1)
+        self.assertEqual(gpuscope.stats()["c_failures"], failures, "gpuscope refused the record")
+        t.free(p)
+
+    def test_graph_capture_is_refused_with_why(self):
+        with self.assertRaisesRegex(RuntimeError, r"CUDA graph capture \(torch.cuda.graph\)"):
+            self.torch.cuda.graph_capture()
+
+
+def _standin_torch(h, folder):
+    """A torch module over the stand-in libtorch_cuda.so h: what use_torch
+    reads of PyTorch, and what PyTorch does through the allocator."""
+    c = ctypes
+
+    def call(fn, *args):
+        msg = c.create_string_buffer(4096)
+        kind = fn(*args, msg, 4096)
+        if kind == 1:
+            raise t.cuda.OutOfMemoryError(msg.value.decode())
+        if kind:
+            raise RuntimeError(msg.value.decode())
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    class CUDAPluggableAllocator:
+        def __init__(self, path, alloc, free):
+            lib = c.CDLL(path)
+            self.alloc = c.cast(getattr(lib, alloc), c.c_void_p)
+            self.free = c.cast(getattr(lib, free), c.c_void_p)
+
+    def empty(size):
+        out = c.c_void_p()
+        call(h.standin_malloc, c.c_size_t(size), None, c.byref(out))
+        return out.value or 0
+
+    ext = types.SimpleNamespace(include_paths=lambda **kw: [os.path.join(folder, "include")],
+                                library_paths=lambda **kw: [os.path.join(folder, "lib")])
+    cuda = types.SimpleNamespace(
+        OutOfMemoryError=OutOfMemoryError,
+        memory=types.SimpleNamespace(
+            CUDAPluggableAllocator=CUDAPluggableAllocator,
+            change_current_allocator=lambda a: h.standin_use(a.alloc, a.free)),
+        empty_cache=lambda: call(h.standin_empty_cache),
+        set_per_process_memory_fraction=lambda f, d: call(h.standin_set_memory_fraction, c.c_double(f), d),
+        graph_capture=lambda: call(h.standin_graph_capture))
+    t = types.SimpleNamespace(
+        __version__="standin", _C=types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True),
+        utils=types.SimpleNamespace(cpp_extension=ext), cuda=cuda, empty=empty,
+        free=lambda p: call(h.standin_free, c.c_void_p(p)),
+        record_stream=lambda p, s: call(h.standin_record_stream, c.c_void_p(p), c.c_void_p(s)))
+    return t
 
 
 if __name__ == "__main__":

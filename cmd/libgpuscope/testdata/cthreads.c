@@ -242,6 +242,117 @@ static void pair_cache(void) {
 	CHECK(stat("c_failures") == before + 3, "failures: %s", text);
 }
 
+// live returns the live bytes of scope (its children's with them), -1
+// where it is not open.
+static long long live(int64_t scope) {
+	char buf[1024];
+	if (gpuscope_scope_stats(scope, buf, sizeof buf) == 0) {
+		return -1;
+	}
+	char *p = strstr(buf, "\"live\":");
+	return p == NULL ? -2 : atoll(p + 7);
+}
+
+static void *end_elsewhere(void *arg) {
+	CHECK(gpuscope_scope_end(*(int64_t *)arg, 0) == 0, "end from another thread");
+	return NULL;
+}
+
+// A request of a server's: a thread begins its own scope, allocates, waits
+// until every request is open, checks that its scope holds exactly what
+// it allocated (nothing charged across) and that its thread's scope is its
+// own, then frees and ends, each thread in its own order.
+enum { requests = 4 };
+static pthread_barrier_t open_together;
+
+static void *request(void *arg) {
+	int i = (int)(uintptr_t)arg;
+	char name[32], want[64], buf[4096];
+	snprintf(name, sizeof name, "req%d", i);
+	int64_t s = gpuscope_scope_begin(0, name);
+	CHECK(s > 0, "begin %s", name);
+	ssize_t size = (i + 1) << 20;
+	void *p = gpuscope_alloc(size, 0, NULL);
+	void *q = gpuscope_alloc(4096, 0, STREAM); // its child on the stream
+	pthread_barrier_wait(&open_together);
+	CHECK(live(s) == size + 4096, "%s holds %lld bytes, not its own %zd", name, live(s), size + 4096);
+	gpuscope_stats(0, buf, sizeof buf);
+	snprintf(want, sizeof want, "\"scope\":\"libgpuscope/%s\"", name);
+	CHECK(strstr(buf, want) != NULL, "%s's thread is not in it: %s", name, buf);
+	pthread_barrier_wait(&open_together);
+	gpuscope_free(p, size, 0, NULL);
+	gpuscope_free(q, 4096, 0, STREAM);
+	CHECK(gpuscope_scope_end(s, 0) == 0, "end %s while its siblings are open", name);
+	return NULL;
+}
+
+// A thread with no scope allocates for a stream bound to a scope in it
+// (PyTorch's autograd thread), and for another stream in the root.
+static void *scopeless(void *arg) {
+	void **out = arg;
+	out[0] = gpuscope_alloc(8192, 0, STREAM);
+	out[1] = gpuscope_alloc(8192, 0, NULL);
+	return NULL;
+}
+
+static void thread_scopes(void) {
+	long long before = stat("c_failures");
+	int64_t mine = gpuscope_scope_begin(0, "main");
+	pthread_t t[requests];
+	pthread_barrier_init(&open_together, NULL, requests);
+	for (int i = 0; i < requests; i++) {
+		pthread_create(&t[i], NULL, request, (void *)(uintptr_t)i);
+	}
+	for (int i = 0; i < requests; i++) {
+		pthread_join(t[i], NULL);
+	}
+	pthread_barrier_destroy(&open_together);
+	CHECK(live(mine) == 0, "the requests' memory was charged to main's scope: %lld", live(mine));
+	CHECK(strstr(summary(), "req") == NULL, "a request's scope is left:\n%s", text);
+
+	CHECK(gpuscope_scope_bind(mine, STREAM) == 0, "bind");
+	int64_t other = gpuscope_scope_begin(0, "other");
+	CHECK(gpuscope_scope_bind(other, STREAM) < 0, "a stream bound to two open scopes");
+	void *got[2];
+	pthread_t th;
+	pthread_create(&th, NULL, scopeless, got);
+	pthread_join(th, NULL);
+	CHECK(live(mine) == 8192, "the bound stream's allocation is not in main's scope: %lld", live(mine));
+	CHECK(live(other) == 0, "other holds %lld", live(other));
+	CHECK(stat("active_blocks") == 2, "two live: %s", text);
+	gpuscope_free(got[0], 8192, 0, STREAM);
+	gpuscope_free(got[1], 8192, 0, NULL);
+	CHECK(gpuscope_scope_end(other, 0) == 0, "end other");
+	CHECK(gpuscope_scope_end(mine, 0) == 0, "end main");
+	int64_t again = gpuscope_scope_begin(0, "again");
+	CHECK(gpuscope_scope_bind(again, STREAM) == 0, "the stream of a scope that ended is free");
+	CHECK(gpuscope_scope_end(again, 0) == 0, "end again");
+	CHECK(stat("c_failures") == before + 1, "failures: %s", text);
+
+	// A scope ended by another thread: its thread allocates in the root.
+	int64_t s = gpuscope_scope_begin(0, "ended-elsewhere");
+	pthread_create(&th, NULL, end_elsewhere, &s);
+	pthread_join(th, NULL);
+	void *p = gpuscope_alloc(512, 0, NULL);
+	CHECK(p != NULL, "an allocation after the thread's scope ended elsewhere");
+	gpuscope_stats(0, text, sizeof text);
+	CHECK(strstr(text, "\"scope\":\"libgpuscope\"") != NULL, "not in the root: %s", text);
+	gpuscope_free(p, 512, 0, NULL);
+	CHECK(stat("c_failures") == before + 1, "failures: %s", text);
+
+	// The thread's last failure, and whether it was for want of memory.
+	char msg[4096];
+	int kind = -1;
+	CHECK(gpuscope_set_max_reserved(0, 2 << 20) == 0, "cap");
+	CHECK(gpuscope_alloc(4 << 20, 0, NULL) == NULL, "allocated past the cap");
+	CHECK(gpuscope_last_error(msg, sizeof msg, &kind) > 0 && kind == GPUSCOPE_OUT_OF_MEMORY, "kind %d: %s", kind, msg);
+	CHECK(strstr(msg, "cap") != NULL, "the message does not name the cap: %s", msg);
+	CHECK(gpuscope_set_max_reserved(0, 0) == 0, "uncap");
+	gpuscope_free(msg, 1, 0, NULL);
+	gpuscope_last_error(msg, sizeof msg, &kind);
+	CHECK(kind == GPUSCOPE_FAILED && strstr(msg, "is no live allocation") != NULL, "kind %d: %s", kind, msg);
+}
+
 enum { threads = 8, rounds = 2000, held = 16 };
 
 static void *worker(void *arg) {
@@ -302,6 +413,7 @@ int main(void) {
 	bad_calls();
 	pair_cache();
 	scopes();
+	thread_scopes();
 	many_threads();
 	if (failures > 0) {
 		printf("%d checks failed\n", failures);

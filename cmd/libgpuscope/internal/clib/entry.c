@@ -1,30 +1,45 @@
 // The exported names of the library: each converts its arguments and calls
 // one Go function (entry.go), a single crossing into Go, unless the pair
 // cache (paircache.c) serves it: a PyTorch-form pair of a size the library
-// freed before crosses not at all.
+// freed before crosses not at all. A call that allocates or begins a scope
+// names the scope it is for, as scopes.c keeps them per thread and stream;
+// where Go says that scope has ended, the call forgets it and asks again.
+// In the child of a fork every call fails at once (gs_forked).
+#include <stdio.h>
+
 #include "gpuscope.h" // cmd/libgpuscope's, by the -I of entry.go
 #include "paircache.h"
+#include "scopes.h"
 #include "_cgo_export.h"
 
 void *gpuscope_alloc(ssize_t size, int device, void *stream) {
+	if (gs_forked("gpuscope_alloc")) {
+		return NULL;
+	}
 	if (size == 0) {
 		return NULL; // quietly, as c10's allocator does (entry.go)
 	}
-	uintptr_t flush[PC_CACHED];
-	int n;
-	void *ptr = pc_alloc(device, size, (uintptr_t)stream, flush, &n);
-	if (ptr != NULL) {
-		return ptr;
+	for (;;) {
+		int64_t scope = gs_scope_of(device, (uintptr_t)stream);
+		uintptr_t flush[PC_CACHED];
+		int n;
+		void *ptr = pc_alloc(device, scope, size, (uintptr_t)stream, flush, &n);
+		if (ptr != NULL) {
+			return ptr;
+		}
+		int ended = 0;
+		uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, scope, flush, n, &ended);
+		if (!ended || scope == 0) {
+			pc_track(device, p, size, (uintptr_t)stream, scope);
+			return (void *)p;
+		}
+		gs_forget(scope);
 	}
-	uint64_t tok = 0;
-	uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, flush, n, &tok);
-	pc_track(device, p, size, (uintptr_t)stream, tok);
-	return (void *)p;
 }
 
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
-	if (ptr == NULL) {
-		return; // as free(NULL)
+	if (gs_forked("gpuscope_free") || ptr == NULL) {
+		return; // free(NULL) does nothing
 	}
 	switch (pc_free(device, (uintptr_t)ptr, size, (uintptr_t)stream)) {
 	case PC_KEPT:
@@ -37,6 +52,9 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
 }
 
 void gpuscope_record_stream(void *ptr, void *stream) {
+	if (gs_forked("gpuscope_record_stream")) {
+		return;
+	}
 	if (pc_forget(-1, (uintptr_t)ptr, 1) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_record_stream", (uintptr_t)ptr);
 		return;
@@ -45,10 +63,24 @@ void gpuscope_record_stream(void *ptr, void *stream) {
 }
 
 intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device) {
-	return (intptr_t)gpuscopeGoCupyMalloc(param, size, device);
+	if (gs_forked("gpuscope_cupy_malloc")) {
+		return 0;
+	}
+	for (;;) {
+		int64_t scope = param != 0 ? 0 : gs_scope_of(device, 0);
+		int ended = 0;
+		uintptr_t p = gpuscopeGoCupyMalloc(param, size, device, scope, &ended);
+		if (!ended || scope == 0) {
+			return (intptr_t)p;
+		}
+		gs_forget(scope);
+	}
 }
 
 void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device) {
+	if (gs_forked("gpuscope_cupy_free")) {
+		return;
+	}
 	if (ptr != 0 && pc_forget(device, (uintptr_t)ptr, 0) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_cupy_free", (uintptr_t)ptr);
 		return;
@@ -57,21 +89,105 @@ void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device) {
 }
 
 int64_t gpuscope_scope_begin(int device, const char *name) {
-	return gpuscopeGoScopeBegin(device, (char *)name);
+	if (gs_forked("gpuscope_scope_begin")) {
+		return -1;
+	}
+	for (;;) {
+		int64_t parent = gs_top(device);
+		int ended = 0;
+		int64_t id = gpuscopeGoScopeBegin(device, (char *)name, parent, &ended);
+		if (ended && parent != 0) {
+			gs_forget(parent);
+			continue;
+		}
+		if (id > 0 && gs_push(device, id) != 0) {
+			gpuscopeGoScopeEnd(id, 0, &ended); // nothing was allocated in it
+			gpuscopeGoFail("gpuscope_scope_begin", "this thread has 128 scopes open already: end one first");
+			return -1;
+		}
+		return id;
+	}
 }
 
 int gpuscope_scope_end(int64_t scope, int flags) {
-	return gpuscopeGoScopeEnd(scope, flags);
+	if (gs_forked("gpuscope_scope_end")) {
+		return -1;
+	}
+	int gone = 0;
+	int rc = gpuscopeGoScopeEnd(scope, flags, &gone);
+	if (rc == 0 || gone) {
+		gs_forget(scope);
+	}
+	return rc;
+}
+
+int gpuscope_scope_bind(int64_t scope, void *stream) {
+	if (gs_forked("gpuscope_scope_bind")) {
+		return -1;
+	}
+	int device = gpuscopeGoScopeDevice(scope);
+	if (device < 0) {
+		return -1;
+	}
+	for (;;) {
+		int64_t other = 0;
+		switch (gs_bind(device, (uintptr_t)stream, scope, &other)) {
+		case 0:
+			return 0;
+		case -1:
+			gpuscopeGoFail("gpuscope_scope_bind", "the device has 64 streams bound to scopes already: end one of those scopes first");
+			return -1;
+		}
+		if (gpuscopeGoScopeOpen(other)) {
+			gpuscopeGoFailBound(scope, (uintptr_t)stream, other);
+			return -1;
+		}
+		gs_forget(other); // it ended: the stream is free
+	}
 }
 
 int gpuscope_set_max_reserved(int device, size_t bytes) {
+	if (gs_forked("gpuscope_set_max_reserved")) {
+		return -1;
+	}
 	return gpuscopeGoSetMaxReserved(device, bytes);
 }
 
+int gpuscope_set_memory_fraction(int device, double fraction) {
+	if (gs_forked("gpuscope_set_memory_fraction")) {
+		return -1;
+	}
+	return gpuscopeGoSetMemoryFraction(device, fraction);
+}
+
+int gpuscope_empty_cache(int device) {
+	if (gs_forked("gpuscope_empty_cache")) {
+		return -1;
+	}
+	return gpuscopeGoEmptyCache(device);
+}
+
 size_t gpuscope_stats(int device, char *buf, size_t len) {
-	return gpuscopeGoStats(device, buf, len);
+	if (gs_forked("gpuscope_stats")) {
+		char msg[512];
+		gs_last_error(msg, sizeof msg, NULL);
+		return (size_t)snprintf(buf, len, "{\"error\":\"%s\"}", msg); // the message has no quote
+	}
+	return gpuscopeGoStats(device, gs_top(device), buf, len);
 }
 
 size_t gpuscope_summary(int device, char *buf, size_t len) {
+	if (gs_forked("gpuscope_summary")) {
+		return gs_last_error(buf, len, NULL);
+	}
 	return gpuscopeGoSummary(device, buf, len);
 }
+
+size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len) {
+	if (gs_forked("gpuscope_scope_stats")) {
+		return 0;
+	}
+	return gpuscopeGoScopeStats(scope, buf, len);
+}
+
+size_t gpuscope_last_error(char *buf, size_t len, int *kind) { return gs_last_error(buf, len, kind); }

@@ -5,13 +5,16 @@ package clib
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "scopes.h"
 */
 import "C"
 
 import (
+	"errors"
 	"unsafe"
 
 	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/foreign"
+	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/ccall"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
@@ -22,23 +25,53 @@ import (
 // the pair cache in front of it first (usePairCache).
 
 // failed is what a call that fails returns, where it returns an int: its
-// message is in the stats.
+// message is the calling thread's last error, and in the stats.
 const failed = -1
 
+// The kinds of a failure, as gpuscope.h's gpuscope_last_error gives them.
+const (
+	outOfMemory  = 1 // GPUSCOPE_OUT_OF_MEMORY
+	otherFailure = 2 // GPUSCOPE_FAILED
+)
+
+// fail records the failure of the C call named call: counted and kept for
+// gpuscope_stats (ccall.Fail), and kept as the calling thread's last error
+// for gpuscope_last_error, with its kind.
+func fail(call string, err error) {
+	ccall.Fail(call, err)
+	msg := call + ": " + err.Error()
+	kind := C.int(otherFailure)
+	if errors.Is(err, gpu.ErrOutOfMemory) {
+		kind = outOfMemory
+	}
+	C.gs_set_error(kind, (*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+}
+
+// ended reports, through *flag, whether err is foreign.ErrEnded: the scope
+// the call named has ended, and C asks again with the enclosing one. Such
+// a failure is no failure of the call's.
+func ended(err error, flag *C.int) bool {
+	if errors.Is(err, foreign.ErrEnded) {
+		*flag = 1
+		return true
+	}
+	return false
+}
+
 // gpuscopeGoAlloc frees the nflush blocks at flush, which the pair cache
-// held, and allocates; *tok is the token of the scope the allocation
-// belongs to, for the pair cache.
+// held, and allocates in scope.
 //
 //export gpuscopeGoAlloc
-func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.uintptr_t, nflush C.int, tok *C.uint64_t) C.uintptr_t {
+func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, scope C.int64_t, flush *C.uintptr_t, nflush C.int, end *C.int) C.uintptr_t {
 	usePairCache()
 	blocks := unsafe.Slice((*uintptr)(unsafe.Pointer(flush)), int(nflush))
-	ptr, t, err := foreign.AllocAfter(blocks, int(device), int64(size), uintptr(stream))
+	ptr, err := foreign.AllocAfter(blocks, int(device), int64(scope), int64(size), uintptr(stream))
 	if err != nil {
-		ccall.Fail("gpuscope_alloc", err)
+		if !ended(err, end) {
+			fail("gpuscope_alloc", err)
+		}
 		return 0
 	}
-	*tok = C.uint64_t(t)
 	return C.uintptr_t(ptr)
 }
 
@@ -47,37 +80,47 @@ func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, flush *C.
 //
 //export gpuscopeGoFreedAlready
 func gpuscopeGoFreedAlready(call *C.char, ptr C.uintptr_t) {
-	ccall.Fail(C.GoString(call), foreign.FreedAlready(uintptr(ptr)))
+	fail(C.GoString(call), foreign.FreedAlready(uintptr(ptr)))
+}
+
+// gpuscopeGoFail fails the call named call with the message msg, for a
+// failure the C side found.
+//
+//export gpuscopeGoFail
+func gpuscopeGoFail(call, msg *C.char) {
+	fail(C.GoString(call), prefixed.Errorf("gpu", "%s", C.GoString(msg)))
 }
 
 //export gpuscopeGoFree
 func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uintptr_t) {
 	if err := foreign.Free(int(device), uintptr(ptr), int64(size), uintptr(stream)); err != nil {
-		ccall.Fail("gpuscope_free", err)
+		fail("gpuscope_free", err)
 	}
 }
 
 //export gpuscopeGoRecordStream
 func gpuscopeGoRecordStream(ptr, stream C.uintptr_t) {
 	if err := foreign.RecordStream(uintptr(ptr), uintptr(stream)); err != nil {
-		ccall.Fail("gpuscope_record_stream", err)
+		fail("gpuscope_record_stream", err)
 	}
 }
 
 //export gpuscopeGoCupyMalloc
-func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int) C.uintptr_t {
+func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int, scope C.int64_t, end *C.int) C.uintptr_t {
 	usePairCache()
 	n, err := ccall.Size(uint64(size))
 	var ptr uintptr
 	if err == nil {
 		if param == 0 {
-			ptr, err = foreign.Alloc(int(device), n, 0)
+			ptr, err = foreign.Alloc(int(device), int64(scope), n, 0)
 		} else {
 			ptr, err = foreign.AllocIn(int64(param), int(device), n, 0)
 		}
 	}
 	if err != nil {
-		ccall.Fail("gpuscope_cupy_malloc", err)
+		if !ended(err, end) {
+			fail("gpuscope_cupy_malloc", err)
+		}
 		return 0
 	}
 	return C.uintptr_t(ptr)
@@ -86,36 +129,84 @@ func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int) C.uintp
 //export gpuscopeGoCupyFree
 func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int) {
 	if err := foreign.Free(int(device), uintptr(ptr), -1, 0); err != nil {
-		ccall.Fail("gpuscope_cupy_free", err)
+		fail("gpuscope_cupy_free", err)
 	}
 }
 
 //export gpuscopeGoScopeBegin
-func gpuscopeGoScopeBegin(device C.int, name *C.char) C.int64_t {
+func gpuscopeGoScopeBegin(device C.int, name *C.char, parent C.int64_t, end *C.int) C.int64_t {
 	usePairCache()
 	var s string
 	if name != nil {
 		s = C.GoString(name)
 	}
-	id, err := foreign.Begin(int(device), s)
+	id, err := foreign.Begin(int(device), int64(parent), s)
 	if err != nil {
-		ccall.Fail("gpuscope_scope_begin", err)
+		if !ended(err, end) {
+			fail("gpuscope_scope_begin", err)
+		}
 		return failed
 	}
 	return C.int64_t(id)
 }
 
+// gpuscopeGoScopeEnd ends scope; *gone is set where no such scope is
+// open, so that C forgets it.
+//
 //export gpuscopeGoScopeEnd
-func gpuscopeGoScopeEnd(scope C.int64_t, flags C.int) C.int {
+func gpuscopeGoScopeEnd(scope C.int64_t, flags C.int, gone *C.int) C.int {
 	if flags&^1 != 0 {
-		ccall.Fail("gpuscope_scope_end", prefixed.Errorf("gpu", "flags %#x: only GPUSCOPE_FREE_LIVE (1) is known; the scope is still open", int(flags)))
+		fail("gpuscope_scope_end", prefixed.Errorf("gpu", "flags %#x: only GPUSCOPE_FREE_LIVE (1) is known; the scope is still open", int(flags)))
 		return failed
 	}
 	if err := foreign.End(int64(scope), flags&1 != 0); err != nil {
-		ccall.Fail("gpuscope_scope_end", err)
+		if !foreign.IsOpen(int64(scope)) {
+			*gone = 1
+		}
+		fail("gpuscope_scope_end", err)
 		return failed
 	}
 	return 0
+}
+
+// gpuscopeGoScopeDevice returns the device of scope, open, or -1.
+//
+//export gpuscopeGoScopeDevice
+func gpuscopeGoScopeDevice(scope C.int64_t) C.int {
+	i, err := foreign.DeviceOf(int64(scope))
+	if err != nil {
+		fail("gpuscope_scope_bind", err)
+		return failed
+	}
+	return C.int(i)
+}
+
+// gpuscopeGoScopeOpen reports whether scope is open.
+//
+//export gpuscopeGoScopeOpen
+func gpuscopeGoScopeOpen(scope C.int64_t) C.int {
+	if foreign.IsOpen(int64(scope)) {
+		return 1
+	}
+	return 0
+}
+
+// gpuscopeGoFailBound fails gpuscope_scope_bind of stream to scope, which
+// other, open, holds bound.
+//
+//export gpuscopeGoFailBound
+func gpuscopeGoFailBound(scope C.int64_t, stream C.uintptr_t, other C.int64_t) {
+	fail("gpuscope_scope_bind", prefixed.Errorf("gpu", "stream %#x is bound to scope %d, which is open: scope %d is not bound to it", uintptr(stream), int64(other), int64(scope)))
+}
+
+//export gpuscopeGoScopeStats
+func gpuscopeGoScopeStats(scope C.int64_t, buf *C.char, n C.size_t) C.size_t {
+	b, err := foreign.ScopeStats(int64(scope))
+	if err != nil {
+		fail("gpuscope_scope_stats", err)
+		return 0
+	}
+	return put(b, buf, n)
 }
 
 //export gpuscopeGoSetMaxReserved
@@ -126,16 +217,36 @@ func gpuscopeGoSetMaxReserved(device C.int, bytes C.size_t) C.int {
 		err = foreign.SetMaxReserved(int(device), n)
 	}
 	if err != nil {
-		ccall.Fail("gpuscope_set_max_reserved", err)
+		fail("gpuscope_set_max_reserved", err)
+		return failed
+	}
+	return 0
+}
+
+//export gpuscopeGoSetMemoryFraction
+func gpuscopeGoSetMemoryFraction(device C.int, fraction C.double) C.int {
+	usePairCache()
+	if err := foreign.SetMemoryFraction(int(device), float64(fraction)); err != nil {
+		fail("gpuscope_set_memory_fraction", err)
+		return failed
+	}
+	return 0
+}
+
+//export gpuscopeGoEmptyCache
+func gpuscopeGoEmptyCache(device C.int) C.int {
+	usePairCache()
+	if err := foreign.EmptyCache(int(device)); err != nil {
+		fail("gpuscope_empty_cache", err)
 		return failed
 	}
 	return 0
 }
 
 //export gpuscopeGoStats
-func gpuscopeGoStats(device C.int, buf *C.char, n C.size_t) C.size_t {
+func gpuscopeGoStats(device C.int, scope C.int64_t, buf *C.char, n C.size_t) C.size_t {
 	usePairCache()
-	return put(foreign.Stats(int(device)), buf, n)
+	return put(foreign.Stats(int(device), int64(scope)), buf, n)
 }
 
 //export gpuscopeGoSummary

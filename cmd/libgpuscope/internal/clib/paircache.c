@@ -1,18 +1,18 @@
 // The pair cache: a library's alloc+free pair that the cache serves never
-// crosses into Go. Per device, it tracks the allocations made in the scope
-// current on it (a table from address to size and stream), and keeps the
-// blocks the library freed of them, at most PC_CACHED, for the next
-// allocation of the same size on the same stream. To Go a cached block is
-// still an allocation of the scope, so it never serves another; Go takes
+// crosses into Go. Per device, it tracks the allocations made through
+// gpuscope_alloc (a table from address to size, stream and scope), and
+// keeps the blocks the library freed of them, at most PC_CACHED, for the
+// next allocation of the same size on the same stream in the same scope
+// (scopes.c says which scope a call allocates in). To Go a cached block is
+// still an allocation of its scope, so it never serves another; Go takes
 // the cache's blocks back, and frees them, before every allocation the
-// cache did not serve (pc_alloc's flush), when the current scope changes
-// (pc_reset: the table then starts empty), and before the device's figures
-// are read or its pool is short (pc_take). docs/interop.md says why that
-// keeps the figures exact.
+// cache did not serve (pc_alloc's flush), when a scope ends, and before the
+// device's figures are read or its pool is short (pc_take). docs/interop.md
+// says why that keeps the figures exact.
 //
 // Every function is safe from any thread: a device's state is under its
-// mutex. GPUSCOPE_PAIR_CACHE=0 turns the cache off, at the next scope
-// change or device open.
+// mutex. GPUSCOPE_PAIR_CACHE=0 turns the cache off, for devices opened
+// after.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@ typedef struct {
 	uintptr_t ptr; // 0: an empty place
 	int64_t size;  // as the library asked for it
 	uintptr_t stream;
+	int64_t scope;    // the scope it was allocated in (scopes.c's id; 0: the root)
 	uint8_t cached;   // the library freed it: it is in the cache
 	uint8_t recorded; // record_stream named another stream for it: never cached
 } pc_entry;
@@ -34,11 +35,12 @@ typedef struct {
 	uintptr_t ptr;
 	int64_t size;
 	uintptr_t stream;
+	int64_t scope;
 } pc_block;
 
 typedef struct {
 	pthread_mutex_t mu; // protects the fields below
-	uint64_t tok;       // the scope served (foreign's token); 0: none, nothing tracked (see off)
+	uint64_t on;        // 0: off, nothing tracked (see off)
 	pc_entry *table;    // PC_TABLE places, open addressing, deletion by shifting back
 	int n;              // entries in table
 	pc_block cached[PC_CACHED];
@@ -59,7 +61,7 @@ static uint64_t active;
 // allocation it tracks is made after it was turned on: a call that reads 0
 // here, for a pointer the library got from gpuscope_alloc, finds no entry
 // of it under the lock either. Written under d->mu, by pc_reset.
-static int off(pc_device *d) { return __atomic_load_n(&d->tok, __ATOMIC_RELAXED) == 0; }
+static int off(pc_device *d) { return __atomic_load_n(&d->on, __ATOMIC_RELAXED) == 0; }
 
 // hash mixes an address (a multiple of 512 bytes) over 64 bits:
 // splitmix64's finalizer, as foreign's table.
@@ -121,10 +123,10 @@ static int takeLocked(pc_device *d, uintptr_t *out) {
 	return n;
 }
 
-// pc_alloc returns a block of size bytes for stream from device dev's
-// cache, or NULL. On NULL, the cache's blocks are in flush (PC_CACHED
-// places), *nflush of them, for Go to free before it allocates.
-void *pc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush) {
+// pc_alloc returns a block of size bytes for stream in scope from device
+// dev's cache, or NULL. On NULL, the cache's blocks are in flush
+// (PC_CACHED places), *nflush of them, for Go to free before it allocates.
+void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush) {
 	*nflush = 0;
 	if ((unsigned)dev >= PC_DEVICES) {
 		return NULL;
@@ -136,7 +138,7 @@ void *pc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *n
 	pthread_mutex_lock(&d->mu);
 	for (int k = d->ncached - 1; k >= 0; k--) {
 		pc_block *b = &d->cached[k];
-		if (b->size == size && b->stream == stream) {
+		if (b->size == size && b->stream == stream && b->scope == scope) {
 			uintptr_t ptr = b->ptr;
 			*b = d->cached[--d->ncached];
 			d->table[find(d, ptr)].cached = 0;
@@ -150,15 +152,15 @@ void *pc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *n
 	return NULL;
 }
 
-// pc_track notes an allocation that Go made in the scope of token tok,
-// where that is still the scope the cache serves and the table has room.
-void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t tok) {
-	if ((unsigned)dev >= PC_DEVICES || ptr == 0 || tok == 0 || off(&fc[dev])) {
+// pc_track notes an allocation that Go made in scope, where the cache is
+// on and its table has room.
+void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope) {
+	if ((unsigned)dev >= PC_DEVICES || ptr == 0 || off(&fc[dev])) {
 		return;
 	}
 	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
-	if (tok == d->tok && d->table != NULL && 2 * (d->n + 1) <= PC_TABLE) {
+	if (d->on && d->table != NULL && 2 * (d->n + 1) <= PC_TABLE) {
 		uint64_t i = hash(ptr) & (PC_TABLE - 1);
 		while (d->table[i].ptr != 0 && d->table[i].ptr != ptr) {
 			i = (i + 1) & (PC_TABLE - 1);
@@ -166,7 +168,7 @@ void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t t
 		if (d->table[i].ptr == 0) {
 			d->n++;
 		}
-		d->table[i] = (pc_entry){.ptr = ptr, .size = size, .stream = stream};
+		d->table[i] = (pc_entry){.ptr = ptr, .size = size, .stream = stream, .scope = scope};
 	}
 	pthread_mutex_unlock(&d->mu);
 }
@@ -190,7 +192,7 @@ int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream) {
 			r = PC_FREED;
 		} else if (e->size == size && e->stream == stream && !e->recorded && d->ncached < PC_CACHED) {
 			e->cached = 1;
-			d->cached[d->ncached++] = (pc_block){ptr, size, stream};
+			d->cached[d->ncached++] = (pc_block){ptr, size, stream, e->scope};
 			r = PC_KEPT;
 		} else {
 			removeAt(d, i);
@@ -237,29 +239,28 @@ int pc_forget(int dev, uintptr_t ptr, int record) {
 }
 
 // pc_reset empties device dev's cache into out (PC_CACHED places),
-// returning how many blocks, and makes the cache serve the scope of token
-// tok (0: none) with an empty table.
-int pc_reset(int dev, uint64_t tok, uintptr_t *out) {
+// returning how many blocks, and turns it on (with an empty table) or off.
+int pc_reset(int dev, int on, uintptr_t *out) {
 	if ((unsigned)dev >= PC_DEVICES) {
 		return 0;
 	}
 	const char *off = getenv("GPUSCOPE_PAIR_CACHE");
 	if (off != NULL && strcmp(off, "0") == 0) {
-		tok = 0;
+		on = 0;
 	}
 	pc_device *d = &fc[dev];
 	pthread_mutex_lock(&d->mu);
 	int n = takeLocked(d, out);
 	if (d->table != NULL) {
 		memset(d->table, 0, PC_TABLE * sizeof d->table[0]);
-	} else if (tok != 0) {
+	} else if (on) {
 		d->table = calloc(PC_TABLE, sizeof d->table[0]);
 		if (d->table != NULL) {
 			__atomic_fetch_or(&active, (uint64_t)1 << dev, __ATOMIC_RELEASE);
 		}
 	}
 	d->n = 0;
-	__atomic_store_n(&d->tok, d->table != NULL ? tok : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&d->on, d->table != NULL && on ? 1 : 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&d->mu);
 	return n;
 }

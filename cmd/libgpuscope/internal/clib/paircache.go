@@ -25,8 +25,12 @@ var pairCacheSet sync.Once
 // that a program that links none has none.
 func usePairCache() { pairCacheSet.Do(func() { foreign.SetPairCache(pairCache{}) }) }
 
-func (pairCache) Reset(i int, tok uint64, blocks *[foreign.PairCacheBlocks]uintptr) int {
-	return int(C.pc_reset(C.int(i), C.uint64_t(tok), (*C.uintptr_t)(unsafe.Pointer(&blocks[0]))))
+func (pairCache) Reset(i int, on bool, blocks *[foreign.PairCacheBlocks]uintptr) int {
+	flag := C.int(0)
+	if on {
+		flag = 1
+	}
+	return int(C.pc_reset(C.int(i), flag, (*C.uintptr_t)(unsafe.Pointer(&blocks[0]))))
 }
 
 func (pairCache) Take(i int, blocks *[foreign.PairCacheBlocks]uintptr) int {

@@ -22,11 +22,11 @@ enum {
 // Not exported from libgpuscope.so: gpuscope.h's names are all it exports.
 #define PC_INTERNAL __attribute__((visibility("hidden")))
 
-PC_INTERNAL void *pc_alloc(int dev, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush);
-PC_INTERNAL void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t tok);
+PC_INTERNAL void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush);
+PC_INTERNAL void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope);
 PC_INTERNAL int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream);
 PC_INTERNAL int pc_forget(int dev, uintptr_t ptr, int record);
-PC_INTERNAL int pc_reset(int dev, uint64_t tok, uintptr_t *out);
+PC_INTERNAL int pc_reset(int dev, int on, uintptr_t *out);
 PC_INTERNAL int pc_take(int dev, uintptr_t *out);
 PC_INTERNAL int64_t pc_hits(int dev);
 

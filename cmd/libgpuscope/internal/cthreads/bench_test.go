@@ -2,10 +2,10 @@ package cthreads_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/cthreads"
+	"github.com/gpuscope/gpuscope/cmd/libgpuscope/internal/foreign"
 	"github.com/gpuscope/gpuscope/gpu"
 )
 
@@ -22,24 +22,17 @@ func BenchmarkCPair(b *testing.B) {
 }
 
 // BenchmarkCPairGo is BenchmarkCPair with the pair cache off
-// (GPUSCOPE_PAIR_CACHE=0) in a scope of its own: two crossings into Go,
-// the current scope, the table, the pool.
+// (GPUSCOPE_PAIR_CACHE=0, read as the device opens): two crossings into
+// Go, the scope, the table, the pool.
 func BenchmarkCPairGo(b *testing.B) {
-	b.Setenv("GPUSCOPE_HOST_MEMORY", "1073741824")
-	if !cthreads.Pairs(1, 256) { // the device opens with the cache on
-		b.Fatal("allocation failed")
-	}
-	b.Setenv("GPUSCOPE_PAIR_CACHE", "0")
-	id := cthreads.BeginScope("bench") // which the cache does not serve
-	if id <= 0 {
-		b.Fatal("gpuscope_scope_begin failed")
-	}
-	os.Unsetenv("GPUSCOPE_PAIR_CACHE") // the enclosing scope's cache is on again after the end
-	defer func() {
-		if !cthreads.EndScope(id) {
-			b.Error("gpuscope_scope_end failed")
+	reopen := func() {
+		if err := foreign.Shutdown(); err != nil {
+			b.Fatal(err)
 		}
-	}()
+	}
+	reopen()
+	b.Setenv("GPUSCOPE_PAIR_CACHE", "0")
+	defer reopen() // the device opens again, with the cache on, on the next call
 	benchPairs(b, cthreads.Pairs)
 }
 

@@ -8,42 +8,38 @@ import (
 // tbl holds every live allocation made through this package.
 var tbl table
 
-// Alloc allocates size bytes on device i, in the scope current on it, for
-// work on stream, and returns the address. Size 0 returns 0 and no error,
-// whatever i and stream are, as c10's allocator and C's malloc(0) may:
-// PyTorch asks for it routinely, and it is no failure.
-func Alloc(i int, size int64, stream uintptr) (uintptr, error) {
-	ptr, _, err := alloc(i, size, stream)
-	return ptr, err
-}
-
-// alloc is Alloc, and returns the token of the scope the allocation
-// belongs to (paircache.go).
-func alloc(i int, size int64, stream uintptr) (uintptr, uint64, error) {
+// Alloc allocates size bytes on device i, in the scope scope (0: the
+// device's root), for work on stream, and returns the address. The scope
+// is the one clib keeps for the calling thread, or for stream: where it
+// has ended, or is ending, the allocation fails with ErrEnded. Size 0
+// returns 0 and no error, whatever i and stream are, as c10's allocator
+// and C's malloc(0) may: PyTorch asks for it routinely, and it is no
+// failure.
+func Alloc(i int, scope int64, size int64, stream uintptr) (uintptr, error) {
 	if size == 0 {
-		return 0, 0, nil
+		return 0, nil
 	}
 	d := openDeviceAt(i)
 	if d == nil {
 		var err error
 		if d, err = deviceAt(i); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
-	for {
-		// The current scope may end under the allocation: then the one
-		// current after it serves. An allocation that finds the pool
-		// short has the pair cache give back what it holds, and tries
-		// again (gpu's allocOnce).
-		r := d.current.Load()
-		ptr, ok, err := r.alloc(size, stream)
-		if ok {
-			return ptr, r.tok, err
-		}
-		if r == d.root {
-			return 0, 0, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
-		}
+	r, err := d.scopeOf(scope)
+	if err != nil {
+		return 0, err
 	}
+	// An allocation that finds the pool short has the pair cache give
+	// back what it holds, and tries again (gpu's allocOnce).
+	ptr, ok, err := r.alloc(size, stream)
+	switch {
+	case ok:
+		return ptr, err
+	case r == d.root:
+		return 0, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
+	}
+	return 0, ErrEnded // it ended under the allocation
 }
 
 // AllocIn allocates size bytes in the scope id, for work on stream (a

@@ -23,7 +23,7 @@ func BenchmarkPair(b *testing.B) {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ptr, err := Alloc(0, size, 0)
+				ptr, err := Alloc(0, 0, size, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

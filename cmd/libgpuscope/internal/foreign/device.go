@@ -20,16 +20,18 @@ const MaxDevices = 64
 const RootName = "libgpuscope"
 
 // device is a device as C callers see it: the gpu.Device, its root scope
-// and the scope current now, for every thread of the process.
+// and the scopes begun on it. Which scope a call allocates in is the
+// caller's to say (clib keeps a stack of them per thread): none is
+// current for the process.
 type device struct {
 	index   int
 	gpu     *gpu.Device
 	root    *record
-	current atomic.Pointer[record] // the innermost open scope; root where none
 	lastEnd atomic.Pointer[string] // what the last End found still live
 	held    atomic.Bool            // the pair cache is kept off: a recording runs (holdPairs)
 
-	mu sync.Mutex // serializes Begin and End on the device
+	mu     sync.Mutex // serializes Begin and End on the device, and protects opened
+	opened []*record  // the scopes begun on it and not ended, in the order begun
 }
 
 var devices struct {
@@ -95,7 +97,7 @@ func adopt(i int, g *gpu.Device) (*device, error) {
 	if d.root, err = openRecord(d, nil, RootName); err != nil {
 		return nil, errors.Join(err, g.Close())
 	}
-	d.setCurrent(d.root)
+	d.pairsOn()
 	extcache.Attach(g, &extcache.Cache{Flush: func() bool { return flushPairs(i) }, Hold: d.holdPairs})
 	devices.open[i].Store(d)
 	return d, nil
@@ -121,10 +123,11 @@ func Shutdown() error {
 			continue
 		}
 		d.mu.Lock()
-		for r := d.current.Load(); r != d.root; r = d.current.Load() {
-			errs = append(errs, r.endLocked(true))
-		}
 		d.pairsOff()
+		for k := len(d.opened) - 1; k >= 0; k-- { // each after the scopes begun inside it
+			errs = append(errs, d.opened[k].endLocked(true))
+		}
+		d.opened = nil
 		errs = append(errs, d.root.endLocked(true))
 		devices.open[i].Store(nil)
 		d.mu.Unlock()
@@ -134,4 +137,26 @@ func Shutdown() error {
 	clear(devices.failed[:])
 	devices.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// ErrEnded is what a call fails with where the scope it names, one that
+// clib keeps for the calling thread or a stream, has ended: clib forgets
+// it and asks again with the enclosing one. It never reaches a caller of
+// the library.
+var ErrEnded = errors.New("foreign: the scope has ended")
+
+// scopeOf returns the scope id on d (0: its root): ErrEnded where it has
+// ended, or begun to.
+func (d *device) scopeOf(id int64) (*record, error) {
+	if id == 0 {
+		return d.root, nil
+	}
+	r := lookup(id)
+	if r == nil || r.ending.Load() {
+		return nil, ErrEnded
+	}
+	if r.dev != d {
+		return nil, prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a scope of device %d, not of device %d", id, r.dev.index, d.index)
+	}
+	return r, nil
 }

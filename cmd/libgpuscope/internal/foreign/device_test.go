@@ -14,15 +14,15 @@ import (
 // opens again on the next call.
 func TestCallsAfterShutdown(t *testing.T) {
 	t.Setenv("GPUSCOPE_HOST_MEMORY", "16777216")
-	ptr, err := Alloc(0, 1000, 0)
+	ptr, err := Alloc(0, 0, 1000, 0)
 	require.NoError(t, err)
-	cupy, err := Alloc(0, 2000, 0)
+	cupy, err := Alloc(0, 0, 2000, 0)
 	require.NoError(t, err)
 	require.NoError(t, Shutdown())
 	require.ErrorIs(t, Free(0, ptr, 1000, 0), gpu.ErrNoDevice)
 	require.ErrorContains(t, Free(-1, ptr, 1000, 0), "is no live allocation of this library")
 	require.ErrorIs(t, Free(0, cupy, -1, 0), gpu.ErrNoDevice, "CuPy's free, which gives no size")
-	again, err := Alloc(0, 1000, 0)
+	again, err := Alloc(0, 0, 1000, 0)
 	require.NoError(t, err)
 	require.NoError(t, Free(0, again, 1000, 0))
 	require.NoError(t, Shutdown())
@@ -48,7 +48,7 @@ func TestShutdownUnderAllocations(t *testing.T) {
 					return
 				default:
 				}
-				if ptr, err := Alloc(0, 512, 0); err == nil {
+				if ptr, err := Alloc(0, 0, 512, 0); err == nil {
 					_ = Free(0, ptr, 512, 0) // refused where Shutdown freed it first
 				}
 			}

@@ -6,8 +6,11 @@
 //
 // A call finds its device (GPU i opened on first use) and its scope, and
 // allocates a gpu.Buffer there: the same pool, cap, Summary and leak check
-// as Go code. What a library allocated belongs to the scope current when it
-// allocated; a scope's end passes what the library still holds to the
+// as Go code. The scope is the one the call names: clib keeps each
+// thread's, and each bound stream's, on the C side, where the thread is
+// known, and names the root (0) where there is none; no scope is current
+// for the process. What a library allocated belongs to the scope it was
+// allocated in; a scope's end passes what the library still holds to the
 // enclosing scope, or frees it where the caller says the library is done.
 //
 // A library frees by address. The table from address to Buffer (table.go)

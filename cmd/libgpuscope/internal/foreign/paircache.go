@@ -8,8 +8,8 @@ import (
 
 // A library's pair of the same size, freed and allocated again, is served
 // by a cache on the C side of the crossing (clib's paircache.c): the
-// blocks the library freed of the scope current on a device, kept for its
-// next allocation of the same size on the same stream. To this package a
+// blocks the library freed on a device, kept for its next allocation of
+// the same size on the same stream in the same scope. To this package a
 // cached block is still an allocation of the scope, so that it never
 // serves another; the cache gives its blocks back to be freed here before
 // every allocation it does not serve, so that a scope's Peak and the
@@ -29,9 +29,9 @@ const PairCacheBlocks = 32
 // are safe from any goroutine.
 type PairCache interface {
 	// Reset empties device i's cache into blocks, returning how many it
-	// held, and makes it serve the scope of token tok (0: none; the cache
-	// is then off).
-	Reset(i int, tok uint64, blocks *[PairCacheBlocks]uintptr) int
+	// held, and turns it on or off. It serves every scope, each block to
+	// the scope it was allocated in.
+	Reset(i int, on bool, blocks *[PairCacheBlocks]uintptr) int
 	// Take empties device i's cache into blocks, returning how many it held.
 	Take(i int, blocks *[PairCacheBlocks]uintptr) int
 	// Hits returns how many allocations device i's cache served.
@@ -54,25 +54,11 @@ func cache() PairCache {
 	return nil
 }
 
-// tokens numbers records for the pair cache: a record's token is never
-// another's, so that the cache never takes a block of a scope that ended
-// for one of the scope current now.
-var tokens atomic.Uint64
-
-// setCurrent makes r the scope current on d, the pair cache's blocks of
-// the one current before freed first (they were that scope's). Called with
-// d.mu held, or while d is not yet reachable.
-func (d *device) setCurrent(r *record) {
-	d.pairsOff()
-	d.current.Store(r)
-	d.pairsOn(r.tok)
-}
-
-// pairsOn turns d's pair cache on, empty, for the scope of token tok,
-// unless a recording holds it off. Called with it off.
-func (d *device) pairsOn(tok uint64) {
+// pairsOn turns d's pair cache on, empty, unless a recording holds it
+// off. Called with it off.
+func (d *device) pairsOn() {
 	if pc := cache(); pc != nil && !d.held.Load() {
-		pc.Reset(d.index, tok, new([PairCacheBlocks]uintptr)) // empty: it was off
+		pc.Reset(d.index, true, new([PairCacheBlocks]uintptr)) // empty: it was off
 	}
 }
 
@@ -85,7 +71,7 @@ func (d *device) holdPairs(on bool) {
 	if on {
 		d.pairsOff()
 	} else {
-		d.pairsOn(d.current.Load().tok)
+		d.pairsOn()
 	}
 }
 
@@ -96,7 +82,7 @@ func (d *device) pairsOff() {
 		return
 	}
 	var blocks [PairCacheBlocks]uintptr
-	n := pc.Reset(d.index, 0, &blocks)
+	n := pc.Reset(d.index, false, &blocks)
 	freeTaken(d.index, blocks[:n])
 }
 
@@ -125,11 +111,10 @@ func freeTaken(i int, blocks []uintptr) {
 }
 
 // AllocAfter frees the blocks a pair cache of device i gave back, then
-// allocates as Alloc does, and returns with the address the token of the
-// scope the allocation belongs to.
-func AllocAfter(flush []uintptr, i int, size int64, stream uintptr) (uintptr, uint64, error) {
+// allocates as Alloc does.
+func AllocAfter(flush []uintptr, i int, scope int64, size int64, stream uintptr) (uintptr, error) {
 	freeTaken(i, flush)
-	return alloc(i, size, stream)
+	return Alloc(i, scope, size, stream)
 }
 
 // pairHits returns how many allocations device i's pair cache served.

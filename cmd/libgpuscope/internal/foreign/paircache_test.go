@@ -17,14 +17,14 @@ import (
 // it stays a live allocation here until this package takes it back.
 type fakePairs struct {
 	mu     sync.Mutex
-	tok    uint64 // the scope it serves; 0: off
+	isOn   bool
 	blocks []uintptr
 }
 
-func (f *fakePairs) Reset(_ int, tok uint64, out *[PairCacheBlocks]uintptr) int {
+func (f *fakePairs) Reset(_ int, on bool, out *[PairCacheBlocks]uintptr) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.tok = tok
+	f.isOn = on
 	return f.takeLocked(out)
 }
 
@@ -46,7 +46,7 @@ func (f *fakePairs) Hits(int) int64 { return 0 }
 // cache where it is on, else through Free.
 func (f *fakePairs) free(t *testing.T, ptr uintptr) {
 	f.mu.Lock()
-	on := f.tok != 0
+	on := f.isOn
 	if on {
 		f.blocks = append(f.blocks, ptr)
 	}
@@ -59,7 +59,7 @@ func (f *fakePairs) free(t *testing.T, ptr uintptr) {
 func (f *fakePairs) on() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.tok != 0
+	return f.isOn
 }
 
 func withFakePairs(t *testing.T) *fakePairs {
@@ -73,10 +73,10 @@ func withFakePairs(t *testing.T) *fakePairs {
 // What a library freed into the pair cache is no allocation of the
 // device's to anyone who reads it from Go: not to Snapshot (what gputest
 // reads), not to Stats, and not to an allocation that needs its room.
-func TestWhatTheFrontCacheHoldsIsFreeToGo(t *testing.T) {
+func TestWhatThePairCacheHoldsIsFreeToGo(t *testing.T) {
 	f := withFakePairs(t)
 	d := hostDevice(t) // 64 MiB
-	p, err := Alloc(0, 4096, 0)
+	p, err := Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
 	f.free(t, p)
 	snap, err := d.gpu.Snapshot()
@@ -86,7 +86,7 @@ func TestWhatTheFrontCacheHoldsIsFreeToGo(t *testing.T) {
 	}
 	assert.Zero(t, d.gpu.Stats().ActiveBlocks)
 
-	big, err := Alloc(0, 48<<20, 0)
+	big, err := Alloc(0, 0, 48<<20, 0)
 	require.NoError(t, err)
 	f.free(t, big)
 	err = gpu.WithScope(t.Context(), d.gpu, func(s *gpu.Scope) error {
@@ -100,11 +100,11 @@ func TestWhatTheFrontCacheHoldsIsFreeToGo(t *testing.T) {
 // While the device records, the pair cache is off, so that the recording
 // sees every allocation: a scope begun meanwhile does not turn it on, and
 // the recording's Stop does.
-func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
+func TestThePairCacheIsOffWhileTheDeviceRecords(t *testing.T) {
 	f := withFakePairs(t)
 	d := hostDevice(t)
 	require.True(t, f.on())
-	p, err := Alloc(0, 4096, 0)
+	p, err := Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
 	f.free(t, p)
 
@@ -113,7 +113,7 @@ func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, f.on(), "off while recording")
 	assert.Zero(t, d.gpu.Stats().ActiveBlocks, "what it held went back")
-	id, err := Begin(0, "torch")
+	id, err := Begin(0, 0, "torch")
 	require.NoError(t, err)
 	assert.False(t, f.on(), "a scope begun while recording leaves it off")
 	require.NoError(t, rec.Stop())
@@ -122,86 +122,57 @@ func TestTheFrontCacheIsOffWhileTheDeviceRecords(t *testing.T) {
 	assert.True(t, f.on())
 }
 
-// serving returns the token of the scope the cache serves; 0: off.
-func (f *fakePairs) serving() uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.tok
-}
-
 func activeBlocks(t *testing.T) int64 {
 	var st struct {
 		ActiveBlocks int64 `json:"active_blocks"`
 	}
-	require.NoError(t, json.Unmarshal(Stats(0), &st))
+	require.NoError(t, json.Unmarshal(Stats(0, 0), &st))
 	return st.ActiveBlocks
 }
 
-// The cache serves the scope current on the device, and what it held of
-// the one before is freed when the current scope changes: a scope's end
-// reports only what the library still holds.
-func TestTheFrontCacheServesTheCurrentScopeOnly(t *testing.T) {
+// A scope's end takes back what the pair cache holds, its blocks among
+// it: the library freed them, and the end reports only what the library
+// still holds.
+func TestAScopesEndTakesBackWhatThePairCacheHolds(t *testing.T) {
 	f := withFakePairs(t)
 	d := hostDevice(t)
-	require.Equal(t, d.root.tok, f.serving())
-
-	p, tok, err := alloc(0, 4096, 0)
+	id, err := Begin(0, 0, "torch")
 	require.NoError(t, err)
-	require.Equal(t, d.root.tok, tok)
+	p, err := Alloc(0, 0, 4096, 0)
+	require.NoError(t, err)
 	f.free(t, p)
-	id, err := Begin(0, "torch")
+	q, err := Alloc(0, id, 4096, 0)
 	require.NoError(t, err)
-	require.Equal(t, d.current.Load().tok, f.serving())
-	require.NotEqual(t, d.root.tok, f.serving())
-	assert.Zero(t, d.gpu.Stats().ActiveBlocks, "the cached block of the root was not freed at Begin")
-
-	q, tok, err := alloc(0, 4096, 0)
-	require.NoError(t, err)
-	require.Equal(t, f.serving(), tok)
 	f.free(t, q)
 	require.NoError(t, End(id, false))
-	assert.Equal(t, d.root.tok, f.serving())
+	assert.True(t, f.on(), "the end turned the cache off")
 	assert.Zero(t, d.gpu.Stats().ActiveBlocks, "the cached block of torch was passed on, not freed")
-	assert.Contains(t, string(Stats(0)), "ended with no buffer live")
-}
-
-// A block on a library's stream is its scope's: its token is the scope's,
-// so that the cache may keep it while that scope is current.
-func TestABlockOnAStreamHasItsScopesToken(t *testing.T) {
-	f := withFakePairs(t)
-	d := hostDevice(t)
-	st, err := d.root.scope.NewStream()
-	require.NoError(t, err)
-	p, tok, err := alloc(0, 4096, st.ID())
-	require.NoError(t, err)
-	require.Equal(t, d.root.tok, tok)
-	f.free(t, p)
-	assert.Zero(t, activeBlocks(t), "Stats did not free what the cache held")
+	assert.Contains(t, string(Stats(0, 0)), "ended with no buffer live")
 }
 
 // What the cache holds is freed before the figures are read through C,
 // and before an allocation of a library's that finds the pool short fails.
-func TestWhatTheFrontCacheHoldsIsFreedWhenItMatters(t *testing.T) {
+func TestWhatThePairCacheHoldsIsFreedWhenItMatters(t *testing.T) {
 	f := withFakePairs(t)
 	hostDevice(t)
 	require.NoError(t, SetMaxReserved(0, 8<<20))
 
-	p, _, err := alloc(0, 6<<20, 0)
+	p, err := Alloc(0, 0, 6<<20, 0)
 	require.NoError(t, err)
 	f.free(t, p)
-	q, err := Alloc(0, 7<<20, 0)
+	q, err := Alloc(0, 0, 7<<20, 0)
 	require.NoError(t, err, "the cached 6 MiB kept 7 MiB from fitting under an 8 MiB cap")
 	require.NoError(t, Free(0, q, -1, 0))
 
-	p, _, err = alloc(0, 4096, 0)
+	p, err = Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
 	f.free(t, p)
 	assert.Zero(t, activeBlocks(t))
 
 	// AllocAfter frees what a miss of the cache gave back, then allocates.
-	p, _, err = alloc(0, 4096, 0)
+	p, err = Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
-	q, _, err = AllocAfter([]uintptr{p}, 0, 8192, 0)
+	q, err = AllocAfter([]uintptr{p}, 0, 0, 8192, 0)
 	require.NoError(t, err)
 	require.NoError(t, Free(0, q, -1, 0))
 	assert.Zero(t, activeBlocks(t))
@@ -222,12 +193,12 @@ func TestARecordingStopsWhileAScopeEnds(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			id, err := Begin(0, "torch")
+			id, err := Begin(0, 0, "torch")
 			if !assert.NoError(t, err) {
 				return
 			}
 			for range 64 {
-				_, err := Alloc(0, 4096, 0)
+				_, err := Alloc(0, id, 4096, 0)
 				if !assert.NoError(t, err) {
 					return
 				}

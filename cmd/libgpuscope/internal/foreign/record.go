@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -17,7 +18,6 @@ import (
 // or a device's root.
 type record struct {
 	id    int64
-	tok   uint64  // its token for the pair cache (paircache.go): a block on a stream is its scope's
 	dev   *device // the C device it was begun on
 	scope *gpu.Scope
 
@@ -106,19 +106,23 @@ func lookup(id int64) *record {
 	return nil
 }
 
-// Begin opens a scope named name on device i, inside the scope current on
-// it, and makes it current for every thread of the process: what libraries
-// allocate on the device from now on belongs to it, until End. It returns
-// the scope's id, > 0.
-func Begin(i int, name string) (int64, error) {
+// Begin opens a scope named name on device i inside the scope parent (0:
+// the device's root), and returns its id, > 0. The parent is the calling
+// thread's innermost scope on the device, which clib keeps per thread:
+// scopes of different threads are siblings, each ending apart from the
+// others. Where parent has ended, Begin fails with ErrEnded.
+func Begin(i int, parent int64, name string) (int64, error) {
 	d, err := deviceAt(i)
 	if err != nil {
 		return 0, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	parent := d.current.Load()
-	r, err := openRecord(d, parent, name)
+	p, err := d.scopeOf(parent)
+	if err != nil {
+		return 0, err
+	}
+	r, err := openRecord(d, p, name)
 	if err != nil {
 		return 0, err
 	}
@@ -126,8 +130,8 @@ func Begin(i int, name string) (int64, error) {
 		close(r.done)
 		return 0, errors.Join(err, <-r.result)
 	}
-	parent.children++
-	d.setCurrent(r)
+	p.children++
+	d.opened = append(d.opened, r)
 	return r.id, nil
 }
 
@@ -137,7 +141,7 @@ func Begin(i int, name string) (int64, error) {
 // callers call gpu's calls (callerNames), for the errors of every scope
 // inside it. Called with d.mu held.
 func openRecord(d *device, parent *record, name string, opts ...gpu.ScopeOption) (*record, error) {
-	r := &record{tok: tokens.Add(1), dev: d, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
+	r := &record{dev: d, parent: parent, done: make(chan struct{}), result: make(chan error, 1)}
 	ctx := callers.With(context.Background(), callerNames)
 	if parent != nil {
 		ctx = parent.scope.Context()
@@ -179,6 +183,7 @@ func End(id int64, freeLive bool) error {
 	if r.children > 0 {
 		return prefixed.Errorf("gpu", "scope %q has %s open inside it: end them first", r.scope.Path(), units.Count(r.children, "scope"))
 	}
+	d.opened = slices.DeleteFunc(d.opened, func(o *record) bool { return o == r })
 	path := r.scope.Path()
 	n, bytes, err := r.endLive(freeLive)
 	report := fmt.Sprintf("scope %q ended with no buffer live", path)
@@ -204,10 +209,9 @@ func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 		c.ending.Store(true)
 	}
 	var errs []error
-	if r.dev.current.Load() == r && r.parent != nil {
-		// What the pair cache held of r is freed: the library freed it.
-		r.dev.setCurrent(r.parent)
-	}
+	// What the pair cache holds is freed, r's among it: the library freed
+	// it, and it is no buffer the library still holds.
+	flushPairs(r.dev.index)
 	tbl.each(func(e *entry) bool {
 		owner := e.rec
 		if owner != r && owner.streamOf != r {

@@ -31,14 +31,14 @@ func faultyDevice(t *testing.T) (st *gpu.Stream, f *gputest.Faults) {
 // work queued there at its free is done.
 func TestRecordStreamKeepsABlockUntilTheStreamPasses(t *testing.T) {
 	st, f := faultyDevice(t)
-	ptr, err := Alloc(0, 4096, 0)
+	ptr, err := Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
 	require.NoError(t, RecordStream(ptr, st.ID()))
 	require.NoError(t, RecordStream(ptr, 0), "its own stream")
 	release, err := f.Hold(st)
 	require.NoError(t, err)
 	require.NoError(t, Free(0, ptr, -1, 0))
-	again, err := Alloc(0, 4096, 0)
+	again, err := Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
 	assert.NotEqual(t, ptr, again, "reused while the recorded stream may still use it")
 	release()
@@ -54,11 +54,11 @@ func TestAStreamsAllocationsGoToAChildOnIt(t *testing.T) {
 	d := hostDevice(t)
 	st, err := d.root.scope.NewStream() // a library's stream, as far as the scope is concerned
 	require.NoError(t, err)
-	id, err := Begin(0, "torch")
+	id, err := Begin(0, 0, "torch")
 	require.NoError(t, err)
-	p, err := Alloc(0, 4096, st.ID())
+	p, err := Alloc(0, id, 4096, st.ID())
 	require.NoError(t, err)
-	q, err := Alloc(0, 4096, 0)
+	q, err := Alloc(0, id, 4096, 0)
 	require.NoError(t, err)
 	assert.NotEqual(t, p, q)
 
@@ -75,7 +75,7 @@ func TestAStreamsAllocationsGoToAChildOnIt(t *testing.T) {
 	assert.Equal(t, map[string]int{RootName: 0, RootName + "/torch": 1, onStream: 1}, buffers())
 
 	require.NoError(t, Free(0, p, 4096, st.ID()))
-	again, err := Alloc(0, 4096, st.ID())
+	again, err := Alloc(0, id, 4096, st.ID())
 	require.NoError(t, err)
 	assert.Equal(t, p, again, "reused at once on its own stream")
 
@@ -92,13 +92,13 @@ func TestAStreamsAllocationsGoToAChildOnIt(t *testing.T) {
 func TestAStreamRecordStreamNamedServesLaterAllocations(t *testing.T) {
 	hostDevice(t)
 	const side = 0x5000 // a library's stream handle, no stream of the driver's
-	p, err := Alloc(0, 4096, 0)
+	p, err := Alloc(0, 0, 4096, 0)
 	require.NoError(t, err)
 	require.NoError(t, RecordStream(p, side))
 	require.NoError(t, Free(0, p, 4096, 0))
-	id, err := Begin(0, "torch")
+	id, err := Begin(0, 0, "torch")
 	require.NoError(t, err)
-	q, err := Alloc(0, 4096, side)
+	q, err := Alloc(0, id, 4096, side)
 	require.NoError(t, err, "the stream is still in use")
 	require.NoError(t, Free(0, q, 4096, side))
 	require.NoError(t, End(id, false))
@@ -128,7 +128,7 @@ func pendingBlocks(t *testing.T, d *gpu.Device) int {
 func TestRecordStreamOntoTheDefaultStreamHoldsABlockOfASideStream(t *testing.T) {
 	d := hostDevice(t)
 	const side = 0x5000 // a library's stream handle
-	p, err := Alloc(0, 4096, side)
+	p, err := Alloc(0, 0, 4096, side)
 	require.NoError(t, err)
 	require.NoError(t, RecordStream(p, 0))
 	require.NoError(t, Free(0, p, 4096, side))
@@ -142,7 +142,7 @@ func TestRecordStreamOntoTheDefaultStreamHoldsABlockOfASideStream(t *testing.T) 
 func TestAFreeNamingAnotherStreamWaitsForIt(t *testing.T) {
 	// Allocated for a side stream, freed naming the default one.
 	d := hostDevice(t)
-	p, err := Alloc(0, 4096, 0x5000)
+	p, err := Alloc(0, 0, 4096, 0x5000)
 	require.NoError(t, err)
 	require.NoError(t, Free(0, p, 4096, 0))
 	assert.Equal(t, 1, pendingBlocks(t, d.gpu), "freed without waiting for the stream named")

@@ -31,6 +31,7 @@ func TestTheAPIIsWhatUsersCall(t *testing.T) {
 		"func OnReleaseError",
 		"func OnStream",
 		"func Open",
+		"func OpenDefault",
 		"func OpenDriver",
 		"func OpenHost",
 		"func PoolOptions",

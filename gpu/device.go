@@ -46,6 +46,34 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openHost(o)
+}
+
+// OpenDefault opens the device a program runs on where it does not choose
+// one: GPU 0 where this build has CUDA support ([CUDA], -tags cuda) and
+// the machine a GPU, as [Open](0) opens it, and otherwise a host-memory
+// device, as [OpenHost] opens one. What decides is Open(0): where it fails
+// with ErrNoDevice, the host device opens; any other error is returned, so
+// that a GPU that is there but fails is never hidden. [Device.Name] says
+// which opened ("cuda:0", or "host:N"). The options apply to whichever
+// opens, but [HostMemory], which sizes the host device and means nothing
+// to a GPU.
+func OpenDefault(opts ...DeviceOption) (*Device, error) {
+	o, err := buildDeviceOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	gpuOpts := o
+	gpuOpts.hostMemory = 0
+	dev, err := openGPU(0, gpuOpts)
+	if !errors.Is(err, ErrNoDevice) {
+		return dev, err
+	}
+	return openHost(o)
+}
+
+// openHost is OpenHost with its options built.
+func openHost(o deviceOptions) (*Device, error) {
 	if o.hostMemory == 0 {
 		o.hostMemory = DefaultHostMemory
 	}

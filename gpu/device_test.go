@@ -268,3 +268,20 @@ func TestOpenDevicesHaveDistinctNames(t *testing.T) {
 		require.NoError(t, dev.Close())
 	}
 }
+
+// OpenDefault opens GPU 0 where the build has CUDA support and the
+// machine a GPU, and the host device otherwise, sized by HostMemory, which
+// a GPU ignores; the other options apply to either, and a bad one fails.
+func TestOpenDefaultOpensTheGPUElseTheHostDevice(t *testing.T) {
+	dev, err := gpu.OpenDefault(gpu.HostMemory(8<<20), gpu.MaxReserved(4<<20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	if gpu.CUDA {
+		assert.Equal(t, "cuda:0", dev.Name())
+	} else {
+		assert.Regexp(t, `^host:\d+ \(host memory, 8.00 MiB\)$`, dev.String())
+	}
+	assert.Equal(t, int64(4<<20), dev.MaxReserved(), "the cap applies to either")
+	_, err = gpu.OpenDefault(gpu.MaxReserved(-1))
+	assert.ErrorIs(t, err, gpu.ErrInvalidSize)
+}

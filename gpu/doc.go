@@ -1,6 +1,6 @@
 // Package gpu gives device memory a lifetime you can see in the code.
 //
-//	dev, err := gpu.OpenHost(gpu.HostMemory(2 << 30)) // or gpu.Open(0) with -tags cuda
+//	dev, err := gpu.OpenDefault() // GPU 0 with -tags cuda and a GPU, else host memory
 //	defer dev.Close()
 //	err = gpu.WithScope(ctx, dev, func(s *gpu.Scope) error {
 //		x, err := gpu.Alloc[float32](s, 1000*1000)
@@ -27,7 +27,8 @@
 // Devices: [OpenHost] is device memory in host RAM, always available, the
 // default for tests and CI. [Open] is an NVIDIA GPU when the program is built
 // with -tags cuda (see docs/gpu-validation.md); otherwise it fails with
-// [ErrNoDevice].
+// [ErrNoDevice]. [OpenDefault] opens GPU 0 where there is one, and host
+// memory otherwise.
 //
 // Package gpu/gputest checks, goleak-style, that tests leave no memory live.
 package gpu

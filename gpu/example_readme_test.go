@@ -12,7 +12,7 @@ import (
 func Example_readme() {
 	run := func(ctx context.Context, values []float32) error {
 		// README begin
-		dev, err := gpu.OpenHost(gpu.HostMemory(2 << 30)) // or gpu.Open(0), built with -tags cuda
+		dev, err := gpu.OpenDefault() // GPU 0 where the build (-tags cuda) and the machine have one, else host memory
 		if err != nil {
 			return err
 		}

@@ -48,17 +48,11 @@ func ExampleDevice_Summary() {
 	// allocated 16.00 MiB (peak 19.00 MiB), reserved 20.00 MiB (peak 20.00 MiB), cached 4.00 MiB; 1 buffer live, 1 scope open
 }
 
-// A program that runs with or without a GPU picks its device by what the
-// build supports: GPU 0 where it has CUDA, host memory elsewhere. The same
-// scopes then work on either.
-func Example_chooseDevice() {
-	open := func() (*gpu.Device, error) {
-		if gpu.CUDA {
-			return gpu.Open(0)
-		}
-		return gpu.OpenHost()
-	}
-	dev, err := open()
+// A program that runs with or without a GPU opens the default device: GPU
+// 0 where the build has CUDA support and the machine a GPU, host memory
+// elsewhere (HostMemory sizes it there). The same scopes work on either.
+func ExampleOpenDefault() {
+	dev, err := gpu.OpenDefault(gpu.HostMemory(256 << 20))
 	if err != nil {
 		panic(err)
 	}

@@ -20,6 +20,11 @@ func Open(i int, opts ...DeviceOption) (*Device, error) {
 	if o.hostMemory != 0 {
 		return nil, prefixed.Errorf("gpu", "HostMemory is for OpenHost; a GPU's memory is what it has (MaxReserved or MaxReservedFraction caps what its pool takes)")
 	}
+	return openGPU(i, o)
+}
+
+// openGPU is Open with its options built.
+func openGPU(i int, o deviceOptions) (*Device, error) {
 	drv, err := cuda.Open(i)
 	if err != nil { // a bad ordinal is ErrNoDevice
 		return nil, deviceError(err)
@@ -54,7 +59,7 @@ func Devices() ([]DeviceInfo, error) {
 	return out, nil
 }
 
-// CUDA reports whether this build has CUDA support (-tags cuda). A
-// program uses it to choose between Open and OpenHost (see the package's
-// example of choosing a device).
+// CUDA reports whether this build has CUDA support (-tags cuda).
+// [OpenDefault] opens GPU 0 where it does and the machine has one, and
+// host memory otherwise.
 const CUDA = true

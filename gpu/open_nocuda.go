@@ -6,9 +6,12 @@ import "github.com/gpuscope/gpuscope/internal/prefixed"
 
 // Open opens CUDA device i. This build has no CUDA support: it always fails
 // with ErrNoDevice. Build with -tags cuda (docs/gpu-validation.md says how).
-func Open(i int, opts ...DeviceOption) (*Device, error) {
+func Open(i int, opts ...DeviceOption) (*Device, error) { return openGPU(i, deviceOptions{}) }
+
+// openGPU is Open with its options built: no GPU in this build.
+func openGPU(int, deviceOptions) (*Device, error) {
 	return nil, prefixed.Kind("gpu", ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda "+
-		"(scripts/cuda-sdk.sh fetches what the build needs), or use gpu.OpenHost")
+		"(scripts/cuda-sdk.sh fetches what the build needs), or use gpu.OpenHost or gpu.OpenDefault")
 }
 
 // DeviceInfo describes a CUDA device.
@@ -24,7 +27,7 @@ func Devices() ([]DeviceInfo, error) {
 	return nil, prefixed.Kind("gpu", ErrNoDevice, "gpuscope was built without CUDA support; build with -tags cuda")
 }
 
-// CUDA reports whether this build has CUDA support (-tags cuda). A
-// program uses it to choose between Open and OpenHost (see the package's
-// example of choosing a device).
+// CUDA reports whether this build has CUDA support (-tags cuda).
+// [OpenDefault] opens GPU 0 where it does and the machine has one, and
+// host memory otherwise.
 const CUDA = false

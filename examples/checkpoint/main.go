@@ -42,8 +42,16 @@ func main() {
 	})
 }
 
-func run(w io.Writer, dir string) error {
-	return demo.OnDevice(w, 1<<30, func(w io.Writer, dev *gpu.Device) error { return runOn(w, dev, dir) })
+func run(w io.Writer, dir string) (err error) {
+	// GPU 0 where the build and the machine have one, its pool capped at
+	// 1 GiB; else a host-memory device of 1 GiB.
+	dev, err := gpu.OpenDefault(gpu.MaxReserved(1<<30), gpu.HostMemory(1<<30))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
+	return runOn(w, dev, dir)
 }
 
 // runOn is the example on dev, which run opened.

@@ -114,7 +114,7 @@ func status(call string, st C.int) error {
 // shapes are the products run: m, n, k, none a multiple of another's tile.
 var shapes = [][3]int{{256, 384, 512}, {1000, 1, 777}, {63, 4096, 129}}
 
-func run(w io.Writer) error {
+func run(w io.Writer) (err error) {
 	// cuBLAS and the CUDA runtime under it work on the primary context,
 	// the one gpu.Open retains, made current on this thread.
 	runtime.LockOSThread()
@@ -123,16 +123,20 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return demo.OnDevice(w, 1<<30, func(w io.Writer, dev *gpu.Device) error {
-		if _, ok := dev.Driver().(*cuda.Driver); !ok {
-			return fmt.Errorf("cublas: needs a GPU, not %s", dev)
-		}
-		if err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error { return cb.gemms(w, s) }, gpu.Name("gemm")); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "after the scopes: %d bytes allocated\n", dev.Stats().Allocated)
-		return nil
-	})
+	dev, err := gpu.OpenDefault(gpu.MaxReserved(1 << 30))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
+	if _, ok := dev.Driver().(*cuda.Driver); !ok {
+		return fmt.Errorf("cublas: needs a GPU, not %s", dev)
+	}
+	if err := gpu.WithScope(context.Background(), dev, func(s *gpu.Scope) error { return cb.gemms(w, s) }, gpu.Name("gemm")); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "after the scopes: %d bytes allocated\n", dev.Stats().Allocated)
+	return nil
 }
 
 // gemms runs the products on a stream of s, with a cuBLAS handle whose

@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -28,7 +29,16 @@ import (
 
 func main() { demo.Main("gorgonia", run) }
 
-func run(w io.Writer) error { return demo.OnHost(w, 64<<20, runOn) }
+// run opens a host-memory device of 64 MiB, GPU or not: gorgonia's
+// tensors address the device's memory from Go (Slice.UseHost).
+func run(w io.Writer) (err error) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(64 << 20))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	return runOn(w, dev)
+}
 
 // runOn is the example on dev, the host-memory device run opened.
 func runOn(w io.Writer, dev *gpu.Device) error {

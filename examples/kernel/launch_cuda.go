@@ -4,8 +4,6 @@ package main
 
 import (
 	_ "embed"
-	"fmt"
-	"io"
 
 	"github.com/gpuscope/gpuscope/gpu"
 )
@@ -14,15 +12,6 @@ import (
 //
 //go:embed saxpy.ptx
 var saxpyPTX string
-
-func openDevice(w io.Writer) (*gpu.Device, error) {
-	dev, err := gpu.Open(0)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(w, "device: %s\n", dev)
-	return dev, nil
-}
 
 // saxpy loads the PTX in the scope (unloaded when the scope ends) and
 // launches it on st on the buffers: the launch checks that they are live

@@ -3,17 +3,10 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"math"
 
 	"github.com/gpuscope/gpuscope/gpu"
 )
-
-func openDevice(w io.Writer) (*gpu.Device, error) {
-	fmt.Fprintln(w, "This build has no CUDA support (build with -tags cuda): saxpy runs on the host-memory device.")
-	return gpu.OpenHost()
-}
 
 // saxpy computes on the host device, which runs no kernels: once st has
 // run what was queued on it, the buffers are read, combined in Go and

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -63,12 +64,13 @@ func saxpyAsync(s *gpu.Scope, st *gpu.Stream, a float32, x, y []float32) (gpu.Ho
 	return out, dy.CopyToHostAsync(out, st)
 }
 
-func run(w io.Writer, n int) error {
-	dev, err := openDevice(w)
+func run(w io.Writer, n int) (err error) {
+	dev, err := gpu.OpenDefault() // GPU 0 where the build and the machine have one, else host memory
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
 	const a = 2.5
 	x, y := make([]float32, n), make([]float32, n)
 	for i := range x {

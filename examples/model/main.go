@@ -8,6 +8,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -24,8 +25,16 @@ const (
 
 func main() { demo.Main("model", run) }
 
-func run(w io.Writer) error {
-	return demo.OnDevice(w, 1<<30, runOn)
+func run(w io.Writer) (err error) {
+	// GPU 0 where the build and the machine have one, its pool capped at
+	// 1 GiB; else a host-memory device of 1 GiB.
+	dev, err := gpu.OpenDefault(gpu.MaxReserved(1<<30), gpu.HostMemory(1<<30))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
+	return runOn(w, dev)
 }
 
 // runOn is the example on dev, which run opened.

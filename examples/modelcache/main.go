@@ -33,8 +33,16 @@ const (
 
 func main() { demo.Main("modelcache", run) }
 
-func run(w io.Writer) error {
-	return demo.OnDevice(w, capacity, runOn)
+func run(w io.Writer) (err error) {
+	// GPU 0 where the build and the machine have one, its pool capped at
+	// capacity; else a host-memory device of that capacity.
+	dev, err := gpu.OpenDefault(gpu.MaxReserved(capacity), gpu.HostMemory(capacity))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
+	return runOn(w, dev)
 }
 
 // runOn is the example on dev, which run opened.

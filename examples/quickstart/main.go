@@ -21,23 +21,14 @@ import (
 
 func main() { demo.Main("quickstart", run) }
 
-func run(w io.Writer) error {
-	dev, err := gpu.Open(0)
+func run(w io.Writer) (err error) {
+	// GPU 0 where the build and the machine have one; else 2 GiB of host memory.
+	dev, err := gpu.OpenDefault(gpu.HostMemory(2 << 30))
 	if err != nil {
-		if !errors.Is(err, gpu.ErrNoDevice) {
-			return err
-		}
-		why := "this build has no CUDA support; build with -tags cuda to run on GPU 0"
-		if gpu.CUDA {
-			why = err.Error()
-		}
-		fmt.Fprintf(w, "No GPU (%s).\nRunning on the host-memory device instead.\n\n", why)
-		if dev, err = gpu.OpenHost(gpu.HostMemory(2 << 30)); err != nil {
-			return err
-		}
+		return err
 	}
-	defer dev.Close()
-	fmt.Fprintf(w, "device: %s\n", dev)
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
 	show(w, "before the scope", dev)
 
 	const n = 1000 * 1000

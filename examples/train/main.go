@@ -144,8 +144,16 @@ type trainer struct {
 	x, y    []float32 // a micro-batch on the host
 }
 
-func run(w io.Writer, cfg config) error {
-	return demo.OnDevice(w, cfg.capacity, func(w io.Writer, dev *gpu.Device) error { return runOn(w, dev, cfg) })
+func run(w io.Writer, cfg config) (err error) {
+	// GPU 0 where the build and the machine have one, its pool capped at
+	// cfg.capacity; else a host-memory device of that capacity.
+	dev, err := gpu.OpenDefault(gpu.MaxReserved(cfg.capacity), gpu.HostMemory(cfg.capacity))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dev.Close()) }()
+	demo.Opened(w, dev)
+	return runOn(w, dev, cfg)
 }
 
 // runOn is the example on dev, which run opened.

@@ -1,16 +1,17 @@
-// Package demo holds what the examples share: the device they run on and
-// the memory report they print, in the manner of the GPUMemoryManager
-// context manager PyTorch users write (memory before, inside, after).
+// Package demo holds what the examples share: the line that says which
+// device they run on and the memory report they print, in the manner of
+// the GPUMemoryManager context manager PyTorch users write (memory
+// before, inside, after). Each example opens its device itself, with
+// gpu.OpenDefault, as a program of a user's does.
 package demo
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/gpuscope/gpuscope/gpu"
-	"github.com/gpuscope/gpuscope/pool"
 )
 
 // Main is an example's main: it runs run with standard output and, if
@@ -23,54 +24,19 @@ func Main(name string, run func(w io.Writer) error) {
 	}
 }
 
-// Open opens GPU 0 in a build with CUDA support on a machine that has one,
-// its pool capped at capacity bytes, and otherwise the host-memory device
-// of capacity bytes, saying so on w.
-func Open(w io.Writer, capacity int64) (*gpu.Device, error) {
-	dev, err := gpu.Open(0, gpu.PoolOptions(pool.MaxReserved(capacity)))
-	if err == nil {
-		fmt.Fprintf(w, "device: %s\n", dev)
-		return dev, nil
+// Opened says on w which device an example runs on, as gpu.OpenDefault
+// chose it: "device: cuda:0 (NVIDIA H200)", or the host device and why
+// there is no GPU.
+func Opened(w io.Writer, dev *gpu.Device) {
+	why := ""
+	switch {
+	case !strings.HasPrefix(dev.Name(), "host:"):
+	case !gpu.CUDA:
+		why = " (no GPU: this build has no CUDA support; build with -tags cuda to run on GPU 0)"
+	default:
+		why = " (no GPU: the CUDA driver has no device 0)"
 	}
-	if !errors.Is(err, gpu.ErrNoDevice) {
-		return nil, err
-	}
-	dev, herr := gpu.OpenHost(gpu.HostMemory(capacity))
-	if herr != nil {
-		return nil, herr
-	}
-	why := "this build has no CUDA support; build with -tags cuda to run on GPU 0"
-	if gpu.CUDA {
-		why = err.Error()
-	}
-	fmt.Fprintf(w, "device: %s (no GPU: %s)\n", dev, why)
-	return dev, nil
-}
-
-// OnDevice opens the device, as Open does, of capacity bytes, runs run on
-// it and closes it: the start and end every example shares. It returns
-// run's error joined with Close's.
-func OnDevice(w io.Writer, capacity int64, run func(w io.Writer, dev *gpu.Device) error) error {
-	dev, err := Open(w, capacity)
-	return runAndClose(w, dev, err, run)
-}
-
-// OnHost is OnDevice on the host-memory device of capacity bytes, GPU or
-// not: for an example that addresses the device's memory from Go
-// (Slice.UseHost).
-func OnHost(w io.Writer, capacity int64, run func(w io.Writer, dev *gpu.Device) error) error {
-	dev, err := gpu.OpenHost(gpu.HostMemory(capacity))
-	return runAndClose(w, dev, err, run)
-}
-
-// runAndClose runs run on dev, which opening it returned with err, and
-// closes it, also where run panics.
-func runAndClose(w io.Writer, dev *gpu.Device, err error, run func(w io.Writer, dev *gpu.Device) error) (runErr error) {
-	if err != nil {
-		return err
-	}
-	defer func() { runErr = errors.Join(runErr, dev.Close()) }()
-	return run(w, dev)
+	fmt.Fprintf(w, "device: %s%s\n", dev, why)
 }
 
 // ToHost copies the elements of x into a new slice of the program's memory.

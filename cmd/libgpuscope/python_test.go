@@ -142,27 +142,33 @@ for f in sys.argv[1:]:
 	// A budget too short for three rounds: the rounds give way to the
 	// parts after them, which ran last time and must run again.
 	cmd = exec.Command("bash", filepath.Join(dir, "interop-gpu.sh"), "plan")
-	cmd.Env = append(withoutEnv(os.Environ(), "PARTS", "QUICK"), "BUDGET=400", "PROCS=3")
+	cmd.Env = append(withoutEnv(os.Environ(), "PARTS", "QUICK", "CUPY_PROCS"), "BUDGET=480", "PROCS=3")
 	out, err = cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	plan = string(out)
 	require.Contains(t, plan, "torch.jsonl: round 2 of 3: SKIPPED", "the third round gives way:\n%s", plan)
-	for _, part := range []string{"sanitizer.txt", "both.txt", "cublas.txt", "cublas_test.txt", "cupy.jsonl"} {
+	for _, part := range []string{"sanitizer.txt", "cublas.txt", "cublas_test.txt", "cupy.jsonl"} {
 		require.Regexp(t, `(?m)^ +\d+ s  `+regexp.QuoteMeta(part)+` +about`, plan, "%s runs", part)
 	}
-	require.NotRegexp(t, `(sanitizer|both|cublas)\S*: .*SKIPPED`, plan, "a part after the rounds is left out")
+	require.NotRegexp(t, `(sanitizer|cublas|cupy)\S*: .*SKIPPED`, plan, "a part after the rounds is left out")
 
 	// The default batch, as the device runs it: every part fits its
 	// budget, and the budget, a part's kill after its limit and the report
 	// fit the device's one command of 600 s.
 	cmd = exec.Command("bash", filepath.Join(dir, "interop-gpu.sh"), "plan")
-	cmd.Env = withoutEnv(os.Environ(), "BUDGET", "PARTS", "PROCS", "QUICK")
+	cmd.Env = withoutEnv(os.Environ(), "BUDGET", "PARTS", "PROCS", "QUICK", "CUPY_PROCS")
 	out, err = cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	plan = string(out)
 	require.NotContains(t, plan, "SKIPPED", "the default plan leaves a part out:\n%s", plan)
-	for _, part := range []string{"streams.jsonl", "torch.jsonl", "pair.jsonl", "pyalloc.jsonl", "cupy.jsonl", "both.txt", "cublas_test.txt", "sanitizer.txt"} {
+	for _, part := range []string{"shim.txt", "streams.jsonl", "server.jsonl", "hooks.jsonl", "both.txt", "torch.jsonl", "pair.jsonl",
+		"pyalloc.jsonl", "cupy.jsonl", "cublas_test.txt", "sanitizer.txt"} {
 		require.Contains(t, plan, part, "the default plan runs every part")
+	}
+	for _, onto := range []string{"side", "default"} {
+		for _, mode := range []string{"wired", "unwired"} {
+			require.Contains(t, plan, "interop_streams.py "+mode+" --onto "+onto, "record_stream onto each stream, with its control")
+		}
 	}
 	require.Equal(t, 9, strings.Count(plan, "interop_torch.py "+"native")+strings.Count(plan, "interop_torch.py expandable")+
 		strings.Count(plan, "interop_torch.py gpuscope --steps 60"), "three rounds of PyTorch's three modes:\n%s", plan)
@@ -211,7 +217,9 @@ func TestTheInteropHarnessKeepsWhatAHungPartLeft(t *testing.T) {
 	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "measure", "interop-gpu.sh"), "run", logs, out)
 	cmd.Env = append(withoutEnv(os.Environ(), "QUICK", "PROCS"), "INTEROP_BIN="+bin, "PARTS=cublas", "BUDGET=8")
 	output, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", output)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", output)
+	require.Equal(t, 1, exit.ExitCode(), "the verdict's status, FAIL:\n%s", output)
 
 	commands, err := os.ReadFile(filepath.Join(logs, "commands.txt"))
 	require.NoError(t, err)
@@ -230,6 +238,7 @@ func TestTheInteropHarnessKeepsWhatAHungPartLeft(t *testing.T) {
 	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
 	require.NoError(t, err)
 	require.Contains(t, string(report), "Parts that failed:")
+	require.Regexp(t, `(?m)^VERDICT: FAIL: .*parts failed`, string(report))
 	list := run(t, "", "tar", "tzf", filepath.Join(out, "interop-logs.tgz"))
 	for _, f := range []string{"logs/commands.txt", "logs/cublas.txt", "logs/failures.txt", "logs/report.txt", "logs/machine.txt"} {
 		require.Contains(t, list, f)

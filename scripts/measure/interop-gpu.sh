@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # interop-gpu.sh measures gpuscope's C allocator under real clients on a GPU,
 # in one command (docs/interop.md): record_stream through PyTorch's hook,
-# PyTorch training and CuPy's matrix products and FFTs against their own
-# allocators, the cost of an allocation + free from C++ and from Python,
-# both frameworks on one pool under one cap, cuBLAS GEMMs whose workspace is
-# a scope's (examples/cublas), and compute-sanitizer on a short PyTorch run.
+# onto a side stream and onto the default one, each with its control; a
+# server of four threads, each request in a scope of its own; PyTorch's
+# hooks (empty_cache, the memory fraction, graph capture refused); out of
+# memory raised in both frameworks on one pool under one cap, the process
+# going on after; PyTorch training and CuPy's matrix products and FFTs
+# against their own allocators; the cost of an allocation + free from C++
+# and from Python; cuBLAS GEMMs whose workspace is a scope's
+# (examples/cublas); and compute-sanitizer on a short PyTorch run.
 #
 #   scripts/measure/interop-gpu.sh build              here, with Go: .interop/ holds
 #                                                     libgpuscope.so (-tags cuda), the
@@ -12,7 +16,9 @@
 #   scripts/measure/interop-gpu.sh run LOGDIR [OUT]   there, with PyTorch, CuPy and the
 #                                                     CUDA toolkit, no Go: builds the C++
 #                                                     twin and the minimal allocator, runs
-#                                                     the batch, writes LOGDIR/report.txt;
+#                                                     the batch, writes LOGDIR/report.txt,
+#                                                     whose last line is the verdict (PASS,
+#                                                     exit 0; FAIL, exit 1);
 #                                                     with OUT, packs LOGDIR into
 #                                                     OUT/interop-logs.tgz after every
 #                                                     part and copies report.txt there
@@ -33,10 +39,12 @@
 # command the device ends early still brings back all that ran.
 #
 # PROCS (default 3) sets how many processes of each mode the timed parts
-# run; the modes take turns in rounds, each round in another order, so that
+# run (CuPy's, CUPY_PROCS, default 2); the modes take turns in rounds, each round in another order, so that
 # the machine's drift falls on every mode alike. QUICK=1 makes every part
 # short, to check the harness. PARTS (default all) picks parts by name:
-# streams torch pair pyalloc cupy both cublas sanitizer.
+# streams server hooks both torch pair pyalloc cupy cublas sanitizer. Every
+# part that runs PyTorch through gpuscope uses use_torch's shim, compiled
+# once, first, into the build folder (shim.txt says how it went).
 #
 # On the device, with .interop carried (the CUDA suite is a command of its
 # own, scripts/gpu-test.sh run, with .gpubin carried):
@@ -79,14 +87,15 @@ if [ $dry = 0 ] && [ ! -f "$bin/libgpuscope.so" ]; then
   echo "interop-gpu: no $bin/libgpuscope.so: run build first, where Go is" >&2
   exit 1
 fi
-export GPUSCOPE_LIB=$bin/libgpuscope.so PYTHONUNBUFFERED=1
+export GPUSCOPE_LIB=$bin/libgpuscope.so PYTHONUNBUFFERED=1 GPUSCOPE_BUILD_DIR=$bin
 rounds=${PROCS:-3}
+crounds=${CUPY_PROCS:-$((rounds < 2 ? rounds : 2))} # CuPy's rounds: two fit the budget beside the rest
 budget=${BUDGET:-550}
 # after: the seconds that may follow the budget's end: the last part's kill
 # 10 s after its limit, the report and the packing. The budget and these
 # fit the device's command of 600 s.
 after=30
-parts=" ${PARTS:-streams torch pair pyalloc cupy both cublas sanitizer} "
+parts=" ${PARTS:-streams server hooks both torch pair pyalloc cupy cublas sanitizer} "
 if [ "${QUICK:-}" = 1 ]; then
   rounds=1 steps=12 warmup=2 ops=16 passes=1
   export N=2000 ROUNDS=2
@@ -168,24 +177,26 @@ stop() {
 }
 
 # finish writes the report and packs the logs with it, once: at the end,
-# or where the command is stopped (TERM, INT) before it.
-finished=0
+# or where the command is stopped (TERM, INT) before it. The report's last
+# line is the run's verdict, and verdict its status: 0 where every target
+# was met and every part ran.
+finished=0 verdict=1
 finish() {
   [ $finished = 0 ] || return 0
   finished=1
   echo "== the batch took $((SECONDS - start)) s of its budget of $budget" >>"$logs/commands.txt"
   python3 "$here/interop_report.py" "$logs" >"$logs/report.txt" 2>&1
+  verdict=$?
   cat "$logs/report.txt"
   save
   [ -z "$out" ] || cp "$logs/report.txt" "$out/report.txt"
 }
 
 # reserve: what the parts after the timed rounds need at least, which a
-# round leaves room for: compute-sanitizer, both frameworks, cuBLAS and one
-# round of CuPy, as far as PARTS names them.
+# round leaves room for: compute-sanitizer, cuBLAS and one round of CuPy,
+# as far as PARTS names them.
 reserve=0
 ! want sanitizer || reserve=$((reserve + 60))
-! want both || reserve=$((reserve + 12))
 ! want cublas || reserve=$((reserve + 6))
 ! want cupy || reserve=$((reserve + 16))
 
@@ -214,12 +225,34 @@ else
   abi=$(t python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 fi
 
-# 1. record_stream through the compiled hook (it compiles
-# torch_streams.cpp first), and the control without it: the check has
-# never run on a GPU.
+# 0. The PyTorch shim (torch_shim.cpp), compiled against this PyTorch once,
+# for every part that runs PyTorch through gpuscope: its compiler's errors,
+# if any, are in shim.txt.err, and every such part then runs without it.
+if want streams || want server || want hooks || want both || want torch || want pyalloc || want sanitizer; then
+  part shim.txt 40 180 env PYTHONPATH="$root/cmd/libgpuscope/python" python3 -c \
+    'import gpuscope, torch; print(gpuscope._build_shim())'
+fi
+
+# 1. What the last run never showed, first. record_stream through the
+# shim's hook, onto a side stream and onto the default stream (FSDP's
+# pattern, which gpuscope dropped), each with its control (use_torch's
+# wrapper alone: record_stream does nothing, and the late write must land);
+# the server of four threads (each request's bytes in its own scope);
+# PyTorch's hooks; out of memory raised in both frameworks under one cap.
 if want streams; then
-  part streams.jsonl 50 180 env GPUSCOPE_BUILD_DIR="$bin" python3 "$here/interop_streams.py" wired
-  part streams.jsonl 15 90 python3 "$here/interop_streams.py" unwired
+  for onto in side default; do
+    part streams.jsonl 12 90 python3 "$here/interop_streams.py" wired --onto $onto
+    part streams.jsonl 12 90 python3 "$here/interop_streams.py" unwired --onto $onto
+  done
+fi
+if want server; then
+  part server.jsonl 25 120 python3 "$here/interop_server.py" torch --rounds $([ "${QUICK:-}" = 1 ] && echo 2 || echo 6)
+fi
+if want hooks; then
+  part hooks.jsonl 12 90 python3 "$here/interop_hooks.py"
+fi
+if want both; then
+  part both.txt 12 120 python3 "$here/interop_both.py" $((2 << 30))
 fi
 
 # 2. The cost of a pair from C/C++: the C++ twin (c10, gpuscope and the
@@ -273,15 +306,11 @@ for ((r = 0; r < rounds; r++)); do
 done
 
 # 4. What the last run showed already, its library since changed:
-# compute-sanitizer on a short PyTorch run, both frameworks under one cap
-# (which now binds), cuBLAS from Go, then CuPy against its pool in rounds
-# as far as the budget goes.
+# compute-sanitizer on a short PyTorch run, cuBLAS from Go, then CuPy
+# against its pool in rounds as far as the budget goes.
 if want sanitizer; then
   part sanitizer.txt 60 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
     python3 "$here/interop_torch.py" gpuscope --small --steps 4 --warmup 1
-fi
-if want both; then
-  part both.txt 12 120 python3 "$here/interop_both.py" $((2 << 30))
 fi
 if want cublas; then
   cublas=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.[0-9]+ /{print $NF; exit}')
@@ -292,8 +321,8 @@ if want cublas; then
   part cublas_test.txt 3 60 bash -c "cd '$root/examples/cublas' && '$bin/cublas.test' -test.v -test.count=1"
 fi
 if want cupy; then
-  for ((r = 0; r < rounds; r++)); do
-    fits 16 "cupy.jsonl: round $r of $rounds" || break
+  for ((r = 0; r < crounds; r++)); do
+    fits 16 "cupy.jsonl: round $r of $crounds" || break
     for m in $([ $((r % 2)) = 0 ] && echo pool gpuscope || echo gpuscope pool); do
       part cupy.jsonl 8 120 python3 "$here/interop_cupy.py" "$m" --ops $ops --passes $passes --round $r
     done
@@ -305,3 +334,4 @@ if [ $dry = 1 ]; then
   exit 0
 fi
 finish
+exit $verdict

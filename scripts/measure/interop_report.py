@@ -1,5 +1,6 @@
 """Reads the logs of `interop-gpu.sh run` and prints the figures of
-docs/interop.md with issue 37's targets, each marked met or missed.
+docs/interop.md with issues 37's and 43's targets, each marked met or
+missed.
 
     python3 interop_report.py LOGDIR
 """
@@ -45,6 +46,13 @@ def gpuscope_stats(st):
     allocations."""
     return (f"pair hits {st.get('c_pair_hits')}, allocs {st.get('allocs')}, frees {st.get('frees')}, "
             f"served from cache {st.get('served_from_cache')}, c_failures {st.get('c_failures')}, ooms {st.get('ooms')}")
+
+
+def hit_rate(st):
+    """The share of a process's allocations that the pair cache served:
+    its hits over its hits and the allocations that crossed into Go."""
+    hits, allocs = st.get("c_pair_hits") or 0, st.get("allocs") or 0
+    return hits / (hits + allocs) if hits + allocs else 0.0
 
 
 def lacking(m, modes):
@@ -119,6 +127,10 @@ def torch_report(rows):
         st = [gpuscope_stats(r["gpuscope_stats"]) for r in v if "gpuscope_stats" in r]
         if st:
             out.append(f"  {k:10s} stats, each process: " + "; ".join(st))
+        rates = [hit_rate(r["gpuscope_stats"]) for r in v if "gpuscope_stats" in r]
+        if rates:
+            out.append(f"  {k:10s} pair cache served {', '.join(f'{x:.1%}' for x in rates)} of the allocations, "
+                       "each process (hits / (hits + allocations through Go))")
     gone = lacking(m, ("gpuscope", "native"))
     if gone:
         out.append(f"  step time gpuscope / native, medians: (target <= 1.02) -> {gone}")
@@ -169,29 +181,44 @@ def cupy_report(rows):
 
 
 def streams_report(rows, err):
-    """record_stream: the wired run's late write must land in no new tensor,
-    while the side stream was still busy; the unwired control must show
-    the write landing, or the check has not shown that it can fail and the
-    wired run's pass proves nothing."""
-    out = ["record_stream through PyTorch's hook (interop_streams.py)"]
+    """record_stream, onto a side stream and onto the default stream: each
+    has its own verdict."""
+    out = []
+    for onto in ("side", "default"):
+        out += ([""] if out else []) + streams_onto(onto, [r for r in rows if r.get("onto", "side") == onto], err)
+    return out
+
+
+STREAMS_WHAT = {
+    "side": "a tensor of the default stream, written late by a side stream",
+    "default": "a tensor of a side stream, written late by the default stream (FSDP's pattern)",
+}
+
+
+def streams_onto(onto, rows, err):
+    """record_stream onto one stream: the wired run's late write must land
+    in no new tensor, while the late stream was still busy; the unwired
+    control must show the write landing, or the check has not shown that it
+    can fail and the wired run's pass proves nothing."""
+    out = [f"record_stream onto the {onto} stream: {STREAMS_WHAT[onto]} (interop_streams.py --onto {onto})"]
     got = {r["mode"]: r for r in rows if "late_write_landed_in_a_new_tensor" in r}
     w, u = got.get("wired"), got.get("unwired")
     if w is None:
         out.append(f"  wired: no result -> MISSED, NOT RUN{last_line(err)}")
     else:
-        busy = w["side_stream_busy_after_the_allocations"]
-        after_del = w.get("side_stream_busy_after_the_del")
+        busy = w["late_stream_busy_after_the_allocations"]
+        after_del = w.get("late_stream_busy_after_the_del")
         when = ("" if after_del is None else f"{'busy' if after_del else 'DONE'} after the del, ") + \
             f"{'busy' if busy else 'DONE'} after the allocations"
-        out.append(f"  wired: {w['record_stream_calls']} record_stream calls reached gpuscope; the side stream was "
+        out.append(f"  wired: {w['record_stream_calls']} record_stream calls reached gpuscope; the late stream was "
                    f"{when} ({w['allocations_ms']:.1f} ms); "
                    f"its late write landed in a new tensor: {w['late_write_landed_in_a_new_tensor']}; c_failures {w['c_failures']}")
         if w["late_write_landed_in_a_new_tensor"]:
-            v = "MISSED: memory recorded on the side stream was reused before its work ran"
+            v = "MISSED: memory recorded on the late stream was reused before its work ran"
         elif w["record_stream_calls"] < 1 or w["c_failures"]:
             v = "MISSED: the hook did not reach gpuscope, or gpuscope refused it"
         elif not busy:
-            v = "INCONCLUSIVE: the side stream had finished before the allocations did"
+            v = "INCONCLUSIVE: the late stream had finished before the allocations did"
         elif u is None:
             v = "INCONCLUSIVE: the control gave no result, so nothing shows that the check can fail"
         elif not u["late_write_landed_in_a_new_tensor"]:
@@ -205,6 +232,61 @@ def streams_report(rows, err):
         landed = u["late_write_landed_in_a_new_tensor"]
         out.append(f"  unwired (the control, record_stream dropped): the late write landed in a new tensor: {landed} -> "
                    + ("the check can fail, as it should" if landed else "the check did NOT show that it can fail: the wired result proves nothing"))
+    return out
+
+
+def shim_report(path):
+    """use_torch's shim, compiled once against the PyTorch of the run: met
+    where the build printed the library's path."""
+    built = [x.strip() for x in text(path).splitlines() if x.strip().endswith(".so")] if os.path.exists(path) else []
+    if built:
+        return [f"PyTorch shim (torch_shim.cpp) built against this PyTorch: {built[-1]} -> met"]
+    if not os.path.exists(path) and not os.path.exists(path + ".err"):
+        return ["PyTorch shim (torch_shim.cpp): no result -> MISSED (NOT RUN)"]
+    return [f"PyTorch shim (torch_shim.cpp): not built -> MISSED{last_line(path + '.err')}"]
+
+
+def server_report(rows):
+    """The 4-thread server (issue 43): met where every request ran, each
+    request's scope held exactly its own bytes while the four were open,
+    every Summary read then named the four, and every scope ended with
+    nothing left, with no failed call."""
+    r = next((x for x in rows if "each_in_its_own_scope" in x), None)
+    if r is None:
+        return ["A server of 4 threads, a scope per request: no result -> MISSED (NOT RUN)"]
+    kinds = r.get("kinds", {})
+    why = [w for ok, w in (
+        (r["backend"] == "torch", f"the {r['backend']} backend, not PyTorch"),
+        (not r.get("errors"), "requests failed: " + "; ".join(r.get("errors", []))[:300]),
+        (kinds.get("train", 0) > 0 and kinds.get("infer", 0) > 0, "training steps and inferences did not both run"),
+        (r["each_in_its_own_scope"], f"{len(r.get('mismatched', []))} requests' scopes did not hold exactly their bytes"),
+        (r["summaries_name_the_four"], "a Summary did not name the four open requests"),
+        (r["ended_cleanly"], f"memory was left: {r['allocated_before']} bytes allocated before, {r['allocated_after']} after"),
+        (r["c_failures"] == 0, f"{r['c_failures']} calls failed")) if not ok]
+    out = [f"A server of 4 threads, a scope per request: {r['requests']} requests ({kinds.get('train', 0)} training steps, "
+           f"{kinds.get('infer', 0)} inferences, interleaved), each scope exactly its request's bytes: "
+           f"{r['each_in_its_own_scope']}, the Summaries name the four: {r['summaries_name_the_four']}, every scope ended "
+           f"with nothing left: {r['ended_cleanly']} -> " + ("met" if not why else "MISSED: " + "; ".join(why))]
+    for m in r.get("mismatched", [])[:4]:
+        out.append(f"  request {m['thread']}-{m['round']} ({m['kind']}): its scope held {m['live']} bytes, it held {m['expected']}")
+    return out
+
+
+def hooks_report(rows):
+    """PyTorch's allocator calls that the shim wires: met where
+    empty_cache gave gpuscope's cache back, the memory fraction refused an
+    allocation past it and served one under it, and graph capture was
+    refused with gpuscope's why."""
+    r = rows[0] if rows else None
+    if r is None:
+        return ["PyTorch's hooks through the shim: no result -> MISSED (NOT RUN)"]
+    e, f, g = r["empty_cache"], r["memory_fraction"], r["graph_capture"]
+    out = ["PyTorch's hooks through the shim (interop_hooks.py)"]
+    out.append(f"  torch.cuda.empty_cache(): gpuscope reserved {gb(e['reserved_before'])} before, "
+               f"{gb(e['reserved_after'])} after -> {verdict(e['acted'])}")
+    out.append(f"  set_per_process_memory_fraction({f['fraction']}): past it {f.get('past')}; under it allocated: "
+               f"{f['under_allowed']} -> {verdict(f['acted'])}")
+    out.append(f"  CUDA graph capture: {g['message']} -> " + ("met (refused, with why)" if g["refused"] else "MISSED: not refused by gpuscope"))
     return out
 
 
@@ -267,34 +349,36 @@ def pyalloc_report(rows):
     return out
 
 
-def refused(past):
-    """Whether an allocation past the cap was refused: a null pointer (the
-    allocator's NULL, which neither framework checks) or an out-of-memory
-    error."""
-    return past is not None and (past.startswith("null pointer") or "OutOfMemory" in past)
-
-
 def both_report(rows):
     """Both frameworks on one pool under one cap: met where the cap bound
     (the pool reserved up to within one chunk of it and not past it), an
-    allocation past it from each framework was refused, and the Summary
-    named both scopes."""
+    allocation past it raised each framework's own out-of-memory error,
+    with gpuscope's message naming the cap, the process went on (each
+    framework allocated under the cap after, and a training step ran), and
+    the Summary named both scopes."""
     if not rows:
         return ["PyTorch and CuPy on one pool: no result -> MISSED (NOT RUN)"]
     r = rows[0]
-    torch_past = next((x["torch_past_cap"] for x in rows[1:] if "torch_past_cap" in x), None)
+    later = {k: v for x in rows[1:] for k, v in x.items()}
+    torch_past = later.get("torch_past_cap")
     cupy_past = r.get("cupy_past_cap")
     chunk = r.get("chunk", 0)
     bound = r["peak_reserved"] + chunk > r["cap"]
     why = [w for ok, w in ((bound, "the cap never bound"), (r["under_cap"], "reserved passed the cap"),
-                           (refused(cupy_past), "CuPy's allocation past the cap was not refused"),
-                           (refused(torch_past), "PyTorch's allocation past the cap was not refused"),
+                           (r.get("cupy_oom_is_cupys"), "CuPy's allocation past the cap did not raise cupy.cuda.memory.OutOfMemoryError"),
+                           (r.get("cupy_message_names_the_cap"), "CuPy's error does not carry gpuscope's message (the cap)"),
+                           (later.get("torch_oom_is_torchs"), "PyTorch's allocation past the cap did not raise torch.cuda.OutOfMemoryError"),
+                           (later.get("torch_message_names_the_cap"), "PyTorch's error does not carry gpuscope's message (the cap)"),
+                           (later.get("went_on"), "the process did not go on: an allocation under the cap or a training step after failed"),
                            (r["both_named"], "the Summary does not name both scopes")) if not ok]
     out = [f"PyTorch and CuPy on one pool: cap {gb(r['cap'])}, peak reserved {gb(r['peak_reserved'])} "
            f"({100 * r['peak_reserved'] / r['cap']:.1f}% of the cap, {r.get('filled', 0)} chunks of {chunk >> 20} MiB filled it); "
            f"the Summary names both scopes: {r['both_named']} -> " + ("met" if not why else "MISSED: " + "; ".join(why))]
     out.append(f"  CuPy past the cap: {cupy_past}")
     out.append(f"  PyTorch past the cap: {torch_past if torch_past is not None else 'no result (the process ended first)'}")
+    if "went_on" in later:
+        out.append(f"  after: CuPy allocated under the cap {later.get('cupy_after')}, PyTorch {later.get('torch_after')}, "
+                   f"a training step ran {later.get('step_after')}")
     return out
 
 
@@ -329,12 +413,14 @@ def cublas_report(path):
 def report(d):
     """The report of the logs in folder d, as lines: what the last run
     missed or never ran first."""
-    out = []
-    for part in (streams_report(lines(f"{d}/streams.jsonl"), f"{d}/streams.jsonl.err"),
-                 torch_report(lines(f"{d}/torch.jsonl")), pair_report(lines(f"{d}/pair.jsonl")),
+    out = shim_report(f"{d}/shim.txt") + [""]
+    out += streams_report(lines(f"{d}/streams.jsonl"), f"{d}/streams.jsonl.err") + [""]
+    out += server_report(lines(f"{d}/server.jsonl")) + [""]
+    out += hooks_report(lines(f"{d}/hooks.jsonl")) + [""]
+    out += both_report(lines(f"{d}/both.txt")) + [""]
+    for part in (torch_report(lines(f"{d}/torch.jsonl")), pair_report(lines(f"{d}/pair.jsonl")),
                  pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl"))):
         out += part + [""]
-    out += both_report(lines(f"{d}/both.txt"))
     out += sanitizer_report(f"{d}/sanitizer.txt")
     out += cublas_report(f"{d}/cublas_test.txt")
     if os.path.exists(f"{d}/pair_bench.txt"):
@@ -346,8 +432,28 @@ def report(d):
     return out
 
 
+def overall(out):
+    """The run's verdict, from the report's lines: PASS where every target
+    is met and no part failed or was left out, else FAIL with what is not.
+    A target's line ends in "-> " and its verdict: met, MISSED or
+    INCONCLUSIVE."""
+    verdicts = [x.rsplit("-> ", 1)[1] for x in out if "-> " in x]
+    met = sum(v.startswith("met") for v in verdicts)
+    missed = sum(v.startswith("MISSED") for v in verdicts)
+    inconclusive = sum(v.startswith("INCONCLUSIVE") for v in verdicts)
+    failed, left = "Parts that failed:" in out, "Parts the budget left out:" in out
+    if met and not (missed or inconclusive or failed or left):
+        return f"VERDICT: PASS: {met} targets met"
+    why = [f"{n} {w}" for n, w in ((missed, "MISSED"), (inconclusive, "INCONCLUSIVE")) if n]
+    why += [w for ok, w in ((failed, "parts failed"), (left, "parts left out by the budget")) if ok]
+    return f"VERDICT: FAIL: {', '.join(why) or 'nothing met'} ({met} met)"
+
+
 def main():
-    print("\n".join(report(sys.argv[1])))
+    out = report(sys.argv[1])
+    v = overall(out)
+    print("\n".join(out + ["", v]))
+    sys.exit(0 if v.startswith("VERDICT: PASS") else 1)
 
 
 if __name__ == "__main__":

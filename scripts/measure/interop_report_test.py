@@ -20,9 +20,9 @@ def torch_row(mode, rnd, step_ms, losses=LOSSES):
             "peak_allocated": 2e9, "final_loss": 1.5, "losses": list(losses)}
 
 
-def streams_row(mode, landed, busy=True, calls=None, failures=0):
-    return {"mode": mode, "record_stream_calls": (1 if mode == "wired" else 0) if calls is None else calls,
-            "side_stream_busy_after_the_allocations": busy, "allocations_ms": 3.2,
+def streams_row(mode, landed, busy=True, calls=None, failures=0, onto="side"):
+    return {"mode": mode, "onto": onto, "record_stream_calls": (1 if mode == "wired" else 0) if calls is None else calls,
+            "late_stream_busy_after_the_allocations": busy, "allocations_ms": 3.2,
             "a_new_tensor_took_its_address": landed, "late_write_landed_in_a_new_tensor": landed,
             "c_failures": failures}
 
@@ -42,12 +42,45 @@ def pyalloc_row(mode, ns):
 
 
 def both_row(**kw):
-    """interop_both.py's first JSON line, of a run whose cap bound."""
+    """interop_both.py's first JSON line, of a run whose cap bound and
+    whose CuPy raised its own error with gpuscope's message."""
     r = {"cap": 2 << 30, "chunk": 128 << 20, "reserved": 2.1e9, "peak_reserved": 2.1e9, "allocated": 2.0e9,
-         "filled": 8, "cupy_past_cap": "null pointer", "both_named": True, "under_cap": True}
+         "filled": 8, "cupy_past_cap": "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 134,217,728 bytes",
+         "cupy_oom_is_cupys": True, "cupy_message_names_the_cap": True, "both_named": True, "under_cap": True}
     r.update(kw)
     if r["cupy_past_cap"] is None:
         del r["cupy_past_cap"]
+    return r
+
+
+def torch_past(**kw):
+    """interop_both.py's later lines: PyTorch past the cap, and after."""
+    r = {"torch_past_cap": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 134217728 bytes",
+         "torch_oom_is_torchs": True, "torch_message_names_the_cap": True}
+    r.update(kw)
+    return r
+
+
+AFTER = {"cupy_after": True, "torch_after": True, "step_after": True, "went_on": True}
+
+
+def server_row(**kw):
+    """interop_server.py's line, of a run that met every check."""
+    r = {"backend": "torch", "threads": 4, "requests": 24, "kinds": {"train": 12, "infer": 12},
+         "each_in_its_own_scope": True, "mismatched": [], "summaries_name_the_four": True, "ended_cleanly": True,
+         "allocated_before": 5e8, "allocated_after": 5e8, "c_failures": 0, "errors": []}
+    r.update(kw)
+    return r
+
+
+def hooks_row(**kw):
+    """interop_hooks.py's line, of a run whose hooks all acted."""
+    r = {"empty_cache": {"reserved_before": 1.1e9, "reserved_after": 2e6, "acted": True},
+         "memory_fraction": {"fraction": 0.1, "past": "torch.cuda.OutOfMemoryError: CUDA out of memory", "past_refused": True,
+                             "under_allowed": True, "acted": True},
+         "graph_capture": {"refused": True, "message": "gpuscope keeps no private memory pool (device 0): ..."}}
+    for k, v in kw.items():
+        r[k] = dict(r[k], **v)
     return r
 
 
@@ -65,6 +98,13 @@ class Report(unittest.TestCase):
         found = [x for x in out if x.strip().startswith(start)]
         self.assertEqual(len(found), 1, f"one line starting {start!r} in:\n" + "\n".join(out))
         return found[0]
+
+    def section(self, out, title):
+        """The lines of the part of the report whose first line starts with
+        title, up to the blank line after it."""
+        i = next(k for k, x in enumerate(out) if x.startswith(title))
+        j = next((k for k in range(i, len(out)) if not out[k].strip()), len(out))
+        return out[i:j]
 
     def test_step_time_verdict_is_of_the_medians(self):
         # Native's rounds differ by 10%; the medians are 100 and 101.5.
@@ -99,47 +139,65 @@ class Report(unittest.TestCase):
         self.assertIn("-> met", self.line(self.logs({"torch.jsonl": rows}), "losses of 60 steps"))
 
     def test_record_stream_met_where_the_control_fails(self):
-        out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", True)]})
-        self.assertEqual("  -> met", self.line(out, "-> "))
-        self.assertIn("the check can fail, as it should", self.line(out, "unwired"))
+        for onto in ("side", "default"):
+            out = self.logs({"streams.jsonl": [streams_row("wired", False, onto=onto), streams_row("unwired", True, onto=onto)]})
+            part = self.section(out, f"record_stream onto the {onto} stream")
+            self.assertEqual("  -> met", self.line(part, "-> "))
+            self.assertIn("the check can fail, as it should", self.line(part, "unwired"))
+
+    def test_record_stream_onto_each_stream_has_its_own_verdict(self):
+        # The side stream met; the default stream's run (FSDP's pattern)
+        # did not run, or reused the block: each says so on its own.
+        side = [streams_row("wired", False), streams_row("unwired", True)]
+        out = self.logs({"streams.jsonl": side})
+        self.assertEqual("  -> met", self.line(self.section(out, "record_stream onto the side stream"), "-> "))
+        self.assertIn("MISSED, NOT RUN", self.line(self.section(out, "record_stream onto the default stream"), "wired"))
+        out = self.logs({"streams.jsonl": side + [streams_row("wired", True, onto="default"),
+                                                 streams_row("unwired", True, onto="default")]})
+        self.assertIn("MISSED: memory recorded on the late stream was reused",
+                      self.line(self.section(out, "record_stream onto the default stream"), "-> "))
 
     def test_record_stream_verdicts_that_are_no_pass(self):
         cases = [
-            (streams_row("wired", True), "MISSED: memory recorded on the side stream was reused"),
+            (streams_row("wired", True), "MISSED: memory recorded on the late stream was reused"),
             (streams_row("wired", False, busy=False), "INCONCLUSIVE"),
             (streams_row("wired", False, calls=0), "MISSED: the hook did not reach gpuscope"),
             (streams_row("wired", False, failures=1), "MISSED: the hook did not reach gpuscope"),
         ]
         for row, want in cases:
-            out = self.logs({"streams.jsonl": [row, streams_row("unwired", True)]})
+            out = self.section(self.logs({"streams.jsonl": [row, streams_row("unwired", True)]}), "record_stream onto the side")
             self.assertIn(want, self.line(out, "-> "))
-        out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]})
+        out = self.section(self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]}),
+                           "record_stream onto the side")
         self.assertIn("did NOT show that it can fail", self.line(out, "unwired"))
 
     def test_record_stream_is_inconclusive_without_a_control_that_failed(self):
         # The wired run passed, but nothing showed that the check can fail:
         # the control's late write did not land, or the control gave no result.
-        out = self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]})
+        side = "record_stream onto the side"
+        out = self.section(self.logs({"streams.jsonl": [streams_row("wired", False), streams_row("unwired", False)]}), side)
         self.assertIn("INCONCLUSIVE: the control's late write did not land", self.line(out, "-> "))
-        out = self.logs({"streams.jsonl": [streams_row("wired", False)], "streams.jsonl.err": ["", "Killed"]})
+        out = self.section(self.logs({"streams.jsonl": [streams_row("wired", False)], "streams.jsonl.err": ["", "Killed"]}), side)
         self.assertIn("INCONCLUSIVE: the control gave no result", self.line(out, "-> "))
         self.assertIn("no result (stderr: Killed)", self.line(out, "unwired"))
         # A wired run that missed stays MISSED, whatever the control did.
-        out = self.logs({"streams.jsonl": [streams_row("wired", True)]})
-        self.assertIn("MISSED: memory recorded on the side stream was reused", self.line(out, "-> "))
+        out = self.section(self.logs({"streams.jsonl": [streams_row("wired", True)]}), side)
+        self.assertIn("MISSED: memory recorded on the late stream was reused", self.line(out, "-> "))
 
-    def test_record_stream_prints_when_the_side_stream_was_busy(self):
+    def test_record_stream_prints_when_the_late_stream_was_busy(self):
         row = streams_row("wired", False)
-        row["side_stream_busy_after_the_del"] = True
-        out = self.logs({"streams.jsonl": [row, streams_row("unwired", True)]})
+        row["late_stream_busy_after_the_del"] = True
+        out = self.section(self.logs({"streams.jsonl": [row, streams_row("unwired", True)]}), "record_stream onto the side")
         self.assertIn("busy after the del, busy after the allocations", self.line(out, "wired:"))
 
     def test_what_did_not_run_says_so(self):
         out = self.logs({"streams.jsonl.err": ["", "RuntimeError: the hook did not compile"],
                          "failures.txt": ["torch.jsonl: exited 124 after 180.0 s, at its limit of 180 s: python3 x"],
                          "skipped.txt": ["cupy.jsonl: round 2 of 3: skipped, 10 s of the budget left, it needs about 16"]})
-        self.assertIn("NOT RUN (stderr: RuntimeError: the hook did not compile)", self.line(out, "wired"))
-        for start in ("PyTorch:", "CuPy:", "Allocation + free from C/C++:", "torch.empty + del", "PyTorch and CuPy on one pool"):
+        self.assertIn("NOT RUN (stderr: RuntimeError: the hook did not compile)",
+                      self.line(self.section(out, "record_stream onto the side"), "wired"))
+        for start in ("PyTorch:", "CuPy:", "Allocation + free from C/C++:", "torch.empty + del", "PyTorch and CuPy on one pool",
+                      "A server of 4 threads", "PyTorch's hooks", "PyTorch shim"):
             self.assertIn("NOT RUN", self.line(out, start))
         self.assertIn("exited 124", self.line(out, "torch.jsonl: exited"))
         self.assertIn("round 2 of 3", self.line(out, "cupy.jsonl"))
@@ -185,29 +243,77 @@ class Report(unittest.TestCase):
         self.assertEqual(3, sum("1.050 (target <= 1.10) -> met" in x for x in out), "\n".join(out))
         self.assertEqual(3, sum("against native" in x and "MISSED: no runs of native" in x for x in out), "\n".join(out))
 
-    def test_one_cap_over_both_frameworks_is_met_where_it_bound_and_refused(self):
-        out = self.logs({"both.txt": ["summary text", both_row(), {"torch_past_cap": "null pointer: PyTorch made a tensor of address 0"}]})
+    def test_one_cap_over_both_frameworks_is_met_where_each_raised_its_own_error_and_went_on(self):
+        out = self.logs({"both.txt": ["summary text", both_row(), torch_past(), AFTER]})
         self.assertIn("-> met", self.line(out, "PyTorch and CuPy on one pool"))
-        self.assertIn("null pointer", self.line(out, "CuPy past the cap"))
-        self.assertIn("null pointer", self.line(out, "PyTorch past the cap"))
-        out = self.logs({"both.txt": [both_row(cupy_past_cap="OutOfMemoryError: out of memory allocating 134217728 bytes"),
-                                      {"torch_past_cap": "OutOfMemoryError: CUDA out of memory"}]})
-        self.assertIn("-> met", self.line(out, "PyTorch and CuPy on one pool"))
+        self.assertIn("cupy.cuda.memory.OutOfMemoryError", self.line(out, "CuPy past the cap"))
+        self.assertIn("torch.OutOfMemoryError", self.line(out, "PyTorch past the cap"))
+        self.assertIn("a training step ran True", self.line(out, "after:"))
 
-    def test_one_cap_over_both_frameworks_that_did_not_bind_or_refuse_is_missed(self):
-        torch_refused = {"torch_past_cap": "null pointer: PyTorch made a tensor of address 0"}
+    def test_one_cap_over_both_frameworks_that_did_not_bind_raise_or_go_on_is_missed(self):
+        # A NULL, the tensor at address 0 the wrapper made before, is no
+        # longer a refusal: the framework's own error is.
+        null = "null pointer: PyTorch made a tensor of address 0"
         cases = [
-            (both_row(peak_reserved=0.96e9), torch_refused, "MISSED: the cap never bound"),
-            (both_row(cupy_past_cap="allocated (the cap did not hold)"), torch_refused, "MISSED: CuPy's allocation past the cap was not refused"),
-            (both_row(cupy_past_cap=None), torch_refused, "MISSED: CuPy's allocation past the cap was not refused"),
-            (both_row(), {"torch_past_cap": "allocated (the cap did not hold)"}, "MISSED: PyTorch's allocation past the cap was not refused"),
-            (both_row(), None, "MISSED: PyTorch's allocation past the cap was not refused"),
-            (both_row(both_named=False), torch_refused, "MISSED: the Summary does not name both scopes"),
-            (both_row(under_cap=False, peak_reserved=2.2e9), torch_refused, "MISSED: reserved passed the cap"),
+            (both_row(peak_reserved=0.96e9), torch_past(), AFTER, "MISSED: the cap never bound"),
+            (both_row(cupy_past_cap="null pointer", cupy_oom_is_cupys=False), torch_past(), AFTER,
+             "MISSED: CuPy's allocation past the cap did not raise cupy.cuda.memory.OutOfMemoryError"),
+            (both_row(cupy_message_names_the_cap=False), torch_past(), AFTER, "MISSED: CuPy's error does not carry gpuscope's message"),
+            (both_row(), torch_past(torch_past_cap=null, torch_oom_is_torchs=False), AFTER,
+             "MISSED: PyTorch's allocation past the cap did not raise torch.cuda.OutOfMemoryError"),
+            (both_row(), torch_past(torch_message_names_the_cap=False), AFTER, "MISSED: PyTorch's error does not carry"),
+            (both_row(), None, None, "MISSED: PyTorch's allocation past the cap did not raise"),
+            (both_row(), torch_past(), None, "MISSED: the process did not go on"),
+            (both_row(), torch_past(), dict(AFTER, step_after=False, went_on=False), "MISSED: the process did not go on"),
+            (both_row(both_named=False), torch_past(), AFTER, "MISSED: the Summary does not name both scopes"),
+            (both_row(under_cap=False, peak_reserved=2.2e9), torch_past(), AFTER, "MISSED: reserved passed the cap"),
         ]
-        for row, torch, want in cases:
-            out = self.logs({"both.txt": [row] + ([torch] if torch else [])})
+        for row, torch, after, want in cases:
+            out = self.logs({"both.txt": [row] + [x for x in (torch, after) if x]})
             self.assertIn(want, self.line(out, "PyTorch and CuPy on one pool"), row)
+
+    def test_the_server_is_met_where_each_request_held_its_own_bytes_and_ended_clean(self):
+        out = self.logs({"server.jsonl": [server_row()]})
+        self.assertIn("24 requests (12 training steps, 12 inferences, interleaved)", self.line(out, "A server of 4 threads"))
+        self.assertIn("-> met", self.line(out, "A server of 4 threads"))
+        mismatch = {"thread": 2, "round": 3, "kind": "train", "live": 9000, "expected": 8192}
+        cases = [
+            (server_row(backend="host"), "the host backend, not PyTorch"),
+            (server_row(each_in_its_own_scope=False, mismatched=[mismatch]), "1 requests' scopes did not hold exactly their bytes"),
+            (server_row(summaries_name_the_four=False), "a Summary did not name the four"),
+            (server_row(ended_cleanly=False, allocated_after=6e8), "memory was left"),
+            (server_row(c_failures=2), "2 calls failed"),
+            (server_row(errors=["thread 1: OutOfMemoryError: ..."]), "requests failed: thread 1"),
+            (server_row(kinds={"train": 24, "infer": 0}), "training steps and inferences did not both run"),
+        ]
+        for row, want in cases:
+            out = self.logs({"server.jsonl": [row]})
+            self.assertIn("MISSED: " + want if "host" in want else want, self.line(out, "A server of 4 threads"), row)
+            self.assertNotIn("-> met", self.line(out, "A server of 4 threads"))
+        out = self.logs({"server.jsonl": [server_row(each_in_its_own_scope=False, mismatched=[mismatch])]})
+        self.assertIn("its scope held 9000 bytes, it held 8192", self.line(out, "request 2-3 (train)"))
+
+    def test_the_hooks_are_met_where_each_acted(self):
+        out = self.logs({"hooks.jsonl": [hooks_row()]})
+        for start in ("torch.cuda.empty_cache()", "set_per_process_memory_fraction", "CUDA graph capture"):
+            self.assertIn("-> met", self.line(out, start))
+        out = self.logs({"hooks.jsonl": [hooks_row(empty_cache={"acted": False}, memory_fraction={"acted": False},
+                                                   graph_capture={"refused": False, "message": "captured"})]})
+        for start in ("torch.cuda.empty_cache()", "set_per_process_memory_fraction", "CUDA graph capture"):
+            self.assertIn("MISSED", self.line(out, start))
+
+    def test_the_shim_is_met_where_it_built(self):
+        out = self.logs({"shim.txt": ["/tmp/x/torch_shim.so"]})
+        self.assertIn("-> met", self.line(out, "PyTorch shim"))
+        out = self.logs({"shim.txt.err": ["gpuscope.GpuscopeError: compiling torch_shim.cpp failed"]})
+        self.assertIn("not built -> MISSED (stderr: gpuscope.GpuscopeError: compiling", self.line(out, "PyTorch shim"))
+
+    def test_the_pair_caches_hit_rate_is_printed_for_each_process(self):
+        stats = {"c_pair_hits": 3000, "allocs": 1000}
+        rows = [torch_row("native", 0, 100.0), dict(torch_row("gpuscope", 0, 100.0), gpuscope_stats=stats),
+                dict(torch_row("gpuscope", 1, 100.0), gpuscope_stats={"c_pair_hits": 0, "allocs": 50})]
+        out = self.logs({"torch.jsonl": rows})
+        self.assertIn("pair cache served 75.0%, 0.0% of the allocations", self.line(out, "gpuscope   pair cache"))
 
     def test_gpuscopes_stats_are_printed_where_the_runs_have_them(self):
         stats = {"c_pair_hits": 1399993, "c_failures": 0, "allocs": 7, "frees": 6, "served_from_cache": 5, "ooms": 0}
@@ -248,6 +354,17 @@ class Report(unittest.TestCase):
         out = self.logs({"cublas_test.txt": ["=== RUN   TestCublas", "--- SKIP: TestCublas (0.00s)", "PASS"]})
         self.assertIn("-> MISSED", self.line(out, "cuBLAS"))
         self.assertIn("MISSED (NOT RUN)", self.line(self.logs({}), "cuBLAS"))
+
+    def test_the_verdict_passes_only_where_every_target_is_met(self):
+        ok = ["a -> met", "  b -> met (refused, with why)", "  unwired (the control): ... -> the check can fail, as it should"]
+        self.assertEqual("VERDICT: PASS: 2 targets met", interop_report.overall(ok))
+        self.assertEqual("VERDICT: FAIL: 1 MISSED (2 met)", interop_report.overall(ok + ["c -> MISSED: x"]))
+        self.assertEqual("VERDICT: FAIL: 1 INCONCLUSIVE (2 met)", interop_report.overall(ok + ["  -> INCONCLUSIVE: y"]))
+        self.assertIn("parts failed", interop_report.overall(ok + ["", "Parts that failed:", "  x"]))
+        self.assertIn("parts left out by the budget", interop_report.overall(ok + ["", "Parts the budget left out:", "  y"]))
+        self.assertEqual("VERDICT: FAIL: nothing met (0 met)", interop_report.overall([]))
+        # A run with nothing: every target not run is MISSED.
+        self.assertRegex(interop_report.overall(self.logs({})), r"^VERDICT: FAIL: \d+ MISSED \(0 met\)$")
 
     def test_cupy_time_is_of_the_medians(self):
         rows = [{"mode": m, "round": r, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,

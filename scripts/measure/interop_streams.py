@@ -61,7 +61,7 @@ with torch.cuda.stream(own):
 old = x.data_ptr()
 torch.cuda.synchronize()
 with torch.cuda.stream(late):
-    torch.cuda._sleep(1 << 33)  # about 4 s of the late stream (2**33 cycles at about 2 GHz)
+    torch.cuda._sleep(1 << 32)  # about 2 s of the late stream (2**32 cycles at about 2 GHz)
     x.fill_(1)  # the late write
 x.record_stream(late)
 del x

@@ -119,7 +119,9 @@ def main():
         return losses, steps, time.perf_counter() - start
 
     if gs is not None:
-        with gs.scope("torch-train"):
+        # Bound to the default stream: the backward passes, which run on
+        # autograd's thread, allocate in the scope too.
+        with gs.scope("torch-train", stream=torch.cuda.current_stream()):
             losses, steps, secs = train()
         st = gs.stats()
         peak_reserved, peak_allocated = st["peak_reserved"], st["peak_allocated"]

@@ -22,9 +22,11 @@
  * field of gpuscope_stats, whose "c_failures" counts them. A stream is a
  * cudaStream_t; NULL is the default stream.
  *
- * In the child of a fork() every call fails at once, with a message: the Go
- * runtime and the devices stay with the parent. A child that needs the
- * device execs a new program, as CUDA itself requires.
+ * In the child of a fork() every call fails at once, with a message (a free
+ * quietly, since the memory is the parent's: a forked worker may drop
+ * objects it inherited): the Go runtime and the devices stay with the
+ * parent. A child that needs the device execs a new program, as CUDA itself
+ * requires.
  */
 #ifndef GPUSCOPE_H
 #define GPUSCOPE_H
@@ -96,7 +98,8 @@ void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device);
  * (GPUSCOPE_FREE_LIVE); memory a library may still use is freed only where
  * the caller says so. A scope with scopes still open inside it does not
  * end; siblings end apart. The thread that began it allocates in the
- * enclosing scope from then on. It returns 0, or < 0 on failure; what was
+ * enclosing scope from then on. A thread that exits leaves its scopes
+ * open: end them before. It returns 0, or < 0 on failure; what was
  * still live is in "last_scope_end" of gpuscope_stats.
  *
  * gpuscope_scope_bind binds stream (NULL: the default stream) to scope,

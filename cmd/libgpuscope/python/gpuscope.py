@@ -218,15 +218,19 @@ def use_torch(lib_path=None, shim=True):
 _shim = None  # torch_shim.so, once wired
 _shim_why = "use_torch() was not called"
 
-# The counters of torch_shim.cpp's gpuscope_torch_count, in its order.
-_SHIM_COUNTS = ("record_stream", "out_of_memory", "empty_cache", "memory_fraction")
+# The counters of torch_shim.cpp's gpuscope_torch_count, in its order; the
+# last says whether the graph-pool hooks refuse (1), where this PyTorch's
+# wrapper has them.
+_SHIM_COUNTS = ("record_stream", "out_of_memory", "empty_cache", "memory_fraction", "graphs_refused")
 
 
 def torch_shim():
     """Says whether use_torch wired its PyTorch shim: {"wired": True, and
     how many record_stream calls, out-of-memory errors, empty_cache calls
-    and memory fractions it passed on or raised}, or {"wired": False,
-    "why": ...}."""
+    and memory fractions it passed on or raised, and whether CUDA graph
+    capture is refused (graphs_refused: 1; 0 where this PyTorch's wrapper
+    has no graph-pool hook of the shape the shim knows)}, or {"wired":
+    False, "why": ...}."""
     if _shim is None:
         return {"wired": False, "why": _shim_why}
     return dict({"wired": True}, **{k: _shim.gpuscope_torch_count(i) for i, k in enumerate(_SHIM_COUNTS)})

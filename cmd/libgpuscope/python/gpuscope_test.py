@@ -332,6 +332,7 @@ class TorchShim(unittest.TestCase):
 
     def test_the_shim_is_wired(self):
         self.assertTrue(gpuscope.torch_shim()["wired"], gpuscope.torch_shim())
+        self.assertEqual(gpuscope.torch_shim()["graphs_refused"], 1, "the graph-pool hooks of this shape refuse")
 
     def test_an_allocation_past_the_cap_raises_out_of_memory_and_the_process_goes_on(self):
         t = self.torch

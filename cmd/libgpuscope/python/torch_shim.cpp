@@ -27,8 +27,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <sys/types.h>
+#include <type_traits>
+#include <utility>
 
 extern "C" {
 
@@ -64,6 +67,37 @@ std::string lastError(int* kind) {
     return "no message (gpuscope_last_error is empty)";
   }
   return std::string(buf, n < sizeof buf ? n : sizeof buf - 1);
+}
+
+// PoolHook is the graph-pool setter of PyTorch 2.x's wrapper, where the
+// PyTorch compiled against has it (its signature changed across versions).
+using PoolHook = std::function<void(int, c10::cuda::MempoolId_t, std::function<bool(cudaStream_t)>)>;
+
+template <typename A, typename = void>
+struct HasPoolHooks : std::false_type {};
+template <typename A>
+struct HasPoolHooks<A, std::void_t<decltype(std::declval<A&>().set_begin_allocate_to_pool(std::declval<PoolHook>()))>>
+    : std::true_type {};
+
+// poolsRefused is 1 where the graph-pool hooks refuse, 0 where this
+// PyTorch's wrapper has none of the shape known (gpuscope_torch_count(4)).
+int poolsRefused = 0;
+
+// wirePools makes the wrapper's graph-pool hooks refuse, with why, before
+// a capture begins: gpuscope keeps no private pool for a graph.
+template <typename A>
+void wirePools(A& a) {
+  if constexpr (HasPoolHooks<A>::value) {
+    a.set_begin_allocate_to_pool([](int device, c10::cuda::MempoolId_t, std::function<bool(cudaStream_t)>) {
+      TORCH_CHECK(false, "gpuscope keeps no private memory pool (device ", device,
+                  "): CUDA graph capture (torch.cuda.graph) and torch.cuda.MemPool are not supported under "
+                  "gpuscope, whose freed memory goes to other allocations while a captured graph could still "
+                  "write it; use gpuscope.scope() to group memory, and PyTorch's own allocator to capture graphs");
+    });
+    a.set_end_allocate_to_pool_fn([](int, c10::cuda::MempoolId_t) {});
+    a.set_release_pool([](int, c10::cuda::MempoolId_t) {});
+    poolsRefused = 1;
+  }
 }
 
 }  // namespace
@@ -144,22 +178,19 @@ int gpuscope_torch_wire(void) {
                   lastError(&kind));
     }
   });
-  a->set_begin_allocate_to_pool([](int device, c10::cuda::MempoolId_t, std::function<bool(cudaStream_t)>) {
-    TORCH_CHECK(false, "gpuscope keeps no private memory pool (device ", device,
-                "): CUDA graph capture (torch.cuda.graph) and torch.cuda.MemPool are not supported under "
-                "gpuscope, whose freed memory goes to other allocations while a captured graph could still "
-                "write it; use gpuscope.scope() to group memory, and PyTorch's own allocator to capture graphs");
-  });
-  a->set_end_allocate_to_pool_fn([](int, c10::cuda::MempoolId_t) {});
-  a->set_release_pool([](int, c10::cuda::MempoolId_t) {});
+  wirePools(*a);
   return 0;
 }
 
 // gpuscope_torch_count returns how many record_stream calls (0),
 // out-of-memory errors (1), empty_cache calls (2) and memory fractions (3)
-// the shim passed on or raised.
+// the shim passed on or raised, and (4) whether the graph-pool hooks
+// refuse.
 int64_t gpuscope_torch_count(int what) {
-  if (what < 0 || what >= kCounts) {
+  if (what == kCounts) {
+    return poolsRefused;
+  }
+  if (what < 0 || what > kCounts) {
     return -1;
   }
   return counts[what].load(std::memory_order_relaxed);

@@ -57,6 +57,12 @@ static int child(void) {
 	if (strstr(stats, "\"error\":") == NULL) {
 		return 5;
 	}
+	// A free of the parent's memory (a forked worker dropping a tensor it
+	// inherited) returns, quietly, and says why in the thread's error.
+	gpuscope_free((void *)(uintptr_t)0x7000000, 4096, 0, NULL);
+	if (gpuscope_last_error(msg, sizeof msg, &kind) == 0 || strstr(msg, "gpuscope_free") == NULL) {
+		return 6;
+	}
 	return 0;
 }
 

@@ -147,3 +147,21 @@ func TestAFreeNamingAnotherStreamWaitsForIt(t *testing.T) {
 	require.NoError(t, Free(0, p, 4096, 0))
 	assert.Equal(t, 1, pendingBlocks(t, d.gpu), "freed without waiting for the stream named")
 }
+
+// Issue 43, point 4: before an allocation fails for want of memory, what
+// the caches hold is given back and the allocation tried again, as c10's
+// allocator releases its cached blocks: here the pool's memory cached for
+// a side stream, which the default stream cannot use until it goes back.
+func TestAnAllocationPastTheCapFirstTakesBackWhatTheCachesHold(t *testing.T) {
+	d := hostDevice(t) // 64 MiB
+	require.NoError(t, SetMaxReserved(0, 16<<20))
+	const side = 0x5000
+	p, err := Alloc(0, 0, 12<<20, side)
+	require.NoError(t, err)
+	require.NoError(t, Free(0, p, 12<<20, side))
+	require.Positive(t, d.gpu.Stats().Cached, "the side stream's 12 MiB stay cached")
+	q, err := Alloc(0, 0, 12<<20, 0)
+	require.NoError(t, err, "the side stream's cache kept the default stream's 12 MiB from fitting under 16 MiB")
+	require.NoError(t, Free(0, q, 12<<20, 0))
+	require.NoError(t, SetMaxReserved(0, 0))
+}

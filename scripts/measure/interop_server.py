@@ -106,6 +106,7 @@ class TorchBackend:
         torch.manual_seed(0)
         self.model = self._model().eval()  # the server's, in the root scope
         self.streams = [torch.cuda.Stream() for _ in range(THREADS)]
+        torch.cuda.synchronize()  # the weights are written before other streams read them
 
     def _model(self):
         nn = self.torch.nn

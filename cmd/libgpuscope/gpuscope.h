@@ -57,13 +57,15 @@ extern "C" {
  * scopes that hold the memory (use_torch's shim raises it as
  * torch.cuda.OutOfMemoryError).
  *
- * A block the library freed through gpuscope_free is kept, on the C side,
- * for its next allocation of the same size on the same stream in the same
- * scope (the pair cache, docs/interop.md): such a pair never enters Go.
- * Until then it counts as the scope's; gpuscope_stats, gpuscope_summary,
- * gpuscope_set_max_reserved, a scope's end, every allocation the cache
- * does not serve and a pool short of memory free it first.
- * GPUSCOPE_PAIR_CACHE=0 turns the cache off for devices opened after. */
+ * A block the library freed through gpuscope_free or gpuscope_cupy_free is
+ * kept, on the C side, for its next allocation of the same size on the same
+ * stream in the same scope (the pair cache, docs/interop.md): such a pair
+ * never enters Go. The cache keeps the 32 blocks freed last. Until one is
+ * served or freed it counts as its scope's, but in no peak: an allocation
+ * that would count it in one frees it first, and so do gpuscope_stats,
+ * gpuscope_summary, gpuscope_set_max_reserved, gpuscope_empty_cache, its
+ * scope's end and a pool short of memory. GPUSCOPE_PAIR_CACHE=0 turns the
+ * cache off for a device opened, or a scope begun, while it is set. */
 void *gpuscope_alloc(ssize_t size, int device, void *stream);
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 
@@ -131,8 +133,11 @@ int gpuscope_empty_cache(int device);
 
 /* gpuscope_stats writes device's counters as JSON (gpu.Stats, with
  * "device", "scope": the calling thread's scope's path, "c_pair_hits":
- * pairs the pair cache served, not counted in "allocs" and "frees", "c_failures",
- * "c_last_error"), and gpuscope_summary its Summary, the table of its
+ * allocations the pair cache served, not counted in "allocs",
+ * "c_pair_allocs": the allocations through gpuscope_alloc and
+ * gpuscope_cupy_malloc it looked at, served or not, "c_pair_late": blocks
+ * it handed back after their scope's end had freed them (nothing is
+ * freed twice), "c_failures", "c_last_error"), and gpuscope_summary its Summary, the table of its
  * scopes, into buf, as snprintf does: at most len bytes with the
  * terminating NUL, returning the length of the whole text without it. */
 size_t gpuscope_stats(int device, char *buf, size_t len);

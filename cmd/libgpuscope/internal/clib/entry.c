@@ -1,7 +1,7 @@
 // The exported names of the library: each converts its arguments and calls
 // one Go function (entry.go), a single crossing into Go, unless the pair
-// cache (paircache.c) serves it: a PyTorch-form pair of a size the library
-// freed before crosses not at all. A call that allocates or begins a scope
+// cache (paircache.c) serves it: an allocation of a size the library freed
+// before, and a free the cache keeps, cross not at all. A call that allocates or begins a scope
 // names the scope it is for, as scopes.c keeps them per thread and stream;
 // where Go says that scope has ended, the call forgets it and asks again.
 // In the child of a fork every call fails at once (gs_forked).
@@ -21,19 +21,31 @@ void *gpuscope_alloc(ssize_t size, int device, void *stream) {
 	}
 	for (;;) {
 		int64_t scope = gs_scope_of(device, (uintptr_t)stream);
-		uintptr_t flush[PC_CACHED];
-		int n;
-		void *ptr = pc_alloc(device, scope, size, (uintptr_t)stream, flush, &n);
+		pc_block out[PC_RELEASED];
+		int nout, ncached;
+		void *ptr = pc_alloc(device, scope, size, (uintptr_t)stream, out, &nout, &ncached);
 		if (ptr != NULL) {
 			return ptr;
 		}
 		int ended = 0;
-		uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, scope, flush, n, &ended);
+		uint64_t id = 0;
+		uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, scope, out, nout, ncached, &id, &ended);
 		if (!ended || scope == 0) {
-			pc_track(device, p, size, (uintptr_t)stream, scope);
+			pc_track(device, p, size, (uintptr_t)stream, scope, id);
 			return (void *)p;
 		}
 		gs_forget(scope);
+	}
+}
+
+// freed is what the frees do where the pair cache kept ptr (PC_KEPT),
+// handing back the nout blocks it evicted at out, or found it freed already
+// (PC_FREED).
+static void freed(const char *call, int r, int device, uintptr_t ptr, pc_block *out, int nout) {
+	if (r == PC_KEPT && nout > 0) {
+		gpuscopeGoRelease(device, out, nout);
+	} else if (r == PC_FREED) {
+		gpuscopeGoFreedAlready((char *)call, ptr);
 	}
 }
 
@@ -41,21 +53,22 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
 	if (gs_forked("gpuscope_free") || ptr == NULL) {
 		return; // free(NULL) does nothing
 	}
-	switch (pc_free(device, (uintptr_t)ptr, size, (uintptr_t)stream)) {
-	case PC_KEPT:
-		return;
-	case PC_FREED:
-		gpuscopeGoFreedAlready("gpuscope_free", (uintptr_t)ptr);
+	uint64_t id;
+	pc_block out[PC_RELEASED];
+	int nout;
+	int r = pc_free(device, (uintptr_t)ptr, size, (uintptr_t)stream, &id, out, &nout);
+	if (r == PC_PASS) {
+		gpuscopeGoFree((uintptr_t)ptr, size, device, (uintptr_t)stream, id);
 		return;
 	}
-	gpuscopeGoFree((uintptr_t)ptr, size, device, (uintptr_t)stream);
+	freed("gpuscope_free", r, device, (uintptr_t)ptr, out, nout);
 }
 
 void gpuscope_record_stream(void *ptr, void *stream) {
 	if (gs_forked("gpuscope_record_stream")) {
 		return;
 	}
-	if (pc_forget(-1, (uintptr_t)ptr, 1) == PC_FREED) {
+	if (pc_record((uintptr_t)ptr) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_record_stream", (uintptr_t)ptr);
 		return;
 	}
@@ -66,11 +79,25 @@ intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device) {
 	if (gs_forked("gpuscope_cupy_malloc")) {
 		return 0;
 	}
+	if (size == 0) {
+		return 0; // quietly, as gpuscope_alloc
+	}
 	for (;;) {
+		// param names a scope (gpuscope_scope_begin's id), else the call
+		// allocates in the thread's.
 		int64_t scope = param != 0 ? 0 : gs_scope_of(device, 0);
+		int64_t key = param != 0 ? (int64_t)param : scope;
+		pc_block out[PC_RELEASED];
+		int nout, ncached;
+		void *ptr = pc_alloc(device, key, (ssize_t)size, 0, out, &nout, &ncached);
+		if (ptr != NULL) {
+			return (intptr_t)ptr;
+		}
 		int ended = 0;
-		uintptr_t p = gpuscopeGoCupyMalloc(param, size, device, scope, &ended);
+		uint64_t id = 0;
+		uintptr_t p = gpuscopeGoCupyMalloc(param, size, device, scope, out, nout, ncached, &id, &ended);
 		if (!ended || scope == 0) {
+			pc_track(device, p, (ssize_t)size, 0, key, id);
 			return (intptr_t)p;
 		}
 		gs_forget(scope);
@@ -78,14 +105,18 @@ intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device) {
 }
 
 void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device) {
-	if (gs_forked("gpuscope_cupy_free")) {
+	if (gs_forked("gpuscope_cupy_free") || ptr == 0) {
 		return;
 	}
-	if (ptr != 0 && pc_forget(device, (uintptr_t)ptr, 0) == PC_FREED) {
-		gpuscopeGoFreedAlready("gpuscope_cupy_free", (uintptr_t)ptr);
+	uint64_t id;
+	pc_block out[PC_RELEASED];
+	int nout;
+	int r = pc_free(device, (uintptr_t)ptr, -1, 0, &id, out, &nout);
+	if (r == PC_PASS) {
+		gpuscopeGoCupyFree(param, (uintptr_t)ptr, device, id);
 		return;
 	}
-	gpuscopeGoCupyFree(param, (uintptr_t)ptr, device);
+	freed("gpuscope_cupy_free", r, device, (uintptr_t)ptr, out, nout);
 }
 
 int64_t gpuscope_scope_begin(int device, const char *name) {

@@ -58,22 +58,41 @@ func ended(err error, flag *C.int) bool {
 	return false
 }
 
-// gpuscopeGoAlloc frees the nflush blocks at flush, which the pair cache
-// held, and allocates in scope.
+// gpuscopeGoAlloc frees the nout blocks at out, which the pair cache
+// evicted, and allocates in scope, where the cache held ncached blocks when
+// it did not serve the allocation; *id is the allocation's id, for the
+// cache's table.
 //
 //export gpuscopeGoAlloc
-func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, scope C.int64_t, flush *C.uintptr_t, nflush C.int, end *C.int) C.uintptr_t {
+func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, scope C.int64_t, out *C.pc_block, nout, ncached C.int, id *C.uint64_t, end *C.int) C.uintptr_t {
 	usePairCache()
-	blocks := unsafe.Slice((*uintptr)(unsafe.Pointer(flush)), int(nflush))
-	ptr, err := foreign.AllocAfter(blocks, int(device), int64(scope), int64(size), uintptr(stream))
+	a, err := foreign.AllocAfter(blocks(out, nout), int(ncached), int(device), int64(scope), int64(size), uintptr(stream))
 	if err != nil {
 		if !ended(err, end) {
 			fail("gpuscope_alloc", err)
 		}
 		return 0
 	}
-	return C.uintptr_t(ptr)
+	*id = C.uint64_t(a.ID)
+	return C.uintptr_t(a.Ptr)
 }
+
+// gpuscopeGoRelease frees the n blocks at out, which the pair cache of
+// device evicted.
+//
+//export gpuscopeGoRelease
+func gpuscopeGoRelease(device C.int, out *C.pc_block, n C.int) {
+	foreign.Release(int(device), blocks(out, n))
+}
+
+// blocks is the n blocks at out, in Go's type.
+func blocks(out *C.pc_block, n C.int) []foreign.Block {
+	return unsafe.Slice((*foreign.Block)(unsafe.Pointer(out)), int(n))
+}
+
+// A pc_block is a foreign.Block.
+var _ [unsafe.Sizeof(C.pc_block{}) - unsafe.Sizeof(foreign.Block{})]struct{}
+var _ [unsafe.Sizeof(foreign.Block{}) - unsafe.Sizeof(C.pc_block{})]struct{}
 
 // gpuscopeGoFreedAlready fails the call named call, whose ptr is in a
 // pair cache: the library freed it already.
@@ -91,9 +110,12 @@ func gpuscopeGoFail(call, msg *C.char) {
 	fail(C.GoString(call), prefixed.Errorf("gpu", "%s", C.GoString(msg)))
 }
 
+// gpuscopeGoFree frees ptr, which the pair cache did not keep; id is its
+// allocation's id where the cache's table knew it, else 0.
+//
 //export gpuscopeGoFree
-func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uintptr_t) {
-	if err := foreign.Free(int(device), uintptr(ptr), int64(size), uintptr(stream)); err != nil {
+func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uintptr_t, id C.uint64_t) {
+	if err := foreign.FreeID(int(device), uintptr(ptr), uint64(id), int64(size), uintptr(stream)); err != nil {
 		fail("gpuscope_free", err)
 	}
 }
@@ -105,17 +127,16 @@ func gpuscopeGoRecordStream(ptr, stream C.uintptr_t) {
 	}
 }
 
+// gpuscopeGoCupyMalloc is gpuscopeGoAlloc for CuPy's form: in the scope
+// param names, else in scope.
+//
 //export gpuscopeGoCupyMalloc
-func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int, scope C.int64_t, end *C.int) C.uintptr_t {
+func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int, scope C.int64_t, out *C.pc_block, nout, ncached C.int, id *C.uint64_t, end *C.int) C.uintptr_t {
 	usePairCache()
 	n, err := ccall.Size(uint64(size))
-	var ptr uintptr
+	var a foreign.Block
 	if err == nil {
-		if param == 0 {
-			ptr, err = foreign.Alloc(int(device), int64(scope), n, 0)
-		} else {
-			ptr, err = foreign.AllocIn(int64(param), int(device), n, 0)
-		}
+		a, err = foreign.AllocInAfter(blocks(out, nout), int(ncached), int64(param), int(device), int64(scope), n)
 	}
 	if err != nil {
 		if !ended(err, end) {
@@ -123,12 +144,16 @@ func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int, scope C
 		}
 		return 0
 	}
-	return C.uintptr_t(ptr)
+	*id = C.uint64_t(a.ID)
+	return C.uintptr_t(a.Ptr)
 }
 
+// gpuscopeGoCupyFree frees ptr as gpuscopeGoFree does, for CuPy's form,
+// which gives no size.
+//
 //export gpuscopeGoCupyFree
-func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int) {
-	if err := foreign.Free(int(device), uintptr(ptr), -1, 0); err != nil {
+func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int, id C.uint64_t) {
+	if err := foreign.FreeID(int(device), uintptr(ptr), uint64(id), -1, 0); err != nil {
 		fail("gpuscope_cupy_free", err)
 	}
 }

@@ -1,6 +1,8 @@
-// The pair cache of the C entry points (paircache.c): the blocks a
-// library freed through gpuscope_free, kept on the C side of the crossing
-// for its next allocation of the same size on the same stream.
+// The pair cache of the C entry points (paircache.c): the table of the
+// allocations made through gpuscope_alloc and gpuscope_cupy_malloc, and the
+// blocks the library freed of them, kept on the C side of the crossing for
+// its next allocation of the same size on the same stream in the same scope
+// (scopes.c says which scope a call allocates in).
 #ifndef GPUSCOPE_PAIRCACHE_H
 #define GPUSCOPE_PAIRCACHE_H
 
@@ -8,11 +10,28 @@
 #include <sys/types.h>
 
 enum {
-	PC_DEVICES = 64, // foreign.MaxDevices
-	PC_CACHED = 32,  // blocks a device's cache holds at most: foreign.PairCacheBlocks
+	PC_DEVICES = 64,                      // foreign.MaxDevices
+	PC_CACHED = 32,                       // blocks a device's cache keeps to serve: foreign.PairCacheBlocks
+	PC_RELEASED = 32,                     // blocks it evicted, to go to Go at the next crossing
+	PC_OUT = PC_CACHED + PC_RELEASED,     // the most blocks one call hands to Go: foreign.PairCacheOut
 };
 
-// What pc_free and pc_forget found.
+// A block the cache hands back for Go to free: its address and the id of
+// its allocation, which Go frees only while that allocation is live.
+typedef struct {
+	uintptr_t ptr;
+	uint64_t id;
+} pc_block;
+
+// A block the cache holds, as pc_list shows it.
+typedef struct {
+	uintptr_t ptr;
+	uint64_t id;
+	int64_t scope;
+	int64_t size;
+} pc_view;
+
+// What pc_free and pc_record found.
 enum {
 	PC_PASS = 0,  // not cached: Go frees it, or says why not
 	PC_KEPT = 1,  // pc_free kept it in the cache
@@ -22,12 +41,17 @@ enum {
 // Not exported from libgpuscope.so: gpuscope.h's names are all it exports.
 #define PC_INTERNAL __attribute__((visibility("hidden")))
 
-PC_INTERNAL void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, uintptr_t *flush, int *nflush);
-PC_INTERNAL void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope);
-PC_INTERNAL int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream);
-PC_INTERNAL int pc_forget(int dev, uintptr_t ptr, int record);
-PC_INTERNAL int pc_reset(int dev, int on, uintptr_t *out);
-PC_INTERNAL int pc_take(int dev, uintptr_t *out);
-PC_INTERNAL int64_t pc_hits(int dev);
+PC_INTERNAL void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, pc_block *out, int *nout, int *ncached);
+PC_INTERNAL void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id);
+PC_INTERNAL int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id, pc_block *out, int *nout);
+PC_INTERNAL int pc_record(uintptr_t ptr);
+PC_INTERNAL void pc_begin(int dev, int64_t scope, int track);
+PC_INTERNAL int pc_end(int dev, int64_t scope, int64_t parent, int free_live, pc_block *out);
+PC_INTERNAL int pc_set(int dev, int on, pc_block *out);
+PC_INTERNAL void pc_reset(int dev);
+PC_INTERNAL int pc_take(int dev, pc_block *out);
+PC_INTERNAL int pc_list(int dev, pc_view *out);
+PC_INTERNAL int pc_evict(int dev, uintptr_t ptr, pc_block *out);
+PC_INTERNAL void pc_counts(int dev, int64_t *hits, int64_t *allocs);
 
 #endif

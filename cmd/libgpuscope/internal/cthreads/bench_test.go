@@ -43,6 +43,18 @@ func BenchmarkCFreeList(b *testing.B) {
 	benchPairs(b, cthreads.FreeListPairs)
 }
 
+// BenchmarkCupyPair is BenchmarkCPair through CuPy's entry points, as
+// cupy.cuda.memory.CFunctionAllocator calls them: the free gives no size,
+// and the pair cache's table knows it, so the pair stays on the C side too.
+func BenchmarkCupyPair(b *testing.B) {
+	benchPairs(b, cthreads.CupyPairs)
+}
+
+// BenchmarkCupyFreeList is the free list in CuPy's form: issue 47's floor.
+func BenchmarkCupyFreeList(b *testing.B) {
+	benchPairs(b, cthreads.CupyFreeListPairs)
+}
+
 func benchPairs(b *testing.B, pairs func(n int, size int64) bool) {
 	b.Setenv("GPUSCOPE_HOST_MEMORY", "1073741824")
 	gpu.RecordStacks(false) // the leak check of TestMain turns them on; a library's process has none

@@ -13,7 +13,7 @@ package cthreads
 #include <stdlib.h>
 int cthreads_main(void);
 int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
-int c_pairs(long n, long size, int freelist);
+int c_pairs(long n, long size, int how);
 uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
 */
@@ -79,6 +79,14 @@ func Pairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 0
 // per size of scripts/measure/interop_freelist.c, on host memory: what a
 // pair costs with almost nothing of an allocator's.
 func FreeListPairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 1) == 0 }
+
+// CupyPairs makes n pairs as Pairs does, through CuPy's entry points
+// (gpuscope_cupy_malloc, gpuscope_cupy_free, param 0).
+func CupyPairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 2) == 0 }
+
+// CupyFreeListPairs makes n pairs through the free list in CuPy's form
+// (fl_cupy_malloc, fl_cupy_free), whose free finds the size in a table.
+func CupyFreeListPairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 3) == 0 }
 
 // BeginScope begins a scope named name on device 0 and returns its id, or
 // a negative number.

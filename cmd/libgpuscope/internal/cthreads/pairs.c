@@ -1,14 +1,37 @@
 // Pairs timed on a thread Go did not make, as a library's thread calls:
-// BenchmarkCPair's loop, through gpuscope's PyTorch entry points or the
-// minimal free list per size that scripts/measure times PyTorch's wrapper
-// over (interop_freelist.c, on host memory here).
+// BenchmarkCPair's loop, through gpuscope's PyTorch or CuPy entry points or
+// the minimal free list per size that scripts/measure times the frameworks'
+// wrappers over (interop_freelist.c, on host memory here), in either form.
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpuscope.h"
 
 #define FL_HOST
 #include "../../../../scripts/measure/interop_freelist.c"
+
+// CuPy's form, called as the PyTorch form's: what CFunctionAllocator calls,
+// its param 0.
+static void *cupy_alloc(ssize_t size, int device, void *stream) {
+	(void)stream;
+	return (void *)gpuscope_cupy_malloc(0, (size_t)size, device);
+}
+
+static void cupy_free(void *ptr, ssize_t size, int device, void *stream) {
+	(void)size, (void)stream;
+	gpuscope_cupy_free(0, (intptr_t)ptr, device);
+}
+
+static void *fl_cupy_alloc(ssize_t size, int device, void *stream) {
+	(void)stream;
+	return (void *)fl_cupy_malloc(0, (size_t)size, device);
+}
+
+static void fl_cupy_free_(void *ptr, ssize_t size, int device, void *stream) {
+	(void)size, (void)stream;
+	fl_cupy_free(0, (intptr_t)ptr, device);
+}
 
 struct pairs_args {
 	void *(*alloc)(ssize_t size, int device, void *stream);
@@ -32,12 +55,21 @@ static void *pairs_thread(void *p) {
 }
 
 // c_pairs makes n alloc+free pairs of size bytes on device 0 from a new
-// thread, through gpuscope (freelist 0) or the free list (1), and returns
-// 0, or -1 where an allocation failed.
-int c_pairs(long n, long size, int freelist) {
+// thread, through gpuscope's PyTorch form (how 0), the free list (1),
+// gpuscope's CuPy form (2) or the free list in CuPy's form (3), and
+// returns 0, or -1 where an allocation failed.
+int c_pairs(long n, long size, int how) {
 	struct pairs_args a = {gpuscope_alloc, gpuscope_free, n, (ssize_t)size, 0};
-	if (freelist) {
+	switch (how) {
+	case 1:
 		a.alloc = fl_alloc, a.free = fl_free;
+		break;
+	case 2:
+		a.alloc = cupy_alloc, a.free = cupy_free;
+		break;
+	case 3:
+		a.alloc = fl_cupy_alloc, a.free = fl_cupy_free_;
+		break;
 	}
 	pthread_t t;
 	if (pthread_create(&t, NULL, pairs_thread, &a) != 0) {

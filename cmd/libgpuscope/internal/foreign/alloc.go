@@ -16,51 +16,65 @@ var tbl table
 // and C's malloc(0) may: PyTorch asks for it routinely, and it is no
 // failure.
 func Alloc(i int, scope int64, size int64, stream uintptr) (uintptr, error) {
+	a, err := alloc(i, scope, size, stream, -1)
+	return a.Ptr, err
+}
+
+// alloc is Alloc, where the pair cache held held blocks when it missed (<
+// 0: unknown).
+func alloc(i int, scope int64, size int64, stream uintptr, held int) (Block, error) {
 	if size == 0 {
-		return 0, nil
+		return Block{}, nil
 	}
 	d := openDeviceAt(i)
 	if d == nil {
 		var err error
 		if d, err = deviceAt(i); err != nil {
-			return 0, err
+			return Block{}, err
 		}
 	}
 	r, err := d.scopeOf(scope)
 	if err != nil {
-		return 0, err
+		return Block{}, err
 	}
 	// An allocation that finds the pool short has the pair cache give
 	// back what it holds, and tries again (gpu's allocOnce).
-	ptr, ok, err := r.alloc(size, stream)
+	a, ok, err := r.alloc(size, stream, held)
 	switch {
 	case ok:
-		return ptr, err
+		return a, err
 	case r == d.root:
-		return 0, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
+		return Block{}, prefixed.Kind("gpu", gpu.ErrDeviceClosed, "device %d was shut down", i)
 	}
-	return 0, ErrEnded // it ended under the allocation
+	return Block{}, ErrEnded // it ended under the allocation
 }
 
 // AllocIn allocates size bytes in the scope id, for work on stream (a
 // CuPy allocator's param names it). Where i >= 0 the scope's device must
 // be device i. Size 0 returns 0 and no error, as Alloc.
 func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
+	a, err := allocIn(id, i, size, stream, -1)
+	return a.Ptr, err
+}
+
+// allocIn is AllocIn, where the pair cache held held blocks when it missed
+// (< 0: unknown).
+func allocIn(id int64, i int, size int64, stream uintptr, held int) (Block, error) {
 	if size == 0 {
-		return 0, nil
+		return Block{}, nil
 	}
 	r := lookup(id)
 	if r == nil {
-		return 0, prefixed.Wrap("gpu", errNoScope, "scope %d", id)
+		return Block{}, prefixed.Wrap("gpu", errNoScope, "scope %d", id)
 	}
 	if i >= 0 && r.dev.index != i {
-		return 0, prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a scope of device %s, not of device %d", id, r.dev.gpu.Name(), i)
+		return Block{}, prefixed.Kind("gpu", gpu.ErrWrongScope, "scope %d is a scope of device %s, not of device %d", id, r.dev.gpu.Name(), i)
 	}
-	ptr, ok, err := r.alloc(size, stream)
+	a, ok, err := r.alloc(size, stream, held)
 	if !ok {
-		return 0, prefixed.Wrap("gpu", errNoScope, "scope %d is ending", id)
+		return Block{}, prefixed.Wrap("gpu", errNoScope, "scope %d is ending", id)
 	}
-	return ptr, err
+	return a, err
 }
 
 // alloc allocates in r, for work on stream besides r's own (0: none);
@@ -72,47 +86,63 @@ func AllocIn(id int64, i int, size int64, stream uintptr) (uintptr, error) {
 // checks the mark under the lock of the shard it puts the entry in. Before
 // End read that shard, the entry is there for End to see; after, the mark
 // is seen and the allocation undone.
-func (r *record) alloc(size int64, stream uintptr) (ptr uintptr, ok bool, err error) {
+func (r *record) alloc(size int64, stream uintptr, held int) (a Block, ok bool, err error) {
 	if r.ending.Load() {
-		return 0, false, nil
+		return Block{}, false, nil
 	}
 	if stream != 0 {
 		// A scope allocates for another stream in its child on that
 		// stream.
 		c, err := r.onStream(stream)
 		if c == nil || err != nil {
-			return 0, err != nil, err
+			return Block{}, err != nil, err
 		}
-		return c.allocOn(size, stream)
+		return c.allocOn(size, stream, held)
 	}
-	return r.allocOn(size, stream)
+	return r.allocOn(size, stream, held)
 }
 
 // allocOn is alloc in r itself, for work on stream: r's own stream where r
 // is a child on a library's stream.
-func (r *record) allocOn(size int64, stream uintptr) (ptr uintptr, ok bool, err error) {
+func (r *record) allocOn(size int64, stream uintptr, held int) (a Block, ok bool, err error) {
 	if r.ending.Load() {
-		return 0, false, nil
+		return Block{}, false, nil
 	}
-	buf, err := r.scope.Alloc(size)
+	buf, err := r.dev.allocIn(r, size, held)
 	if err != nil {
 		if r.ending.Load() {
-			return 0, false, nil // the scope ended under it
+			return Block{}, false, nil // the scope ended under it
 		}
-		return 0, true, err
+		return Block{}, true, err
 	}
-	ptr = buf.Ptr()
+	ptr := buf.Ptr()
 	h := hash(ptr)
 	s := tbl.shardOf(h)
 	s.mu.Lock()
 	if r.ending.Load() {
 		s.mu.Unlock()
 		_ = r.scope.Free(buf) // or its end freed it already
-		return 0, false, nil
+		return Block{}, false, nil
 	}
-	s.put(entry{ptr: ptr, rec: r, buf: buf, stream: stream}, h)
+	a = Block{Ptr: ptr, ID: allocIDs.Add(1)}
+	s.put(entry{ptr: ptr, rec: r, buf: buf, stream: stream, id: a.ID}, h)
 	s.mu.Unlock()
-	return ptr, true, nil
+	return a, true, nil
+}
+
+// allocIn allocates size bytes in r's scope. Where the pair cache is on,
+// allocations here take turns, and one that could raise a peak while the
+// cache held blocks when it missed (held != 0) first has it give back what
+// would count in the peak (makeRoom).
+func (d *device) allocIn(r *record, size int64, held int) (gpu.Buffer, error) {
+	if d.pairs.Load() {
+		d.allocMu.Lock()
+		defer d.allocMu.Unlock()
+		if held != 0 {
+			d.makeRoom(r, size)
+		}
+	}
+	return r.scope.Alloc(size)
 }
 
 // Free frees the allocation at ptr. Where the caller says, it checks the
@@ -120,14 +150,33 @@ func (r *record) allocOn(size int64, stream uintptr) (ptr uintptr, ok bool, err 
 // nothing where they differ. A ptr of 0 is no allocation, and freeing it
 // does nothing, as C's free(NULL).
 func Free(i int, ptr uintptr, size int64, stream uintptr) error {
+	_, err := free(i, ptr, 0, size, stream)
+	return err
+}
+
+// FreeID is Free of the allocation of id at ptr, where id is not 0: an
+// allocation made since at the same address is not freed, and the free
+// fails as one of a block freed already.
+func FreeID(i int, ptr uintptr, id uint64, size int64, stream uintptr) error {
+	_, err := free(i, ptr, id, size, stream)
+	return err
+}
+
+// ownStream, as the stream of a free, is the allocation's own: the pair
+// cache's blocks were freed for it.
+const ownStream = ^uintptr(0)
+
+// free is FreeID; late reports that the allocation of id was freed
+// already, where id is not 0, and nothing else is wrong.
+func free(i int, ptr uintptr, id uint64, size int64, stream uintptr) (late bool, err error) {
 	if ptr == 0 {
-		return nil
+		return false, nil
 	}
 	var want *gpu.Device
 	if i >= 0 {
 		d := openDeviceAt(i)
 		if d == nil {
-			return prefixed.Kind("gpu", gpu.ErrNoDevice, "freeing %#x on device %d, which is not open", ptr, i)
+			return false, prefixed.Kind("gpu", gpu.ErrNoDevice, "freeing %#x on device %d, which is not open", ptr, i)
 		}
 		want = d.gpu
 	}
@@ -135,31 +184,37 @@ func Free(i int, ptr uintptr, size int64, stream uintptr) error {
 	s := tbl.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k, err := s.live(ptr, h)
-	if err != nil {
-		return err
+	k := s.find(ptr, h)
+	switch {
+	case id != 0 && (k < 0 || s.entries[k].id != id):
+		return true, FreedAlready(ptr) // by its scope's end, with GPUSCOPE_FREE_LIVE
+	case k < 0:
+		return false, NotLive(ptr)
 	}
 	e := &s.entries[k]
 	if want != nil && e.buf.Device() != want {
-		return prefixed.Kind("gpu", gpu.ErrWrongScope, "%#x belongs to device %s, freed as one of device %d: not freed", ptr, e.buf.Device().Name(), i)
+		return false, prefixed.Kind("gpu", gpu.ErrWrongScope, "%#x belongs to device %s, freed as one of device %d: not freed", ptr, e.buf.Device().Name(), i)
 	}
 	if size >= 0 && size != e.buf.Size() {
-		return prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x was allocated with %d bytes, freed with %d: not freed", ptr, e.buf.Size(), size)
+		return false, prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x was allocated with %d bytes, freed with %d: not freed", ptr, e.buf.Size(), size)
+	}
+	if stream == ownStream {
+		stream = e.stream
 	}
 	if stream != e.stream {
 		// Freed for work on another stream than its allocation's: that
 		// stream uses it too, and the pool reuses it only once its work
 		// queued before the free has completed.
 		if err := e.rec.recordUse(e.buf, stream); err != nil {
-			return prefixed.Wrap("gpu", err, "freeing %#x for stream %#x, which it was not allocated for: not freed", ptr, stream)
+			return false, prefixed.Wrap("gpu", err, "freeing %#x for stream %#x, which it was not allocated for: not freed", ptr, stream)
 		}
 	}
 	err = e.rec.scope.Free(e.buf)
 	s.remove(k)
 	if err != nil {
-		return prefixed.Wrap("gpu", err, "freeing %#x", ptr)
+		return false, prefixed.Wrap("gpu", err, "freeing %#x", ptr)
 	}
-	return nil
+	return false, nil
 }
 
 // RecordStream records that work on stream uses the allocation at ptr

@@ -29,6 +29,10 @@ type device struct {
 	root    *record
 	lastEnd atomic.Pointer[string] // what the last End found still live
 	held    atomic.Bool            // the pair cache is kept off: a recording runs (holdPairs)
+	pairs   atomic.Bool            // the pair cache is on (paircache.go)
+
+	pairsWanted bool       // GPUSCOPE_PAIR_CACHE did not turn the pair cache off as the device opened
+	allocMu     sync.Mutex // serializes allocations while the pair cache is on (device.allocIn)
 
 	mu     sync.Mutex // serializes Begin and End on the device, and protects opened
 	opened []*record  // the scopes begun on it and not ended, in the order begun
@@ -92,12 +96,15 @@ func deviceAt(i int) (*device, error) {
 // adopt makes g, just opened, device i, with its root scope. Called with
 // devices.mu held; where it fails, g is closed.
 func adopt(i int, g *gpu.Device) (*device, error) {
-	d := &device{index: i, gpu: g}
+	d := &device{index: i, gpu: g, pairsWanted: pairsWanted()}
 	var err error
 	if d.root, err = openRecord(d, nil, RootName); err != nil {
 		return nil, errors.Join(err, g.Close())
 	}
-	d.pairsOn()
+	if pc := cache(); pc != nil {
+		pc.Reset(i) // a device opened before and shut down
+		d.pairsOn()
+	}
 	extcache.Attach(g, &extcache.Cache{Flush: func() bool { return flushPairs(i) }, Hold: d.holdPairs})
 	devices.open[i].Store(d)
 	return d, nil
@@ -129,6 +136,9 @@ func Shutdown() error {
 		}
 		d.opened = nil
 		errs = append(errs, d.root.endLocked(true))
+		if pc := cache(); pc != nil {
+			pc.Reset(i)
+		}
 		devices.open[i].Store(nil)
 		d.mu.Unlock()
 		errs = append(errs, d.gpu.Close())

@@ -1,49 +1,97 @@
 package foreign
 
 import (
+	"os"
 	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/internal/ccall"
+	"github.com/gpuscope/gpuscope/pool"
 )
 
 // A library's pair of the same size, freed and allocated again, is served
-// by a cache on the C side of the crossing (clib's paircache.c): the
-// blocks the library freed on a device, kept for its next allocation of
-// the same size on the same stream in the same scope. To this package a
-// cached block is still an allocation of the scope, so that it never
-// serves another; the cache gives its blocks back to be freed here before
-// every allocation it does not serve, so that a scope's Peak and the
-// device's are those of what the library holds, and before anyone reads
-// the device's figures (Stats, Summary, from C or from Go, and Snapshot,
-// which gputest reads), changes its cap, ends a scope or finds the pool
-// short, a Go allocation on the device included (internal/extcache
-// is how the device asks): they are exact when read, and the cache costs
-// the pool no memory it needs. While the device records, the cache is off,
-// so that the recording sees every allocation. docs/interop.md gives the
-// figures.
+// by the pair cache on the C side of the crossing (clib's paircache.c). Its
+// table tracks the allocations made through the entry points, with the id
+// of each one's entry here; the cache keeps the newest blocks the library
+// freed, PairCacheBlocks of them, for its next allocation of the same size
+// on the same stream in the same scope, and evicts the oldest for one more.
+//
+// One owner at a time: to this package a block the cache holds is still an
+// allocation of its scope, so that it never serves another, but only the
+// cache frees it, by handing it back (Release) with its allocation's id;
+// an id that is not the live allocation's at that address is a block a
+// scope's end freed meanwhile, and nothing is freed (TestALateRelease...).
+// A scope's end takes the scope's blocks out of the cache first (pc_end).
+//
+// Exact figures: a block the cache holds counts as allocated here, so that
+// an allocation made here while it holds blocks would count them in the
+// peaks. Before one that could raise a peak (makeRoom), the cache gives
+// back its oldest blocks until it cannot; a peak is then the most the
+// library held at once. Before anyone reads the device's figures (Stats,
+// Summary, from C or from Go, and Snapshot, which gputest reads), changes
+// its cap or finds the pool short, the cache gives back all it holds
+// (internal/extcache is how the device asks), so that they are exact when
+// read and the cache costs the pool no memory it needs. While the device
+// records, the cache is off, so that the recording sees every allocation.
+// docs/interop.md gives the figures.
 
-// PairCacheBlocks is how many blocks a device's pair cache holds at most.
+// PairCacheBlocks is how many blocks a device's pair cache keeps to serve.
 const PairCacheBlocks = 32
 
-// PairCache is the C side's cache, as clib implements it. Its methods
-// are safe from any goroutine.
-type PairCache interface {
-	// Reset empties device i's cache into blocks, returning how many it
-	// held, and turns it on or off. It serves every scope, each block to
-	// the scope it was allocated in.
-	Reset(i int, on bool, blocks *[PairCacheBlocks]uintptr) int
-	// Take empties device i's cache into blocks, returning how many it held.
-	Take(i int, blocks *[PairCacheBlocks]uintptr) int
-	// Hits returns how many allocations device i's cache served.
-	Hits(i int) int64
+// PairCacheOut is the most blocks one call of the cache's hands back.
+const PairCacheOut = 64
+
+// Block is an allocation as the pair cache's table notes it, and as the
+// cache hands it back to be freed: its address and its allocation's id,
+// never another allocation's.
+type Block struct {
+	Ptr uintptr
+	ID  uint64
 }
 
-// pairCache holds the process's pair cache; nil where no C entry point
-// is linked.
+// Cached is a block the pair cache holds, as List shows it: the id of
+// its scope and its size as the library asked for it.
+type Cached struct {
+	Block
+	Scope int64
+	Size  int64
+}
+
+// PairCache is the C side's cache, as clib implements it. Its methods are
+// safe from any goroutine; a scope is named by its id (0: a device's root).
+type PairCache interface {
+	// Set turns device i's cache on or off; off, it hands back what it
+	// held into out and returns how many, and tracks nothing.
+	Set(i int, on bool, out *[PairCacheOut]Block) int
+	// Reset forgets device i: off, no scope open, its counts 0.
+	Reset(i int)
+	// Begin notes that scope has begun on device i; the cache serves and
+	// tracks the scope's allocations only where track says.
+	Begin(i int, scope int64, track bool)
+	// End hands back the blocks of scope, which ends, into out, returning
+	// how many, and forgets its live allocations where freeLive says,
+	// else makes them parent's: from then on the table tracks none of
+	// the scope's, whose id a thread may still name.
+	End(i int, scope, parent int64, freeLive bool, out *[PairCacheOut]Block) int
+	// Take hands back what device i's cache holds into out, returning how
+	// many.
+	Take(i int, out *[PairCacheOut]Block) int
+	// List shows the blocks device i's cache holds, oldest first, in out,
+	// and returns how many.
+	List(i int, out *[PairCacheOut]Cached) int
+	// Evict hands back ptr, which device i's cache held; false where it
+	// holds it no longer (the library took it back).
+	Evict(i int, ptr uintptr) (Block, bool)
+	// Counts returns how many allocations device i's cache served, and
+	// how many it looked at.
+	Counts(i int) (hits, allocs int64)
+}
+
+// pairCache holds the process's pair cache; nil where no C entry point is
+// linked.
 var pairCache atomic.Pointer[PairCache]
 
-// SetPairCache makes f the pair cache, before the entry points that
-// keep it open a device.
+// SetPairCache makes f the pair cache, before the entry points that keep
+// it open a device.
 func SetPairCache(f PairCache) { pairCache.Store(&f) }
 
 // cache returns the pair cache, or nil.
@@ -54,12 +102,38 @@ func cache() PairCache {
 	return nil
 }
 
-// pairsOn turns d's pair cache on, empty, unless a recording holds it
-// off. Called with it off.
+// lateReleases counts the blocks the cache handed back after a scope's end
+// had freed them: harmless, and nothing was freed.
+var lateReleases atomic.Int64
+
+// allocIDs numbers the allocations: an id is never another's.
+var allocIDs atomic.Uint64
+
+// pairsWanted reports whether GPUSCOPE_PAIR_CACHE leaves the pair cache
+// on: it turns it off where it is 0, for a device opened or a scope begun.
+func pairsWanted() bool { return os.Getenv("GPUSCOPE_PAIR_CACHE") != "0" }
+
+// pairsOn turns d's pair cache on, unless a recording holds it off or
+// GPUSCOPE_PAIR_CACHE=0 turned it off for the device. Called with it off.
 func (d *device) pairsOn() {
-	if pc := cache(); pc != nil && !d.held.Load() {
-		pc.Reset(d.index, true, new([PairCacheBlocks]uintptr)) // empty: it was off
+	pc := cache()
+	if pc == nil || d.held.Load() || !d.pairsWanted {
+		return
 	}
+	pc.Set(d.index, true, new([PairCacheOut]Block)) // empty: it was off
+	d.pairs.Store(true)
+}
+
+// pairsOff turns d's pair cache off, and frees what it held.
+func (d *device) pairsOff() {
+	pc := cache()
+	if pc == nil {
+		return
+	}
+	d.pairs.Store(false)
+	var out [PairCacheOut]Block
+	n := pc.Set(d.index, false, &out)
+	Release(d.index, out[:n])
 }
 
 // holdPairs keeps d's pair cache off, and empty, while on: the device's
@@ -75,15 +149,23 @@ func (d *device) holdPairs(on bool) {
 	}
 }
 
-// pairsOff turns d's pair cache off, and frees what it held.
-func (d *device) pairsOff() {
+// pairsEnd has the pair cache hand back the blocks of r, which ends, and
+// forget r's live allocations where free says that its end frees them,
+// else make them its parent's: from then on the cache serves and tracks
+// none of r's, before its end frees or passes on what the table holds.
+// The cache's blocks are freed: the library freed them.
+func (r *record) pairsEnd(free bool) {
 	pc := cache()
-	if pc == nil {
-		return
+	if pc == nil || r.streamOf != nil {
+		return // a child on a stream: its blocks are its scope's
 	}
-	var blocks [PairCacheBlocks]uintptr
-	n := pc.Reset(d.index, false, &blocks)
-	freeTaken(d.index, blocks[:n])
+	var parent int64
+	if r.parent != nil {
+		parent = r.parent.id
+	}
+	var out [PairCacheOut]Block
+	n := pc.End(r.dev.index, r.id, parent, free, &out)
+	Release(r.dev.index, out[:n])
 }
 
 // flushPairs frees the blocks device i's pair cache holds, and reports
@@ -93,35 +175,105 @@ func flushPairs(i int) bool {
 	if pc == nil {
 		return false
 	}
-	var blocks [PairCacheBlocks]uintptr
-	n := pc.Take(i, &blocks)
-	freeTaken(i, blocks[:n])
+	var out [PairCacheOut]Block
+	n := pc.Take(i, &out)
+	Release(i, out[:n])
 	return n > 0
 }
 
-// freeTaken frees blocks the pair cache of device i held: the library
-// freed them. Each is a live allocation of the library's, so that a
-// failure is a bug of this package's; it is reported as a failed free.
-func freeTaken(i int, blocks []uintptr) {
-	for _, ptr := range blocks {
-		if err := Free(i, ptr, -1, 0); err != nil {
+// Release frees blocks that the pair cache of device i handed back: the
+// library freed them. A block whose id is not the live allocation's at its
+// address was freed meanwhile by its scope's end, which the cache's hand
+// crossed: it is counted and left. Any other failure is a bug of this
+// package's, reported as a failed free.
+func Release(i int, blocks []Block) {
+	for _, b := range blocks {
+		late, err := free(i, b.Ptr, b.ID, -1, ownStream)
+		if late {
+			lateReleases.Add(1)
+		} else if err != nil {
 			ccall.Fail("gpuscope_free", err)
 		}
 	}
 }
 
-// AllocAfter frees the blocks a pair cache of device i gave back, then
-// allocates as Alloc does.
-func AllocAfter(flush []uintptr, i int, scope int64, size int64, stream uintptr) (uintptr, error) {
-	freeTaken(i, flush)
-	return Alloc(i, scope, size, stream)
-}
-
-// pairHits returns how many allocations device i's pair cache served.
-func pairHits(i int) int64 {
+// makeRoom has d's pair cache give back, oldest first, the blocks that an
+// allocation of size bytes in r would count in a peak it raises: the bytes
+// of r's scope and of each around it, up to the device's root, whose scope
+// holds all the library allocates (so that its peak is the device's
+// PeakAllocated), count the cache's blocks of their scope and those inside
+// it. (The device's PeakActiveBlocks counts them, at most PairCacheOut:
+// keeping its count exact too would cost most hits on the shared traces.)
+// Called with d.allocMu held, so that no other allocation here comes
+// between.
+func (d *device) makeRoom(r *record, size int64) {
 	pc := cache()
 	if pc == nil {
-		return 0
+		return
 	}
-	return pc.Hits(i)
+	rounded := pool.Rounded(size)
+	var held *[PairCacheOut]Cached // listed where a peak would rise: a miss under them allocates nothing
+	n := 0
+	for s := r; s != nil; s = s.parent {
+		st := s.scope.Stats()
+		over := st.Live + rounded - st.Peak
+		if over <= 0 {
+			continue
+		}
+		if held == nil {
+			held = new([PairCacheOut]Cached)
+			n = pc.List(d.index, held)
+		}
+		for k := 0; k < n && over > 0; k++ {
+			if held[k].Ptr == 0 || !s.holds(held[k].Scope) {
+				continue
+			}
+			if b, ok := pc.Evict(d.index, held[k].Ptr); ok {
+				Release(d.index, []Block{b})
+				over -= pool.Rounded(held[k].Size)
+			}
+			held[k].Ptr = 0
+		}
+	}
+}
+
+// holds reports whether the scope of id is r's or one inside it.
+func (r *record) holds(id int64) bool {
+	if id == r.id {
+		return true
+	}
+	for s := lookup(id); s != nil; s = s.parent {
+		if s == r {
+			return true
+		}
+	}
+	return false
+}
+
+// AllocAfter frees the blocks the pair cache of device i evicted, then
+// allocates as Alloc does, where the cache held held blocks when it missed
+// (< 0: unknown).
+func AllocAfter(evicted []Block, held, i int, scope, size int64, stream uintptr) (Block, error) {
+	Release(i, evicted)
+	return alloc(i, scope, size, stream, held)
+}
+
+// AllocInAfter is AllocAfter for CuPy's form: in the scope param names, or
+// where param is 0, in scope, the calling thread's.
+func AllocInAfter(evicted []Block, held int, param int64, i int, scope, size int64) (Block, error) {
+	Release(i, evicted)
+	if param == 0 {
+		return alloc(i, scope, size, 0, held)
+	}
+	return allocIn(param, i, size, 0, held)
+}
+
+// pairCounts returns how many allocations device i's pair cache served,
+// and how many it looked at.
+func pairCounts(i int) (hits, allocs int64) {
+	pc := cache()
+	if pc == nil {
+		return 0, 0
+	}
+	return pc.Counts(i)
 }

@@ -132,6 +132,9 @@ func Begin(i int, parent int64, name string) (int64, error) {
 	}
 	p.children++
 	d.opened = append(d.opened, r)
+	if pc := cache(); pc != nil {
+		pc.Begin(d.index, r.id, pairsWanted())
+	}
 	return r.id, nil
 }
 
@@ -209,9 +212,7 @@ func (r *record) endLive(free bool) (n int, bytes int64, err error) {
 		c.ending.Store(true)
 	}
 	var errs []error
-	// What the pair cache holds is freed, r's among it: the library freed
-	// it, and it is no buffer the library still holds.
-	flushPairs(r.dev.index)
+	r.pairsEnd(free || r.parent == nil)
 	tbl.each(func(e *entry) bool {
 		owner := e.rec
 		if owner != r && owner.streamOf != r {

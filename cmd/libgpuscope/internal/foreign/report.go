@@ -13,13 +13,15 @@ import (
 // failed calls.
 type stats struct {
 	gpu.Stats
-	Device    string `json:"device,omitempty"`         // as gpu.Device.String says, such as "cuda:0 (NVIDIA H200)"
-	Scope     string `json:"scope,omitempty"`          // the path of the calling thread's scope on the device
-	LastEnd   string `json:"last_scope_end,omitempty"` // what the last gpuscope_scope_end on it found still live
-	Error     string `json:"error,omitempty"`          // why there are no counters: the device could not be opened
-	PairHits  int64  `json:"c_pair_hits"`              // pairs the pair cache served without crossing into Go: not in allocs and frees
-	Failures  int64  `json:"c_failures"`               // calls from C that failed, in the process
-	LastError string `json:"c_last_error,omitempty"`   // the last one's message
+	Device     string `json:"device,omitempty"`         // as gpu.Device.String says, such as "cuda:0 (NVIDIA H200)"
+	Scope      string `json:"scope,omitempty"`          // the path of the calling thread's scope on the device
+	LastEnd    string `json:"last_scope_end,omitempty"` // what the last gpuscope_scope_end on it found still live
+	Error      string `json:"error,omitempty"`          // why there are no counters: the device could not be opened
+	PairHits   int64  `json:"c_pair_hits"`              // allocations the pair cache served without crossing into Go: not in allocs
+	PairAllocs int64  `json:"c_pair_allocs"`            // allocations through the entry points while the cache was on: its hits and misses
+	PairLate   int64  `json:"c_pair_late"`              // blocks it handed back after a scope's end had freed them (nothing freed twice)
+	Failures   int64  `json:"c_failures"`               // calls from C that failed, in the process
+	LastError  string `json:"c_last_error,omitempty"`   // the last one's message
 }
 
 // Stats returns device i's counters (gpu.Stats) as JSON, with the path of
@@ -31,13 +33,14 @@ func Stats(i int, scope int64) []byte {
 	if d, err := deviceAt(i); err != nil {
 		st.Error = err.Error()
 	} else {
-		st.PairHits = pairHits(i)
+		st.PairHits, st.PairAllocs = pairCounts(i)
 		r, err := d.scopeOf(scope)
 		if err != nil {
 			r = d.root
 		}
 		// d.gpu.Stats has the pair cache give back what it holds first.
 		st.Stats, st.Device, st.Scope = d.gpu.Stats(), d.gpu.String(), r.scope.Path()
+		st.PairLate = lateReleases.Load()
 		if p := d.lastEnd.Load(); p != nil {
 			st.LastEnd = *p
 		}

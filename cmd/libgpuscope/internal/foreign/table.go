@@ -13,6 +13,7 @@ type entry struct {
 	rec    *record
 	buf    gpu.Buffer
 	stream uintptr // the library's stream it was allocated for (0: the default stream)
+	id     uint64  // the allocation's id: a free from the pair cache names it (paircache.go)
 }
 
 // tableShards is how many independently locked parts the table has: enough

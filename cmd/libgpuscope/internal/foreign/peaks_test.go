@@ -1,0 +1,57 @@
+package foreign
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 43, point 5: an allocation the pair cache does not serve, CuPy's
+// here, that would raise a peak while the cache holds blocks has it give
+// back those that would count in it: the peaks are what the library held
+// at once (they read 160 MiB where it held at most 96 before). One that
+// raises none leaves the cache as it is.
+func TestPeaksCountNoBlockThePairCacheHolds(t *testing.T) {
+	f := withFakePairs(t)
+	d := hostDevice(t) // 64 MiB
+	id, err := Begin(0, 0, "cupy")
+	require.NoError(t, err)
+	a := allocated(t, id, 16<<20)
+	f.free(t, a, id)
+	b, err := AllocInAfter(nil, 1, id, 0, 0, 24<<20) // held: 1
+	require.NoError(t, err)
+	assert.False(t, f.holds(a), "the cached 16 MiB would have counted in the peak")
+	require.NoError(t, Free(0, b.Ptr, -1, 0))
+
+	// Under the peak now, a block the cache holds stays there.
+	c := allocated(t, id, 4<<20)
+	f.free(t, c, id)
+	e, err := AllocInAfter(nil, 1, id, 0, 0, 8<<20)
+	require.NoError(t, err)
+	assert.True(t, f.holds(c), "an allocation under the peaks took a block out of the cache")
+	require.NoError(t, Free(0, e.Ptr, -1, 0))
+
+	s := lookup(id).scope.Stats()
+	assert.EqualValues(t, 24<<20, s.Peak, "the scope's peak")
+	assert.EqualValues(t, 24<<20, d.root.scope.Stats().Peak, "the root's")
+	assert.EqualValues(t, 24<<20, d.gpu.Stats().PeakAllocated, "the device's")
+	require.NoError(t, End(id, false))
+}
+
+// The cache gives back only what counts in the peak that would rise: a
+// scope begun, whose first allocations raise its own peak from 0, leaves
+// the enclosing scope's blocks in the cache.
+func TestANewScopesPeakTakesNoOtherScopesBlocks(t *testing.T) {
+	f := withFakePairs(t)
+	hostDevice(t)
+	require.NoError(t, Free(0, allocated(t, 0, 1<<20).Ptr, -1, 0)) // the root's peak: 1 MiB
+	r := allocated(t, 0, 4096)
+	f.free(t, r, 0)
+	id, err := Begin(0, 0, "request")
+	require.NoError(t, err)
+	q := allocated(t, id, 64<<10)
+	assert.True(t, f.holds(r), "the root's block left the cache for a peak of request's")
+	require.NoError(t, Free(0, q.Ptr, -1, 0))
+	require.NoError(t, End(id, false))
+}

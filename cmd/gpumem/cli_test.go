@@ -26,7 +26,7 @@ import (
 // The gpumem commands the docs show run as written, with the trace and
 // the output files put in a temporary directory.
 func TestTheDocumentedCommandsRun(t *testing.T) {
-	cmdLine := regexp.MustCompile("gpumem ((?:plot|replay)[^`\n#]*)")
+	cmdLine := regexp.MustCompile("gpumem ((?:plot|replay|summary)[^`\n#]*)")
 	var cmds []string
 	for _, doc := range []string{"observability.md", "trace-format.md"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "docs", doc))

@@ -162,35 +162,51 @@ func list(words []string, conj string) string {
 	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
 }
 
-// drivers are the words --driver takes in every command: where memory
-// comes from. Each command runs on some of them and says so of the rest.
-var drivers = []string{"sim", "host", "cuda"}
-
-// driverMeans says what each driver is, for help and errors.
+// driverMeans says what each driver is, for help and errors: where memory
+// comes from. Each command runs on some of them (driverVar).
 var driverMeans = map[string]string{
 	"sim":  "sim (a simulated device: address ranges, no memory touched)",
 	"host": "host (host memory standing in for a GPU)",
 	"cuda": "cuda (GPU 0, in a gpumem built with -tags cuda)",
 }
 
-// driverVar declares --driver for a command that runs on runsOn.
+// driverVar declares --driver for a command that runs on runsOn: it takes
+// those words alone, and its help and its error list them alone.
 func driverVar(fs *flag.FlagSet, p *string, value string, runsOn ...string) {
 	means := make([]string, len(runsOn))
 	for i, d := range runsOn {
 		means[i] = driverMeans[d]
 	}
-	choiceVar(fs, p, "driver", value, drivers, "where memory comes from, the `driver`: "+orList(means))
+	choiceVar(fs, p, "driver", value, runsOn, "where memory comes from, the `driver`: "+orList(means))
 }
 
-// checkDriver says, for a command that runs on runsOn, whether it can run
-// on driver here: a driver it does not run on is a usage error, and cuda
-// in a build without it an error that says how to build one.
-func checkDriver(cmd, driver string, runsOn ...string) error {
-	if !slices.Contains(runsOn, driver) {
-		return usageErrorf(cmd, "--driver %s: %s runs on %s", driver, cmd, orList(runsOn))
-	}
+// checkDriver says whether this gpumem can run on driver, which the flag
+// took: cuda in a build without it is an error that says how to build one.
+func checkDriver(driver string) error {
 	if driver == "cuda" && !cudaBuilt {
 		return fmt.Errorf("--driver cuda: this gpumem was built without CUDA; build one with it: go build -tags cuda ./cmd/gpumem")
 	}
 	return nil
+}
+
+// gotArgs says which positional arguments a command got, where it wanted
+// one, naming each: "got 2: \"MiB\" and \"t.csv\"". Where one is a unit
+// that a space parted from a size flag's number (--max-reserved 10 MiB),
+// it says so.
+func gotArgs(args []string) string {
+	if len(args) == 0 {
+		return "got none"
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
+	msg := fmt.Sprintf("got %d: %s", len(args), andList(quoted))
+	for _, a := range args {
+		if _, err := units.ParseBytes("1" + a); err == nil && strings.TrimLeft(a, "0123456789. ") == a && a != "" {
+			msg += fmt.Sprintf("; %q is a unit a space parted from its number: write a size as one word (10MiB)", a)
+			break
+		}
+	}
+	return msg
 }

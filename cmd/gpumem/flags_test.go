@@ -103,21 +103,24 @@ func TestCapacityZeroIsRefusedAndTheDefaultSaid(t *testing.T) {
 	assert.ErrorContains(t, err, "ran out of memory")
 }
 
-// --driver takes the same words in every command, and a command says
-// which it runs on; nothing speaks of Go functions to a CLI user.
-func TestDriverTakesTheSameWordsEverywhere(t *testing.T) {
-	for _, cmd := range []string{"replay", "stress"} {
+// --driver takes the words of the drivers its command runs on, and its
+// help and its error list those alone; nothing speaks of Go functions to a
+// CLI user.
+func TestDriverListsWhatItsCommandRunsOn(t *testing.T) {
+	for cmd, want := range map[string]string{"replay": "want sim or cuda", "stress": "want host or cuda"} {
 		code, _, errb := gpumem(t, nil, cmd, "--driver", "tpu")
 		assert.Equal(t, 1, code)
-		assert.Contains(t, errb, "want sim, host or cuda", cmd)
+		assert.Contains(t, errb, want, cmd)
+		assert.Contains(t, errb, "gpumem help "+cmd, "a usage error")
 	}
 	_, _, errb := gpumem(t, nil, "replay", "--driver", "host", traceFile("mlp_train"))
-	assert.Contains(t, errb, "--driver host: replay runs on sim or cuda")
+	assert.Contains(t, errb, `invalid value "host" for flag --driver: want sim or cuda`)
 	_, _, errb = gpumem(t, nil, "stress", "--driver", "sim")
-	assert.Contains(t, errb, "--driver sim: stress runs on host or cuda")
-	for _, cmd := range []string{"replay", "stress"} {
+	assert.Contains(t, errb, `invalid value "sim" for flag --driver: want host or cuda`)
+	for cmd, other := range map[string]string{"replay": "host (", "stress": "sim ("} {
 		_, out, _ := gpumem(t, nil, "help", cmd)
 		assert.Contains(t, out, "where memory comes from", cmd)
+		assert.NotContains(t, out, other, "%s's help lists no driver it refuses", cmd)
 		_, _, errb := gpumem(t, nil, cmd, "--driver", "cuda", traceFile("mlp_train"))
 		assert.NotRegexp(t, `gpu\.\w+`, errb, "%s: a CLI user is told no Go API", cmd)
 	}
@@ -169,6 +172,23 @@ func TestACapBelowOnePageIsABadFlag(t *testing.T) {
 		code, _, errb := gpumem(t, nil, append(append([]string{"replay"}, flags...), tiny)...)
 		assert.Zero(t, code, "%q: one page holds the trace's 512 bytes: %s", flags, errb)
 	}
+}
+
+// A simulated device smaller than one page is refused as a cap below one
+// page is: every allocation would fail (exit 3) where the flag is what is
+// wrong.
+func TestACapacityBelowOnePageIsABadFlag(t *testing.T) {
+	tiny := filepath.Join(t.TempDir(), "tiny.csv")
+	require.NoError(t, os.WriteFile(tiny, []byte("alloc,4096,512,0\nfree_requested,4096,512,0\n"), 0o600))
+	for flags, least := range map[string]string{"--capacity 1": "2MiB", "--capacity 1MiB --expand never": "2MiB", "--page-size 64KiB --capacity 32KiB": "64KiB"} {
+		code, out, errb := gpumem(t, nil, append(append([]string{"replay"}, strings.Fields(flags)...), tiny)...)
+		assert.Equal(t, 1, code, "%s: %s", flags, errb)
+		assert.Empty(t, out)
+		assert.Contains(t, errb, "a simulated device smaller than one page holds nothing, so every allocation would fail; want at least "+least, flags)
+		assert.Contains(t, errb, "gpumem help replay", flags)
+	}
+	code, _, errb := gpumem(t, nil, "replay", "--page-size", "64KiB", "--capacity", "64KiB", tiny)
+	assert.Zero(t, code, "one page holds the trace's 512 bytes: %s", errb)
 }
 
 // The help spells every flag as the help texts and the errors do,

@@ -2,6 +2,7 @@
 //
 //	gpumem replay [flags] FILE|-
 //	gpumem plot [flags] -o OUT.svg|OUT.html FILE|-
+//	gpumem summary [flags] FILE|-
 //	gpumem stress [flags]
 //	gpumem help [COMMAND]
 //
@@ -10,7 +11,9 @@
 // peak requested and reserved bytes, their ratio, the calls made to the
 // source, and nanoseconds per operation. By default it runs on a simulated
 // device that hands out address ranges without touching memory. plot
-// draws a trace's memory over its events.
+// draws a trace's memory over its events; summary prints what a trace
+// holds (its peak, what it leaves live, its largest scopes). A program
+// records its own trace with gpu's Device.StartRecording.
 //
 // stress opens and closes nested scopes from many goroutines for a while
 // and checks that no memory is left; compute-sanitizer runs it on a GPU.
@@ -124,6 +127,7 @@ var commands = []struct {
 }{
 	{"replay", "replay a trace through gpuscope's pool; print its figures as JSON", replayUsage, true, func() command { return new(replayOptions) }},
 	{"plot", "draw a trace's memory over its events, as SVG or HTML", plotUsage, true, func() command { return new(plotOptions) }},
+	{"summary", "print what a trace holds: its events, peak, scopes", summaryUsage, true, func() command { return new(summaryOptions) }},
 	{"stress", "open and end nested scopes from many goroutines; check nothing is left", stressUsage, false, func() command { return new(stressOptions) }},
 }
 
@@ -228,6 +232,8 @@ usage: gpumem COMMAND [flags] [FILE]
 commands:
 %s
 A command's usage and flags: gpumem help COMMAND, or gpumem COMMAND -h.
+A trace (docs/trace-format.md): your program's from gpu's Device.StartRecording,
+a PyTorch program's from its memory history by scripts/torch2trace.py.
 `
 
 // help prints gpumem's help (no args), or the help of the command args

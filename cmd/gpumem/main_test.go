@@ -146,7 +146,7 @@ func gpumem(t *testing.T, stdin io.Reader, args ...string) (code int, stdout, st
 }
 
 func TestEachCommandPrintsItsOwnHelp(t *testing.T) {
-	own := map[string]string{"replay": "-growth-step", "plot": "-width", "stress": "-goroutines"}
+	own := map[string]string{"replay": "-growth-step", "plot": "-width", "summary": "-scopes", "stress": "-goroutines"}
 	for name, flagName := range own {
 		for _, args := range [][]string{{"help", name}, {name, "-h"}, {name, "--help"}, {name, "-help"}, {name, traceFile("mlp_train"), "-h"}} {
 			code, out, errb := gpumem(t, nil, args...)
@@ -167,7 +167,7 @@ func TestTopLevelHelpListsTheCommandsInAFewLines(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "help"}, {"help", "-h"}} {
 		code, out, _ := gpumem(t, nil, args...)
 		require.Zero(t, code)
-		for _, name := range []string{"replay", "plot", "stress", "help"} {
+		for _, name := range []string{"replay", "plot", "summary", "stress", "help"} {
 			assert.Regexp(t, "(?m)^  "+name+" ", out)
 		}
 		assert.LessOrEqual(t, strings.Count(out, "\n"), 15, "a few lines")

@@ -48,8 +48,11 @@ const plotPasses = 3
 // gpuscope's pool reserves replaying it on the simulated source, with both
 // peaks marked.
 func (o *plotOptions) run(c *call) error {
-	if len(c.args) != 1 || o.out == "" {
-		return usageErrorf("plot", "plot needs one trace FILE (or - for standard input) and -o OUT.svg or OUT.html, in any order")
+	if len(c.args) != 1 {
+		return usageErrorf("plot", "plot needs one trace FILE (or - for standard input), %s", gotArgs(c.args))
+	}
+	if o.out == "" {
+		return usageErrorf("plot", "plot needs -o OUT.svg or OUT.html, before or after the trace FILE")
 	}
 	if !strings.HasSuffix(o.out, ".svg") && !strings.HasSuffix(o.out, ".html") {
 		return usageErrorf("plot", "-o %q: want a .svg or .html file", o.out)

@@ -21,8 +21,8 @@ import (
 const replayUsage = `usage: gpumem replay [flags] FILE
        gpumem replay [flags] -        (the trace on standard input)
 
-replay replays an allocation trace (CSV: action,addr,size,stream, plain or
-gzip; docs/trace-format.md) through gpuscope's pool and prints one JSON
+replay replays an allocation trace (CSV: action,addr,size,stream[,scope],
+plain or gzip; docs/trace-format.md) through gpuscope's pool and prints one JSON
 object: peak requested and reserved bytes, their ratio, every driver call
 by kind and its time (measured with --driver cuda, modelled from an H200's
 costs with --driver sim), and the time of each pass. Sizes in flags are
@@ -71,14 +71,14 @@ func (o *replayOptions) check(c *call) error {
 			return usageErrorf("replay", "--%s is the simulated device's, for --driver sim; to cap a GPU, use --max-reserved", name)
 		}
 	}
-	if err := checkDriver("replay", o.driver, "sim", "cuda"); err != nil {
+	if err := checkDriver(o.driver); err != nil {
 		return err
 	}
 	if o.maxSplit != 0 && o.maxSplit <= 20<<20 {
 		return usageErrorf("replay", "--max-split %s: want 0 (unlimited) or more than 20MiB", units.ExactBytes(o.maxSplit))
 	}
 	if len(c.args) != 1 {
-		return usageErrorf("replay", "replay needs one trace FILE (or - for standard input), got %d", len(c.args))
+		return usageErrorf("replay", "replay needs one trace FILE (or - for standard input), %s", gotArgs(c.args))
 	}
 	if o.timeline != "" {
 		return overwrites("replay", "--timeline", o.timeline, c.args[0])
@@ -152,17 +152,23 @@ func (o *replayOptions) leastCap(src pool.Source) int64 {
 	return classicSegment
 }
 
-// openSource opens the source the flags ask for, and refuses a cap too
-// small for it.
+// openSource opens the source the flags ask for, and refuses a cap, or a
+// simulated device, too small for it.
 func (o *replayOptions) openSource() (pool.Source, func(), error) {
 	src, closeSrc, err := openSource(o.driver, o.capacity, o.pageSize)
 	if err != nil {
 		return nil, nil, err
 	}
-	if least := o.leastCap(src); o.maxReserved != 0 && o.maxReserved < least {
+	least := o.leastCap(src)
+	switch {
+	case o.maxReserved != 0 && o.maxReserved < least:
 		closeSrc()
 		return nil, nil, usageErrorf("replay", "--max-reserved %s: a cap below one page holds nothing, so every allocation would fail; want 0 (no cap) or at least %s, the least the pool reserves at once here",
 			units.ExactBytes(o.maxReserved), units.ExactBytes(least))
+	case o.driver == "sim" && o.capacity < least:
+		closeSrc()
+		return nil, nil, usageErrorf("replay", "--capacity %s: a simulated device smaller than one page holds nothing, so every allocation would fail; want at least %s, the least the pool reserves at once here",
+			units.ExactBytes(o.capacity), units.ExactBytes(least))
 	}
 	return src, closeSrc, nil
 }

@@ -67,7 +67,7 @@ func (o *stressOptions) declare(fs *flag.FlagSet) {
 // freeing buffers in them (each goroutine at least once, so that a run
 // always does something); then it checks that nothing is left.
 func (o *stressOptions) run(c *call) error {
-	if err := checkDriver("stress", o.driver, "host", "cuda"); err != nil {
+	if err := checkDriver(o.driver); err != nil {
 		return err
 	}
 	if len(c.args) > 0 {

@@ -76,7 +76,7 @@ func TestTrainsWithMemoryFlatAfterTheFirstStep(t *testing.T) {
 	b, err := os.ReadFile(trace)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	assert.Equal(t, "action,addr,size,stream", lines[0])
+	assert.Equal(t, "action,addr,size,stream,scope", lines[0])
 	assert.Equal(t, strings.Count(string(b), "\nalloc,"), strings.Count(string(b), "\nfree_requested,"))
 	assert.Greater(t, len(lines), 150*16*2)
 }

@@ -30,8 +30,11 @@ const (
 	Free  = "free_requested"
 )
 
-// Header is the first line a writer writes and a reader skips.
-const Header = "action,addr,size,stream"
+// Header is the first line a writer writes, which names every column its
+// lines carry. A reader skips a first line that begins "action", so that
+// it reads the traces written before the scope column had its name
+// ("action,addr,size,stream") as it reads these.
+const Header = "action,addr,size,stream,scope"
 
 // knownActions are the actions a trace may hold: Alloc, Free and PyTorch's
 // own events, which a reader accepts and a replay ignores.

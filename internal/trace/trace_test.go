@@ -3,6 +3,7 @@ package trace_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"runtime"
@@ -34,13 +35,44 @@ func TestWhatTheWriterWritesTheReaderReads(t *testing.T) {
 		require.NoError(t, w.Write(ev))
 	}
 	require.NoError(t, w.Flush())
-	assert.True(t, strings.HasPrefix(b.String(), trace.Header+"\nalloc,1099511627776,4096,7\n"), b.String())
-	got, err := trace.ReadAll(&b)
+	assert.True(t, strings.HasPrefix(b.String(), trace.Header+"\nalloc,1099511627776,4096,7,\n"), b.String())
+	got, err := trace.ReadAll(bytes.NewReader(b.Bytes()))
 	require.NoError(t, err)
 	for i := range events {
 		events[i].Line = i + 2
 	}
 	assert.Equal(t, events, got)
+}
+
+// The header names every column the lines carry, as a CSV reader that
+// aligns fields by the header (pandas, Python's csv.DictReader) needs:
+// every line has as many fields as the header, the scope empty where an
+// event has none.
+func TestEveryLineHasTheColumnsTheHeaderNames(t *testing.T) {
+	var b bytes.Buffer
+	w := trace.NewWriter(&b)
+	require.NoError(t, w.WriteHeader())
+	require.NoError(t, w.Write(trace.Event{Action: trace.Alloc, Addr: 1, Size: 64, Scope: "a, b"}))
+	require.NoError(t, w.Write(trace.Event{Action: trace.Free, Addr: 1, Size: 64}))
+	require.NoError(t, w.Flush())
+	records, err := csv.NewReader(&b).ReadAll() // FieldsPerRecord 0: as many as the first line
+	require.NoError(t, err, "every line has the header's fields")
+	assert.Equal(t, [][]string{
+		{"action", "addr", "size", "stream", "scope"},
+		{"alloc", "1", "64", "0", "a, b"},
+		{"free_requested", "1", "64", "0", ""},
+	}, records)
+}
+
+// A trace written before the scope column had its name in the header is
+// read as it was.
+func TestTheReaderReadsTheOldHeader(t *testing.T) {
+	got, err := trace.ReadAll(strings.NewReader("action,addr,size,stream\nalloc,1,64,0,step\nfree_requested,1,64,0\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []trace.Event{
+		{Line: 2, Action: trace.Alloc, Addr: 1, Size: 64, Scope: "step"},
+		{Line: 3, Action: trace.Free, Addr: 1, Size: 64},
+	}, got)
 }
 
 func TestTheWriterRefusesWhatTheReaderWouldNot(t *testing.T) {

@@ -22,8 +22,10 @@ func (w *Writer) WriteHeader() error {
 	return err
 }
 
-// Write writes ev as a line: action,addr,size,stream, and the scope where
-// ev has one, quoted as CSV needs. Its Line is not written.
+// Write writes ev as a line of the five columns Header names:
+// action,addr,size,stream,scope, the scope quoted as CSV needs and empty
+// where ev has none, so that every line has as many fields as the header
+// (pandas and other CSV readers align them). Its Line is not written.
 func (w *Writer) Write(ev Event) error {
 	if !Known(ev.Action) {
 		return fmt.Errorf("trace: writing unknown action %q", ev.Action)
@@ -31,12 +33,7 @@ func (w *Writer) Write(ev Event) error {
 	if ev.Size < 0 {
 		return fmt.Errorf("trace: writing a negative size, %d", ev.Size)
 	}
-	var err error
-	if ev.Scope == "" {
-		_, err = fmt.Fprintf(w.w, "%s,%d,%d,%d\n", ev.Action, ev.Addr, ev.Size, ev.Stream)
-	} else {
-		_, err = fmt.Fprintf(w.w, "%s,%d,%d,%d,%s\n", ev.Action, ev.Addr, ev.Size, ev.Stream, csvField(ev.Scope))
-	}
+	_, err := fmt.Fprintf(w.w, "%s,%d,%d,%d,%s\n", ev.Action, ev.Addr, ev.Size, ev.Stream, csvField(ev.Scope))
 	return err
 }
 
@@ -46,7 +43,7 @@ func (w *Writer) Flush() error { return w.w.Flush() }
 // csvField quotes s where encoding/csv would: it holds a comma, a quote, a
 // line break, or starts with a space or the comment character.
 func csvField(s string) string {
-	if !strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[0] != '\t' && s[0] != '#' {
+	if s == "" || !strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[0] != '\t' && s[0] != '#' {
 		return s
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`

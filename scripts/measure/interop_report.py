@@ -44,15 +44,19 @@ def pairs(r):
 def gpuscope_stats(st):
     """A process's gpuscope_stats, the counters that say who served its
     allocations."""
-    return (f"pair hits {st.get('c_pair_hits')}, allocs {st.get('allocs')}, frees {st.get('frees')}, "
+    return (f"pair hits {st.get('c_pair_hits')} of {st.get('c_pair_allocs')} (late {st.get('c_pair_late')}), "
+            f"allocs {st.get('allocs')}, frees {st.get('frees')}, "
             f"served from cache {st.get('served_from_cache')}, c_failures {st.get('c_failures')}, ooms {st.get('ooms')}")
 
 
 def hit_rate(st):
     """The share of a process's allocations that the pair cache served:
-    its hits over its hits and the allocations that crossed into Go."""
-    hits, allocs = st.get("c_pair_hits") or 0, st.get("allocs") or 0
-    return hits / (hits + allocs) if hits + allocs else 0.0
+    its hits over the allocations it looked at (c_pair_allocs), or, from a
+    library that does not count those, over its hits and the allocations
+    that crossed into Go."""
+    hits = st.get("c_pair_hits") or 0
+    looked = st.get("c_pair_allocs") or hits + (st.get("allocs") or 0)
+    return hits / looked if looked else 0.0
 
 
 def lacking(m, modes):
@@ -130,7 +134,7 @@ def torch_report(rows):
         rates = [hit_rate(r["gpuscope_stats"]) for r in v if "gpuscope_stats" in r]
         if rates:
             out.append(f"  {k:10s} pair cache served {', '.join(f'{x:.1%}' for x in rates)} of the allocations, "
-                       "each process (hits / (hits + allocations through Go))")
+                       "each process (c_pair_hits / c_pair_allocs)")
     gone = lacking(m, ("gpuscope", "native"))
     if gone:
         out.append(f"  step time gpuscope / native, medians: (target <= 1.02) -> {gone}")

@@ -309,17 +309,20 @@ class Report(unittest.TestCase):
         self.assertIn("not built -> MISSED (stderr: gpuscope.GpuscopeError: compiling", self.line(out, "PyTorch shim"))
 
     def test_the_pair_caches_hit_rate_is_printed_for_each_process(self):
-        stats = {"c_pair_hits": 3000, "allocs": 1000}
+        stats = {"c_pair_hits": 3000, "c_pair_allocs": 4000, "allocs": 1200}
+        older = {"c_pair_hits": 1000, "allocs": 3000}  # a library without c_pair_allocs
         rows = [torch_row("native", 0, 100.0), dict(torch_row("gpuscope", 0, 100.0), gpuscope_stats=stats),
-                dict(torch_row("gpuscope", 1, 100.0), gpuscope_stats={"c_pair_hits": 0, "allocs": 50})]
+                dict(torch_row("gpuscope", 1, 100.0), gpuscope_stats={"c_pair_hits": 0, "allocs": 50}),
+                dict(torch_row("gpuscope", 2, 100.0), gpuscope_stats=older)]
         out = self.logs({"torch.jsonl": rows})
-        self.assertIn("pair cache served 75.0%, 0.0% of the allocations", self.line(out, "gpuscope   pair cache"))
+        self.assertIn("pair cache served 75.0%, 0.0%, 25.0% of the allocations", self.line(out, "gpuscope   pair cache"))
 
     def test_gpuscopes_stats_are_printed_where_the_runs_have_them(self):
         stats = {"c_pair_hits": 1399993, "c_failures": 0, "allocs": 7, "frees": 6, "served_from_cache": 5, "ooms": 0}
         rows = [torch_row("native", 0, 100.0), torch_row("expandable", 0, 100.0), dict(torch_row("gpuscope", 0, 100.0), gpuscope_stats=stats)]
         out = self.logs({"torch.jsonl": rows})
-        self.assertIn("pair hits 1399993, allocs 7, frees 6, served from cache 5, c_failures 0, ooms 0", self.line(out, "gpuscope   stats"))
+        self.assertIn("pair hits 1399993 of None (late None), allocs 7, frees 6, served from cache 5, c_failures 0, ooms 0",
+                      self.line(out, "gpuscope   stats"))
 
         pairs = [pair_row(a, s, 40.0) for a in ("c10", "freelist") for s in (256, 1 << 20, 64 << 20)]
         pairs += [dict(pair_row("gpuscope", s, 30.0), pair_hits=6999993, allocs=7, c_failures=0) for s in (256, 1 << 20, 64 << 20)]

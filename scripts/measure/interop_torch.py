@@ -28,7 +28,8 @@ import torch.nn.functional as F  # noqa: E402
 
 
 # The counters of gpuscope_stats a gpuscope run prints.
-STATS = ("c_pair_hits", "c_failures", "allocs", "frees", "served_from_cache", "source_allocs", "ooms")
+STATS = ("c_pair_hits", "c_pair_allocs", "c_pair_late", "c_failures", "allocs", "frees", "served_from_cache",
+         "source_allocs", "ooms")
 
 
 class Block(nn.Module):

@@ -343,7 +343,7 @@ class TorchShim(unittest.TestCase):
             with self.assertRaises(t.cuda.OutOfMemoryError) as caught:
                 t.empty(64 * MiB)
         msg = str(caught.exception)
-        self.assertIn("CUDA out of memory. Tried to allocate 67108864 bytes on device 0 through gpuscope", msg)
+        self.assertIn("CUDA out of memory. Tried to allocate 64.00 MiB (67108864 bytes) on device 0 through gpuscope", msg)
         self.assertIn("cap", msg)
         self.assertIn("holder", msg)
         self.assertEqual(gpuscope.torch_shim()["out_of_memory"], 1)

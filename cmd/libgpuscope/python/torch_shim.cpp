@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -67,6 +68,21 @@ std::string lastError(int* kind) {
     return "no message (gpuscope_last_error is empty)";
   }
   return std::string(buf, n < sizeof buf ? n : sizeof buf - 1);
+}
+
+// bytes writes n as PyTorch's messages do, "64.00 MiB", with the exact
+// count after it.
+std::string bytes(size_t n) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double x = static_cast<double>(n);
+  int u = 0;
+  while (x >= 1024 && u < 4) {
+    x /= 1024;
+    u++;
+  }
+  char buf[96];
+  snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s (%zu bytes)", x, units[u], n);
+  return buf;
 }
 
 // PoolHook is the graph-pool setter of PyTorch 2.x's wrapper, where the
@@ -134,10 +150,10 @@ void* gpuscope_torch_alloc(size_t size, int device, cudaStream_t stream) {
   std::string msg = lastError(&kind);
   if (kind == kOutOfMemoryKind) {
     counts[kOutOfMemory].fetch_add(1, std::memory_order_relaxed);
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", size,
-                     " bytes on device ", device, " through gpuscope: ", msg);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", bytes(size),
+                     " on device ", device, " through gpuscope: ", msg);
   }
-  TORCH_CHECK(false, "gpuscope could not allocate ", size, " bytes on device ", device, ": ", msg);
+  TORCH_CHECK(false, "gpuscope could not allocate ", bytes(size), " on device ", device, ": ", msg);
   return nullptr;  // not reached: TORCH_CHECK(false, ...) throws
 }
 

@@ -131,6 +131,15 @@ int gpuscope_set_max_reserved(int device, size_t bytes);
 int gpuscope_set_memory_fraction(int device, double fraction);
 int gpuscope_empty_cache(int device);
 
+/* gpuscope_name_call makes the messages that advise the C call c_name
+ * write name instead: what a binding in another language calls it, so that
+ * its users read a call they can make (gpuscope.py names
+ * gpuscope_set_max_reserved, which an out-of-memory error advises,
+ * gpuscope.set_max_reserved). NULL or "" gives the call its C name back,
+ * for the whole process. It returns 0, or < 0 for a c_name the messages
+ * do not advise. */
+int gpuscope_name_call(const char *c_name, const char *name);
+
 /* gpuscope_stats writes device's counters as JSON (gpu.Stats, with
  * "device", "scope": the calling thread's scope's path, "c_pair_hits":
  * allocations the pair cache served, not counted in "allocs",
@@ -146,6 +155,7 @@ size_t gpuscope_summary(int device, char *buf, size_t len);
 /* The kinds of a failure, as gpuscope_last_error gives them. */
 #define GPUSCOPE_OUT_OF_MEMORY 1 /* for want of memory: the cap, or the device */
 #define GPUSCOPE_FAILED 2        /* any other */
+#define GPUSCOPE_INVALID_SIZE 3  /* a size, a cap or a fraction that can never work */
 
 /* gpuscope_last_error writes the message of the calling thread's last
  * failed call (its first 4095 bytes) into buf, as gpuscope_stats does,

@@ -59,8 +59,11 @@ class GpuscopeWarning(RuntimeWarning):
 
 
 # OUT_OF_MEMORY is gpuscope.h's GPUSCOPE_OUT_OF_MEMORY: the kind of a
-# failure for want of memory.
+# failure for want of memory; INVALID_SIZE, GPUSCOPE_INVALID_SIZE: a size, a
+# cap or a fraction that can never work, which this module raises as
+# ValueError.
 OUT_OF_MEMORY = 1
+INVALID_SIZE = 3
 
 
 _lock = threading.Lock()  # protects _lib and _path
@@ -95,6 +98,8 @@ def load(lib_path=None):
             )
         lib = ctypes.CDLL(want)
         _declare(lib)
+        # The library's messages advise this module's calls, not C's.
+        lib.gpuscope_name_call(b"gpuscope_set_max_reserved", b"gpuscope.set_max_reserved")
         _lib, _path = lib, want
         return lib
 
@@ -129,6 +134,8 @@ def _declare(lib):
     lib.gpuscope_set_memory_fraction.argtypes = [c.c_int, c.c_double]
     lib.gpuscope_empty_cache.restype = c.c_int
     lib.gpuscope_empty_cache.argtypes = [c.c_int]
+    lib.gpuscope_name_call.restype = c.c_int
+    lib.gpuscope_name_call.argtypes = [c.c_char_p, c.c_char_p]
     lib.gpuscope_last_error.restype = c.c_size_t
     lib.gpuscope_last_error.argtypes = [c.c_char_p, c.c_size_t, c.POINTER(c.c_int)]
     for name in ("gpuscope_stats", "gpuscope_summary"):
@@ -151,17 +158,49 @@ def _text(fn, *args):
         size = n + 1
 
 
-def _last_error():
+def _last_failure():
     """The message of this thread's last failed call into the library, and
-    whether it failed for want of memory."""
+    its kind (gpuscope.h's GPUSCOPE_OUT_OF_MEMORY, ...)."""
     kind = ctypes.c_int(0)
     size = 4096
     while True:
         buf = ctypes.create_string_buffer(size)
         n = load().gpuscope_last_error(buf, size, ctypes.byref(kind))
         if n < size:
-            return buf.raw[:n].decode(errors="replace"), kind.value == OUT_OF_MEMORY
+            return buf.raw[:n].decode(errors="replace"), kind.value
         size = n + 1
+
+
+def _last_error():
+    """The message of this thread's last failed call into the library, and
+    whether it failed for want of memory."""
+    msg, kind = _last_failure()
+    return msg, kind == OUT_OF_MEMORY
+
+
+def _failure(call, c_call):
+    """The exception of call, as the caller wrote it, which failed in the
+    library's c_call: ValueError for a size that can never work,
+    GpuscopeError otherwise, each with the library's message."""
+    msg, kind = _last_failure()
+    msg = msg.removeprefix(c_call + ": ")  # the library names its C call; the caller made call
+    return (ValueError if kind == INVALID_SIZE else GpuscopeError)(f"gpuscope: {call}: {msg}")
+
+
+def _int(value, what):
+    """value, where it is an int (a bool is not one); TypeError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"gpuscope: {what} must be an int, not {type(value).__name__}")
+    return value
+
+
+def _device(device, what="device", low=0):
+    """device, checked: an int from low (-1: every device, where a call
+    takes that) to what a C int holds."""
+    _int(device, what)
+    if not low <= device < 1 << 31:
+        raise ValueError(f"gpuscope: {what} {device}: no such device (devices are numbered from 0)")
+    return device
 
 
 def use_torch(lib_path=None, shim=True):
@@ -342,8 +381,8 @@ def _raise_cupy_oom(size, oom):
 
 @contextlib.contextmanager
 def scope(name, device=0, free_live=False, stream=None):
-    """Opens a named scope on the device for the with block, for this
-    thread: what the thread allocates through gpuscope on that device
+    """Opens a scope named name (None: unnamed, as C's NULL) on the device
+    for the with block, for this thread: what the thread allocates through gpuscope on that device
     belongs to it, and scopes the thread opens inside it nest in it. Other
     threads' scopes are its siblings and end apart from it; a thread with
     no scope allocates in the device's root scope. stream binds the scope
@@ -358,10 +397,17 @@ def scope(name, device=0, free_live=False, stream=None):
     An error at the scope's end never replaces an exception of the block:
     that exception propagates with the error as a note (printed where
     Python has no notes); without one, the error is raised."""
+    _device(device)
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError(f"gpuscope: a scope's name must be a str, or None for an unnamed scope, not {type(name).__name__}")
+        if name == "" or "/" in name or "\0" in name:
+            raise ValueError(f"gpuscope: scope name {name!r}: a name is not empty and holds no \"/\" (which joins the names "
+                             "of a path: open a scope inside another to nest it) nor NUL; None opens an unnamed scope")
     lib = load()
-    sid = lib.gpuscope_scope_begin(device, name.encode())
+    sid = lib.gpuscope_scope_begin(device, None if name is None else name.encode())
     if sid <= 0:
-        raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not open: {_last_error()[0]}")
+        raise _failure(f"scope({name!r}, device={device})", "gpuscope_scope_begin")
     try:
         if stream is not None and lib.gpuscope_scope_bind(sid, _stream_handle(stream)) != 0:
             raise GpuscopeError(f"gpuscope: scope {name!r} could not be bound to stream {stream!r}: {_last_error()[0]}")
@@ -391,35 +437,47 @@ def _stream_handle(stream):
 
 
 def stats(device=0):
-    """Returns the device's Stats as a dict (the Go field names)."""
-    return json.loads(_text(load().gpuscope_stats, device))
+    """Returns the device's Stats as a dict (the Go field names); raises
+    GpuscopeError where the device cannot be opened."""
+    st = json.loads(_text(load().gpuscope_stats, _device(device)))
+    if "error" in st:  # the C call's way to say it has no counters
+        raise GpuscopeError(f"gpuscope: stats(device={device}): {st['error']}")
+    return st
 
 
 def scope_stats(sid):
     """Returns the counters of the open scope sid (what scope() yields) as
     a dict: "path", "live" (its bytes, its children's with them), "peak",
     "allocations" (its own buffers), "children"."""
-    text = _text(load().gpuscope_scope_stats, sid)
+    text = _text(load().gpuscope_scope_stats, _int(sid, "a scope's id"))
     if not text:
         raise GpuscopeError(f"gpuscope: no stats of scope {sid}: {_last_error()[0]}")
     return json.loads(text)
 
 
 def summary(device=0):
-    """Returns the device's Summary: what each scope holds, by name."""
+    """Returns the device's Summary: what each scope holds, by name; raises
+    GpuscopeError where the device cannot be opened."""
+    stats(device)  # the C call writes why there is no summary as the summary
     return _text(load().gpuscope_summary, device)
 
 
 def set_max_reserved(nbytes, device=0):
     """Caps what the device's pool reserves, for every library that
-    allocates through it; 0 removes the cap."""
+    allocates through it; 0 removes the cap. The pool reserves whole pages
+    (2 MiB on the host device and most GPUs): a cap below one page, which
+    no allocation could fit under, is a ValueError, as is a negative one."""
+    _int(nbytes, "a cap in bytes")
+    _device(device)
+    if not 0 <= nbytes < 1 << 63:
+        raise ValueError(f"gpuscope: set_max_reserved({nbytes}): a cap is from 0 (none) to 2**63-1 bytes")
     if load().gpuscope_set_max_reserved(device, nbytes) != 0:
-        raise GpuscopeError(f"gpuscope: set_max_reserved({nbytes}) on device {device} failed: {_last_error()[0]}")
+        raise _failure(f"set_max_reserved({nbytes}, device={device})", "gpuscope_set_max_reserved")
 
 
 def empty_cache(device=-1):
     """Gives what the device's pool caches back to the driver; device -1:
     every device the library opened. Under use_torch,
     torch.cuda.empty_cache() does the same."""
-    if load().gpuscope_empty_cache(device) != 0:
-        raise GpuscopeError(f"gpuscope: empty_cache on device {device} failed: {_last_error()[0]}")
+    if load().gpuscope_empty_cache(_device(device, low=-1)) != 0:
+        raise _failure(f"empty_cache(device={device})", "gpuscope_empty_cache")

@@ -149,8 +149,24 @@ class Scopes(unittest.TestCase):
         self.assertEqual(lib().gpuscope_scope_end(outer, 0), 0)
 
     def test_a_scope_on_a_device_that_does_not_exist_fails_clearly(self):
-        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"scope 'x' on device 7 did not open: .*device 7"):
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"^gpuscope: scope\('x', device=7\): gpu: no device: device 7: built without -tags cuda"):
             with gpuscope.scope("x", device=7):
+                pass
+
+    def test_scope_none_is_an_unnamed_scope_as_cs_null(self):
+        with gpuscope.scope(None):
+            self.assertRegex(gpuscope.stats()["scope"], r"^libgpuscope/[^/]+#\d+$")
+
+    def test_a_scopes_name_and_device_are_checked(self):
+        for name, err in ((3, TypeError), (b"x", TypeError), ("", ValueError), ("a/b", ValueError), ("a\0b", ValueError)):
+            with self.assertRaises(err, msg=repr(name)):
+                with gpuscope.scope(name):
+                    pass
+        with self.assertRaisesRegex(ValueError, "device -1: no such device"):
+            with gpuscope.scope("x", device=-1):
+                pass
+        with self.assertRaises(TypeError):
+            with gpuscope.scope("x", device="cuda:0"):
                 pass
 
     def test_a_summary_longer_than_the_first_buffer_comes_whole(self):
@@ -190,8 +206,37 @@ class Cap(unittest.TestCase):
         free(p, 64 * MiB)
 
     def test_a_cap_on_a_device_that_does_not_exist_raises(self):
-        with self.assertRaises(gpuscope.GpuscopeError):
-            gpuscope.set_max_reserved(MiB, device=7)
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"set_max_reserved\(4194304, device=7\): gpu: no device: device 7"):
+            gpuscope.set_max_reserved(4 * MiB, device=7)
+
+    def test_a_cap_that_can_never_work_is_a_value_error_with_the_librarys_message(self):
+        gpuscope.set_max_reserved(64 * MiB)
+        for cap in (2**64 + 4096, 2**63, -1):  # ctypes would wrap them: 4 KiB, 2**63, SIZE_MAX
+            with self.assertRaisesRegex(ValueError, r"a cap is from 0 \(none\) to 2\*\*63-1 bytes", msg=cap):
+                gpuscope.set_max_reserved(cap)
+        with self.assertRaisesRegex(ValueError, r"^gpuscope: set_max_reserved\(1000, device=0\): gpu: invalid size: a cap of 1000 bytes "
+                                    r"is below one page of 2.00 MiB.*give at least 2097152 bytes, or 0 to remove the cap$"):
+            gpuscope.set_max_reserved(1000)
+        for cap in ("1GiB", 1.5, True):
+            with self.assertRaises(TypeError, msg=repr(cap)):
+                gpuscope.set_max_reserved(cap)
+
+    def test_an_allocation_past_the_cap_advises_pythons_call(self):
+        gpuscope.set_max_reserved(2 * MiB)
+        self.assertIsNone(alloc(4 * MiB))
+        msg, out_of_memory = gpuscope._last_error()
+        self.assertTrue(out_of_memory, msg)
+        self.assertIn("raise it with gpuscope.set_max_reserved;", msg)
+        self.assertNotIn("Device.SetMaxReserved", msg)
+
+
+class Stats(unittest.TestCase):
+    def test_a_device_that_does_not_exist_raises_never_returns_an_error(self):
+        for call in (gpuscope.stats, gpuscope.summary):
+            with self.assertRaisesRegex(gpuscope.GpuscopeError, r"device=5\): .*device 5", msg=call.__name__):
+                call(device=5)
+        with self.assertRaises(TypeError):
+            gpuscope.stats(device=None)
 
 
 class Loading(unittest.TestCase):

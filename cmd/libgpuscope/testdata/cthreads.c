@@ -160,10 +160,21 @@ static void scopes(void) {
 	CHECK(gpuscope_set_max_reserved(0, 1000) < 0, "a cap below one page");
 	stat("c_failures");
 	CHECK(strstr(text, "below one page of 2.00 MiB") != NULL, "why the cap was refused: %s", text);
+	char msg[4096];
+	int kind = -1;
+	gpuscope_last_error(msg, sizeof msg, &kind);
+	CHECK(kind == GPUSCOPE_INVALID_SIZE, "a cap below one page is of kind %d: %s", kind, msg);
 	CHECK(gpuscope_set_max_reserved(0, 2 << 20) == 0, "cap");
 	CHECK(gpuscope_alloc(4 << 20, 0, NULL) == NULL, "allocated past the cap");
 	stat("c_failures");
 	CHECK(strstr(text, "raise it with gpuscope_set_max_reserved;") != NULL, "the error advises the C call: %s", text);
+	// A binding names the call as its users write it.
+	CHECK(gpuscope_name_call("gpuscope_set_max_reserved", "gpuscope.set_max_reserved") == 0, "name the call");
+	CHECK(gpuscope_alloc(4 << 20, 0, NULL) == NULL, "allocated past the cap");
+	gpuscope_last_error(msg, sizeof msg, &kind);
+	CHECK(strstr(msg, "raise it with gpuscope.set_max_reserved;") != NULL, "the error advises the binding's call: %s", msg);
+	CHECK(gpuscope_name_call("gpuscope_set_max_reserved", NULL) == 0, "the C name back");
+	CHECK(gpuscope_name_call("gpuscope_alloc", "x") < 0, "a call no message advises");
 	CHECK(gpuscope_set_max_reserved(0, 0) == 0, "uncap");
 }
 

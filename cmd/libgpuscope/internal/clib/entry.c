@@ -184,6 +184,13 @@ int gpuscope_set_max_reserved(int device, size_t bytes) {
 	return gpuscopeGoSetMaxReserved(device, bytes);
 }
 
+int gpuscope_name_call(const char *c_name, const char *name) {
+	if (gs_forked("gpuscope_name_call")) {
+		return -1;
+	}
+	return gpuscopeGoNameCall((char *)c_name, (char *)name);
+}
+
 int gpuscope_set_memory_fraction(int device, double fraction) {
 	if (gs_forked("gpuscope_set_memory_fraction")) {
 		return -1;

@@ -32,6 +32,7 @@ const failed = -1
 const (
 	outOfMemory  = 1 // GPUSCOPE_OUT_OF_MEMORY
 	otherFailure = 2 // GPUSCOPE_FAILED
+	invalidSize  = 3 // GPUSCOPE_INVALID_SIZE
 )
 
 // fail records the failure of the C call named call: counted and kept for
@@ -41,8 +42,11 @@ func fail(call string, err error) {
 	ccall.Fail(call, err)
 	msg := call + ": " + err.Error()
 	kind := C.int(otherFailure)
-	if errors.Is(err, gpu.ErrOutOfMemory) {
+	switch {
+	case errors.Is(err, gpu.ErrOutOfMemory):
 		kind = outOfMemory
+	case errors.Is(err, gpu.ErrInvalidSize):
+		kind = invalidSize
 	}
 	C.gs_set_error(kind, (*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
 }
@@ -243,6 +247,22 @@ func gpuscopeGoSetMaxReserved(device C.int, bytes C.size_t) C.int {
 	}
 	if err != nil {
 		fail("gpuscope_set_max_reserved", err)
+		return failed
+	}
+	return 0
+}
+
+//export gpuscopeGoNameCall
+func gpuscopeGoNameCall(c, name *C.char) C.int {
+	var cName, n string
+	if c != nil {
+		cName = C.GoString(c)
+	}
+	if name != nil {
+		n = C.GoString(name)
+	}
+	if err := foreign.NameCall(cName, n); err != nil {
+		fail("gpuscope_name_call", err)
 		return failed
 	}
 	return 0

@@ -37,6 +37,79 @@ func TestThePythonModule(t *testing.T) {
 	require.NotContains(t, string(out), "skipped", "the shim's tests over the stand-ins ran")
 }
 
+// TestThePythonPackageInstallsFromTheClone: pip installs the package from
+// the clone with no package index (--no-index: no PyPI, no build
+// requirement to download), building libgpuscope.so with the go command,
+// into a virtual environment whose python then imports gpuscope, with no
+// PYTHONPATH and no GPUSCOPE_LIB, and finds the library it packaged. The
+// build leaves nothing in the clone (git status).
+func TestThePythonPackageInstallsFromTheClone(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine: the package needs one")
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	run(t, "", python, "-m", "venv", venv)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PYTHONPATH=") && !strings.HasPrefix(kv, "GPUSCOPE_LIB=") {
+			env = append(env, kv)
+		}
+	}
+	src, err := filepath.Abs("python")
+	require.NoError(t, err)
+	before := gitStatus(src)
+	pip := exec.Command(filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "--no-index", "--quiet", src)
+	pip.Env = append(env, "PIP_DISABLE_PIP_VERSION_CHECK=1")
+	out, err := pip.CombinedOutput()
+	require.NoError(t, err, "pip install: %s", out)
+
+	use := exec.Command(filepath.Join(venv, "bin", "python"), "-c",
+		"import gpuscope; print(gpuscope.path()); print(gpuscope.stats()['device'])")
+	use.Dir = t.TempDir() // not the source folder, which holds gpuscope.py
+	use.Env = append(env, "GPUSCOPE_HOST_MEMORY=16777216")
+	out, err = use.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 2, "%s", out)
+	require.True(t, strings.HasPrefix(lines[0], venv+string(filepath.Separator)), "the library it packaged: %s", lines[0])
+	require.True(t, strings.HasSuffix(lines[0], filepath.Join("gpuscope", "libgpuscope.so")), lines[0])
+	require.Regexp(t, `^host:\d+ \(host memory, 16.00 MiB\)$`, lines[1])
+
+	require.Equal(t, before, gitStatus(src), "the build left something git shows in the clone")
+}
+
+// The library built as docs/interop.md says lands where the Python module
+// looks for it, beside gpuscope.py, and git status does not show it nor
+// the header cgo writes beside it.
+func TestTheLibraryBuiltAsTheDocsSayIsWhereTheModuleLooks(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "interop.md"))
+	require.NoError(t, err)
+	builds := regexp.MustCompile(`go build [^\n]*-buildmode=c-shared -o (\S+) \./cmd/libgpuscope`).FindAllStringSubmatch(string(doc), -1)
+	require.NotEmpty(t, builds)
+	for _, b := range builds {
+		lib := b[1]
+		require.Equal(t, "cmd/libgpuscope/python/libgpuscope.so", lib, "where gpuscope.py looks: %s", b[0])
+		if _, err := os.Stat(filepath.Join("..", "..", ".git")); err != nil {
+			continue // not a clone: nothing for git to show
+		}
+		for _, f := range []string{lib, strings.TrimSuffix(lib, ".so") + ".h"} {
+			check := exec.Command("git", "check-ignore", "-q", f)
+			check.Dir = filepath.Join("..", "..")
+			require.NoError(t, check.Run(), "git status would show %s", f)
+		}
+	}
+}
+
+// gitStatus is what git status says of the folder dir, short; "" where
+// dir is not in a clone.
+func gitStatus(dir string) string {
+	status := exec.Command("git", "status", "--porcelain", ".")
+	status.Dir = dir
+	out, _ := status.Output()
+	return string(out)
+}
+
 // torchStandIn builds testdata/torchstandin into a folder as PyTorch lays
 // out its headers and libraries (include/, lib/libtorch_cuda.so,
 // libc10_cuda.so, libc10.so), for gpuscope_test.py's tests of the PyTorch

@@ -10,6 +10,8 @@ one pool, one cap, one Summary and gpuscope's scopes cover what they hold.
         ...
     print(gpuscope.summary())
 
+Install it with pip install ./cmd/libgpuscope/python from a clone of
+gpuscope, which builds the library with the go command (docs/interop.md).
 The module is ctypes over the library's C entry points and needs neither
 PyTorch nor CuPy to import. The library is found at the path given to
 load(), else $GPUSCOPE_LIB, else libgpuscope.so beside this file. One
@@ -92,9 +94,10 @@ def load(lib_path=None):
             return _lib
         if not os.path.exists(want):
             raise GpuscopeError(
-                f"gpuscope: no library at {want}: build it with "
-                "go build -buildmode=c-shared -o libgpuscope.so ./cmd/libgpuscope "
-                "(-tags cuda for GPUs) and set GPUSCOPE_LIB or call gpuscope.load(path)"
+                f"gpuscope: no library at {want}: install the module with pip install ./cmd/libgpuscope/python "
+                "from a clone of gpuscope, which builds it; or build it beside this file with go build "
+                "-buildmode=c-shared -o cmd/libgpuscope/python/libgpuscope.so ./cmd/libgpuscope (-tags cuda "
+                "for GPUs), or name it in GPUSCOPE_LIB or gpuscope.load(path)"
             )
         lib = ctypes.CDLL(want)
         _declare(lib)

@@ -224,13 +224,14 @@ func (f scopeOptionFunc) applyScope(o scopeOptions) scopeOptions { return f(o) }
 // Name names a scope for diagnostics: leak reports and errors show its path,
 // the names of the scopes it is in and its own, joined by "/", such as
 // "request/decode". A name is not empty and holds no "/", which would read
-// as a scope inside another; a scope without Name is named "scope#N".
+// as a scope inside another. A scope without Name is named after the
+// function that opened it where stacks are recorded, else "scope#N".
 func Name(name string) ScopeOption {
 	return scopeOptionFunc(func(o scopeOptions) scopeOptions {
 		o.once(givenName, "Name")
 		switch {
 		case name == "":
-			o.errs = append(o.errs, prefixed.Errorf("gpu", `Name(""): a scope's name must not be empty; leave Name out for "scope#N"`))
+			o.errs = append(o.errs, prefixed.Errorf("gpu", `Name(""): a scope's name must not be empty; leave Name out for an unnamed scope`))
 		case strings.Contains(name, "/"):
 			o.errs = append(o.errs, prefixed.Errorf("gpu", `Name(%q): a scope's name must not hold "/", which joins the names of a path ("request/decode"); `+
 				`open the scope inside another to nest it, or write another character (%q)`, name, strings.ReplaceAll(name, "/", "-")))

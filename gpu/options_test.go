@@ -18,7 +18,7 @@ func TestANameThatReadsAsAPathOrNothingIsRefused(t *testing.T) {
 	assert.EqualError(t, err, `gpu: Name("x/y"): a scope's name must not hold "/", which joins the names of a path ("request/decode"); `+
 		`open the scope inside another to nest it, or write another character ("x-y")`)
 	_, err = dev.NewScope(gpu.Name(""))
-	assert.EqualError(t, err, `gpu: Name(""): a scope's name must not be empty; leave Name out for "scope#N"`)
+	assert.EqualError(t, err, `gpu: Name(""): a scope's name must not be empty; leave Name out for an unnamed scope`)
 	assert.Zero(t, dev.Stats().OpenScopes, "no scope opened")
 }
 

@@ -1,6 +1,7 @@
 // Package gputest checks, as go.uber.org/goleak does for goroutines, that
 // tests leave no GPU memory behind: no scope still open and no buffer still
-// live, on any device open in the process.
+// live, on any device open in the process, and no device a test opened
+// and never closed.
 //
 //	func TestMain(m *testing.M) {
 //		gputest.VerifyTestMain(m)

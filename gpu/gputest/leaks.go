@@ -27,11 +27,11 @@ type TestingT interface {
 // still reserved), or nil. A device is reported once the test that opened
 // it has ended, cleanups and all: by the check of a later test, or
 // VerifyTestMain's, never by the check of the test that opened it, whose
-// t.Cleanup may still close it. It retries with a bounded backoff first, so that a scope
-// another goroutine is closing is not reported. What it reports, a later
-// Find or VerifyNone leaves out (a leak fails one test, not every test
-// after it), but for what is new in a scope it reported: a buffer
-// allocated there since, say.
+// t.Cleanup may still close it. Find retries with a bounded backoff
+// first, so that a scope another goroutine is closing is not reported.
+// What it reports, a later Find or VerifyNone leaves out (a leak fails
+// one test, not every test after it), but for what is new in a scope it
+// reported: a buffer allocated there since, say.
 func Find(opts ...Option) error {
 	o := buildOptions(opts)
 	if err := o.validFor("Find", false); err != nil {

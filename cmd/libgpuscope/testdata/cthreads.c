@@ -184,9 +184,9 @@ static void scopes(void) {
 #define OTHER ((void *)(uintptr_t)0x6000) // the pair cache's record_stream
 
 // pair_cache_keeps: the cache keeps its blocks across allocations it does
-// not serve where they raise no peak, evicts the oldest for a newer one,
-// serves CuPy's pairs too, and tracks every allocation however many are
-// live.
+// not serve where they raise no peak and the pool could not serve them from
+// those blocks, evicts the oldest for a newer one, serves CuPy's pairs too,
+// and tracks every allocation however many are live.
 static void pair_cache_keeps(void) {
 	long long before = stat("c_failures");
 	void *big = gpuscope_alloc(1 << 20, 0, NULL); // a peak that what follows stays under
@@ -195,26 +195,24 @@ static void pair_cache_keeps(void) {
 	long long hits = stat("c_pair_hits");
 	void *a = gpuscope_alloc(4096, 0, NULL);
 	gpuscope_free(a, 4096, 0, NULL);
-	void *b = gpuscope_alloc(8192, 0, NULL); // not served: a stays
-	CHECK(gpuscope_alloc(4096, 0, NULL) == a, "a block left the cache at an allocation it did not serve");
-	gpuscope_free(a, 4096, 0, NULL);
-	gpuscope_free(b, 8192, 0, NULL);
+	void *b = gpuscope_alloc(16384, 0, NULL); // not served, and too large for a: a stays
+	void *a2 = gpuscope_alloc(4096, 0, NULL);
+	CHECK(a2 == a, "a block left the cache at an allocation it did not serve");
+	gpuscope_free(a2, 4096, 0, NULL);
+	gpuscope_free(b, 16384, 0, NULL);
 	CHECK(stat("c_pair_hits") == hits + 1, "hits: %s", text);
 
 	// The newest blocks stay: 40 freed, the first 8 evicted.
 	enum { n = 40 };
 	void *p[n];
+	hits = stat("c_pair_hits"); // which gives back what the cache holds
 	for (int k = 0; k < n; k++) {
 		p[k] = gpuscope_alloc(512 * (k + 1), 0, NULL);
 	}
 	for (int k = 0; k < n; k++) {
 		gpuscope_free(p[k], 512 * (k + 1), 0, NULL);
 	}
-	hits = stat("c_pair_hits"); // which gives back what the cache holds: fill it again
-	for (int k = 0; k < n; k++) {
-		gpuscope_free(gpuscope_alloc(512 * (k + 1), 0, NULL), 512 * (k + 1), 0, NULL);
-	}
-	for (int k = 0; k < n; k++) {
+	for (int k = n - 1; k >= 0; k--) { // the larger first: a miss gives back the larger blocks of its class
 		p[k] = gpuscope_alloc(512 * (k + 1), 0, NULL);
 	}
 	CHECK(stat("c_pair_hits") == hits + (n - 8), "the 32 newest were not served: %lld hits of %d", stat("c_pair_hits") - hits, n - 8);

@@ -14,6 +14,8 @@ package cthreads
 int cthreads_main(void);
 int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
 int c_pairs(long n, long size, int how);
+uintptr_t c_alloc(long size, uintptr_t stream);
+void c_free(uintptr_t ptr, long size, uintptr_t stream);
 uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
 */
@@ -70,6 +72,13 @@ func Failures() (n int64, last string) {
 	return st.Failures, st.LastError
 }
 
+// Stats returns device's gpuscope_stats, JSON.
+func Stats(device int) []byte {
+	buf := make([]byte, 1<<16)
+	k := C.gpuscope_stats(C.int(device), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	return buf[:min(int(k), len(buf)-1)]
+}
+
 // Pairs makes n alloc+free pairs of size bytes on device 0 through the
 // PyTorch entry points, from a C thread, and reports whether all
 // allocations succeeded.
@@ -87,6 +96,17 @@ func CupyPairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size
 // CupyFreeListPairs makes n pairs through the free list in CuPy's form
 // (fl_cupy_malloc, fl_cupy_free), whose free finds the size in a table.
 func CupyFreeListPairs(n int, size int64) bool { return C.c_pairs(C.long(n), C.long(size), 3) == 0 }
+
+// TorchAlloc allocates size bytes on device 0 for stream through
+// gpuscope_alloc, from the calling goroutine's thread.
+func TorchAlloc(size int64, stream uintptr) uintptr {
+	return uintptr(C.c_alloc(C.long(size), C.uintptr_t(stream)))
+}
+
+// TorchFree frees ptr through gpuscope_free, as TorchAlloc allocated it.
+func TorchFree(ptr uintptr, size int64, stream uintptr) {
+	C.c_free(C.uintptr_t(ptr), C.long(size), C.uintptr_t(stream))
+}
 
 // BeginScope begins a scope named name on device 0 and returns its id, or
 // a negative number.

@@ -78,3 +78,9 @@ int c_pairs(long n, long size, int how) {
 	pthread_join(t, NULL);
 	return a.failed ? -1 : 0;
 }
+
+// c_alloc and c_free are gpuscope_alloc and gpuscope_free on device 0 with
+// the pointers as integers, for Go's replays.
+uintptr_t c_alloc(long size, uintptr_t stream) { return (uintptr_t)gpuscope_alloc(size, 0, (void *)stream); }
+
+void c_free(uintptr_t ptr, long size, uintptr_t stream) { gpuscope_free((void *)ptr, size, 0, (void *)stream); }

@@ -110,6 +110,22 @@ func adopt(i int, g *gpu.Device) (*device, error) {
 	return d, nil
 }
 
+// Adopt makes g device i, where it is not open: for tests that need a
+// device of their own making (one on a simulated driver). Shutdown closes
+// it.
+func Adopt(i int, g *gpu.Device) error {
+	if i < 0 || i >= MaxDevices {
+		return prefixed.Kind("gpu", gpu.ErrNoDevice, "device %d does not exist", i)
+	}
+	devices.mu.Lock()
+	defer devices.mu.Unlock()
+	if devices.open[i].Load() != nil {
+		return prefixed.Errorf("gpu", "device %d is open already", i)
+	}
+	_, err := adopt(i, g)
+	return err
+}
+
 // openDeviceAt returns device i if it is open, without opening it.
 func openDeviceAt(i int) *device {
 	if i < 0 || i >= MaxDevices {

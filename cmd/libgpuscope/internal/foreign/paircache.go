@@ -37,6 +37,10 @@ import (
 // PairCacheBlocks is how many blocks a device's pair cache keeps to serve.
 const PairCacheBlocks = 32
 
+// smallMax is the largest request the pool serves from its small blocks
+// (pool's smallMax): a block of the other class never serves it.
+const smallMax = 1 << 20
+
 // PairCacheOut is the most blocks one call of the cache's hands back.
 const PairCacheOut = 64
 
@@ -197,13 +201,24 @@ func Release(i int, blocks []Block) {
 	}
 }
 
-// makeRoom has d's pair cache give back, oldest first, the blocks that an
-// allocation of size bytes in r would count in a peak it raises: the bytes
-// of r's scope and of each around it, up to the device's root, whose scope
-// holds all the library allocates (so that its peak is the device's
-// PeakAllocated), count the cache's blocks of their scope and those inside
-// it. (The device's PeakActiveBlocks counts them, at most PairCacheOut:
-// keeping its count exact too would cost most hits on the shared traces.)
+// makeRoom has d's pair cache give back, before an allocation of size
+// bytes in r that it did not serve, the blocks that would cost the
+// allocation memory:
+//
+//   - those the pool could serve it from: of its class (small, up to 1 MiB,
+//     or large) and at least half its size (a block half the size joins
+//     the free memory beside it often enough). Held in the cache, they
+//     would make the pool grow where it need not; given back, the shared
+//     traces' peak reserved stays within 1% of the cache off's
+//     (cmd/libgpuscope/internal/cthreads' TestThePairCacheOnTheSharedTraces);
+//   - those it would count in a peak it raises, oldest first: the bytes of
+//     r's scope and of each around it, up to the device's root, whose
+//     scope holds all the library allocates (so that its peak is the
+//     device's PeakAllocated), count the cache's blocks of their scope and
+//     of those inside it. (The device's PeakActiveBlocks counts them, at
+//     most PairCacheOut: keeping its count exact too would cost most hits
+//     on the shared traces.)
+//
 // Called with d.allocMu held, so that no other allocation here comes
 // between.
 func (d *device) makeRoom(r *record, size int64) {
@@ -212,29 +227,34 @@ func (d *device) makeRoom(r *record, size int64) {
 		return
 	}
 	rounded := pool.Rounded(size)
-	var held *[PairCacheOut]Cached // listed where a peak would rise: a miss under them allocates nothing
-	n := 0
+	held := new([PairCacheOut]Cached)
+	n := pc.List(d.index, held)
+	for k := 0; k < n; k++ {
+		if b := pool.Rounded(held[k].Size); 2*b >= rounded && (b > smallMax) == (rounded > smallMax) {
+			d.evict(pc, &held[k])
+		}
+	}
 	for s := r; s != nil; s = s.parent {
 		st := s.scope.Stats()
 		over := st.Live + rounded - st.Peak
-		if over <= 0 {
-			continue
-		}
-		if held == nil {
-			held = new([PairCacheOut]Cached)
-			n = pc.List(d.index, held)
-		}
 		for k := 0; k < n && over > 0; k++ {
-			if held[k].Ptr == 0 || !s.holds(held[k].Scope) {
-				continue
-			}
-			if b, ok := pc.Evict(d.index, held[k].Ptr); ok {
-				Release(d.index, []Block{b})
+			if held[k].Ptr != 0 && s.holds(held[k].Scope) && d.evict(pc, &held[k]) {
 				over -= pool.Rounded(held[k].Size)
 			}
-			held[k].Ptr = 0
 		}
 	}
+}
+
+// evict has the cache give back c, where it holds it still (the library
+// may have taken it back since the list was made), frees it and marks it
+// taken; it reports whether it was freed.
+func (d *device) evict(pc PairCache, c *Cached) bool {
+	b, ok := pc.Evict(d.index, c.Ptr)
+	if ok {
+		Release(d.index, []Block{b})
+	}
+	c.Ptr = 0
+	return ok
 }
 
 // holds reports whether the scope of id is r's or one inside it.

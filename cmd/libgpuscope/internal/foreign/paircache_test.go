@@ -215,12 +215,12 @@ func activeBlocks(t *testing.T) int64 {
 func TestAScopesEndTakesItsBlocksOutOfThePairCache(t *testing.T) {
 	f := withFakePairs(t)
 	d := hostDevice(t)
-	require.NoError(t, Free(0, allocated(t, 0, 64<<10).Ptr, -1, 0)) // a peak that what follows stays under
+	require.NoError(t, Free(0, allocated(t, 0, 1<<20).Ptr, -1, 0)) // a peak that what follows stays under
 	r := allocated(t, 0, 4096)
 	f.free(t, r, 0)
 	id, err := Begin(0, 0, "torch")
 	require.NoError(t, err)
-	q := allocated(t, id, 4096)
+	q := allocated(t, id, 64<<10) // of a size r is too small to serve
 	f.free(t, q, id)
 	assert.True(t, f.holds(r), "a scope begun takes nothing out of the cache")
 

@@ -24,10 +24,11 @@ func TestPeaksCountNoBlockThePairCacheHolds(t *testing.T) {
 	assert.False(t, f.holds(a), "the cached 16 MiB would have counted in the peak")
 	require.NoError(t, Free(0, b.Ptr, -1, 0))
 
-	// Under the peak now, a block the cache holds stays there.
+	// Under the peak now, a block the cache holds stays there, where it is
+	// too small for the pool to serve the allocation from it.
 	c := allocated(t, id, 4<<20)
 	f.free(t, c, id)
-	e, err := AllocInAfter(nil, 1, id, 0, 0, 8<<20)
+	e, err := AllocInAfter(nil, 1, id, 0, 0, 16<<20)
 	require.NoError(t, err)
 	assert.True(t, f.holds(c), "an allocation under the peaks took a block out of the cache")
 	require.NoError(t, Free(0, e.Ptr, -1, 0))
@@ -37,6 +38,22 @@ func TestPeaksCountNoBlockThePairCacheHolds(t *testing.T) {
 	assert.EqualValues(t, 24<<20, d.root.scope.Stats().Peak, "the root's")
 	assert.EqualValues(t, 24<<20, d.gpu.Stats().PeakAllocated, "the device's")
 	require.NoError(t, End(id, false))
+}
+
+// An allocation the cache does not serve first has it give back the blocks
+// the pool could serve it from, at least half its size, so that the pool
+// need not grow for it; it keeps the others.
+func TestAMissGivesBackTheBlocksThePoolCouldServeItFrom(t *testing.T) {
+	f := withFakePairs(t)
+	hostDevice(t)
+	require.NoError(t, Free(0, allocated(t, 0, 32<<20).Ptr, -1, 0)) // peaks that what follows stays under
+	small, big := allocated(t, 0, 4<<20), allocated(t, 0, 8<<20)
+	f.free(t, small, 0)
+	f.free(t, big, 0)
+	a := allocated(t, 0, 12<<20)
+	assert.False(t, f.holds(big), "the 8 MiB stayed in the cache")
+	assert.True(t, f.holds(small), "the 4 MiB, too small to matter, left the cache")
+	require.NoError(t, Free(0, a.Ptr, -1, 0))
 }
 
 // The cache gives back only what counts in the peak that would rise: a

@@ -7,7 +7,7 @@
 # memory raised in both frameworks on one pool under one cap, the process
 # going on after; PyTorch training and CuPy's matrix products and FFTs
 # against their own allocators; the cost of an allocation + free from C++
-# and from Python; cuBLAS GEMMs whose workspace is a scope's
+# and from Python, PyTorch's and CuPy's (issue 47); cuBLAS GEMMs whose workspace is a scope's
 # (examples/cublas); and compute-sanitizer on a short PyTorch run.
 #
 #   scripts/measure/interop-gpu.sh build              here, with Go: .interop/ holds
@@ -198,7 +198,7 @@ finish() {
 reserve=0
 ! want sanitizer || reserve=$((reserve + 60))
 ! want cublas || reserve=$((reserve + 6))
-! want cupy || reserve=$((reserve + 16))
+! want cupy || reserve=$((reserve + 24))
 
 if [ $dry = 1 ]; then
   torchdir=TORCH abi=ABI
@@ -257,7 +257,7 @@ fi
 
 # 2. The cost of a pair from C/C++: the C++ twin (c10, gpuscope and the
 # minimal allocator in one process) and libgpuscope's own C benchmark.
-if want pair || want pyalloc; then
+if want pair || want pyalloc || want cupy; then
   part build.txt 2 60 gcc -O2 -shared -fPIC -I"$cuda/include" "$here/interop_freelist.c" -o "$bin/interop_freelist.so" \
     -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64"
 fi
@@ -268,10 +268,10 @@ if want pair; then
   part build.txt 2 60 gcc -O2 -I"$root/cmd/libgpuscope" "$root/cmd/libgpuscope/testdata/pair_bench.c" -o "$bin/pair_bench" \
     -L"$bin" -lgpuscope -Wl,-rpath,"$bin"
   part pair.jsonl 10 120 "$bin/interop_pair" "$GPUSCOPE_LIB" "$bin/interop_freelist.so"
-  # The pair its pair cache serves, and the same through Go (cache off).
+  # The pair its pair cache serves (interop_pair's gpuscope-go row has it
+  # through Go).
   for size in 256 $((1 << 20)) $((64 << 20)); do
     part pair_bench.txt 3 60 "$bin/pair_bench" 200000 $size 0
-    part pair_bench.txt 3 60 env GPUSCOPE_PAIR_CACHE=0 "$bin/pair_bench" 200000 $size 0
   done
 fi
 
@@ -321,6 +321,9 @@ if want cublas; then
   part cublas_test.txt 3 60 bash -c "cd '$root/examples/cublas' && '$bin/cublas.test' -test.v -test.count=1"
 fi
 if want cupy; then
+  # CuPy's pair (issue 47): gpuscope, the free list in CuPy's form and
+  # CuPy's pool taking turns in one process.
+  part cupy_pair.jsonl 8 90 python3 "$here/interop_cupy.py" pair "$bin/interop_freelist.so"
   for ((r = 0; r < crounds; r++)); do
     fits 16 "cupy.jsonl: round $r of $crounds" || break
     for m in $([ $((r % 2)) = 0 ] && echo pool gpuscope || echo gpuscope pool); do

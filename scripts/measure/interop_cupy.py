@@ -5,6 +5,18 @@ passes and the peak memory reserved.
 
     python3 interop_cupy.py pool
     GPUSCOPE_LIB=libgpuscope.so python3 interop_cupy.py gpuscope
+    GPUSCOPE_LIB=libgpuscope.so python3 interop_cupy.py pair interop_freelist.so
+
+pair times cupy.empty + del instead (issue 47), at 256 B, 1 MiB and 64 MiB,
+through three allocators in one process, their rounds taking turns (CuPy
+takes its allocator anew at every set_allocator): CuPy's own pool; the
+minimal free list per size in CuPy's form (interop_freelist.c's
+fl_cupy_malloc and fl_cupy_free) under cupy.cuda.memory.CFunctionAllocator,
+the floor of that path; and gpuscope as use_cupy sets it (the same
+CFunctionAllocator, over gpuscope_cupy_malloc and gpuscope_cupy_free, under
+the function that raises CuPy's OutOfMemoryError). It prints one JSON line
+of nanoseconds per pair, the median of ROUNDS rounds of N pairs (and their
+range), and gpuscope's counters: what the pair cache served.
 
 A pass makes each operation's input on the device, computes, and drops
 both: the allocation pattern of a program that does not keep its arrays.
@@ -18,6 +30,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -81,7 +94,62 @@ class PoolPeak(cupy.cuda.memory_hook.MemoryHook):
         self.peak = max(self.peak, self.pool.total_bytes())
 
 
+SIZES = [256, 1 << 20, 64 << 20]
+
+
+def pair_modes(freelist_so):
+    """The allocation functions the pair part takes turns with, by name."""
+    import ctypes
+
+    import gpuscope as gs
+
+    def addr(f):
+        return ctypes.cast(f, ctypes.c_void_p).value
+
+    fl = ctypes.CDLL(os.path.realpath(freelist_so))
+    freelist = cupy.cuda.memory.CFunctionAllocator(0, addr(fl.fl_cupy_malloc), addr(fl.fl_cupy_free), fl)
+    gs.use_cupy()
+    return {"pool": cupy.get_default_memory_pool().malloc, "freelist": freelist.malloc,
+            "gpuscope": cupy.cuda.get_allocator()}, gs
+
+
+def pair(freelist_so):
+    """The pair part: one JSON line."""
+    modes, gs = pair_modes(freelist_so)
+    names = list(modes)
+    n, rounds = int(os.environ.get("N", 20000)), int(os.environ.get("ROUNDS", 7))
+    out = {"kind": "cupy_pair", "pairs": n, "rounds": rounds}
+    for size in SIZES:
+        runs = {k: [] for k in names}
+        for k in names:  # warm: each allocator caches a block of the size
+            cupy.cuda.set_allocator(modes[k])
+            x = cupy.empty(size, dtype=cupy.uint8)
+            del x
+        before = gs.stats()  # outside the timed loops: it empties the pair cache
+        for r in range(rounds):
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                cupy.cuda.set_allocator(modes[k])
+                t = time.perf_counter_ns()
+                for _ in range(n):
+                    x = cupy.empty(size, dtype=cupy.uint8)
+                    del x
+                runs[k].append((time.perf_counter_ns() - t) / n)
+        after = gs.stats()
+        out[str(size)] = {k: {"median_ns": statistics.median(v), "min_ns": min(v), "max_ns": max(v)} for k, v in runs.items()}
+        out[str(size)]["gpuscope"].update(pair_hits=after["c_pair_hits"] - before["c_pair_hits"],
+                                          pair_allocs=after["c_pair_allocs"] - before["c_pair_allocs"],
+                                          allocs=after["allocs"] - before["allocs"],
+                                          c_failures=after["c_failures"] - before["c_failures"])
+    cupy.cuda.set_allocator(modes["pool"])
+    print(json.dumps(out))
+
+
 def main():
+    if sys.argv[1:2] == ["pair"]:
+        if len(sys.argv) != 3:
+            sys.exit("usage: interop_cupy.py pair FREELIST_SO")
+        pair(sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["pool", "gpuscope"])
     ap.add_argument("--ops", type=int, default=120)

@@ -157,6 +157,7 @@ def torch_report(rows):
 
 
 CUPY_MODES = ("pool", "gpuscope")
+CUPY_PAIR_MODES = ("pool", "freelist", "gpuscope")  # interop_cupy.py pair's allocators
 
 
 def cupy_report(rows):
@@ -303,7 +304,7 @@ def last_line(path):
     return f" (stderr: {given[-1]})" if given else ""
 
 
-SIZES = (256, 1 << 20, 64 << 20)  # the sizes interop_pair.cpp and interop_pyalloc.py time
+SIZES = (256, 1 << 20, 64 << 20)  # the sizes interop_pair.cpp, interop_pyalloc.py and interop_cupy.py pair time
 
 
 def pair_report(rows):
@@ -350,6 +351,29 @@ def pyalloc_report(rows):
             out.append(f"             against native: -> {gone}")
         else:
             out.append("             against native: " + "   ".join(f"{k} {med[k] / med['native']:.3f}" for k in med if k != "native"))
+    return out
+
+
+def cupy_pair_report(rows):
+    """CuPy's pair through gpuscope against CFunctionAllocator over the
+    minimal free list, and both against CuPy's own pool (issue 47): met
+    where gpuscope's is at most 1.10 times the free list's at each size."""
+    if not rows:
+        return ["cupy.empty + del from Python: no results -> MISSED (NOT RUN)"]
+    out = ["cupy.empty + del from Python (issue 47; ns per pair, the median over processes of each one's median "
+           "of rounds taking turns)"]
+    for size in SIZES:
+        s = str(size)
+        med = {k: statistics.median(r[s][k]["median_ns"] for r in rows) for k in CUPY_PAIR_MODES}
+        out.append(f"  {size:>9d} B: " + "   ".join(f"{k} {v:.0f}" for k, v in med.items()))
+        r = med["gpuscope"] / med["freelist"]
+        out.append(f"             gpuscope / freelist: {r:.3f} (target <= 1.10) -> {verdict(r <= 1.10)}")
+        out.append(f"             against the pool: freelist {med['freelist'] / med['pool']:.3f}, "
+                   f"gpuscope {med['gpuscope'] / med['pool']:.3f}")
+        g = [r[s]["gpuscope"] for r in rows]
+        out.append("             gpuscope, each process: " + "; ".join(
+            f"pair hits {x['pair_hits']} of {x['pair_allocs']}, allocs through Go {x['allocs']}, c_failures {x['c_failures']}"
+            for x in g))
     return out
 
 
@@ -423,7 +447,8 @@ def report(d):
     out += hooks_report(lines(f"{d}/hooks.jsonl")) + [""]
     out += both_report(lines(f"{d}/both.txt")) + [""]
     for part in (torch_report(lines(f"{d}/torch.jsonl")), pair_report(lines(f"{d}/pair.jsonl")),
-                 pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl"))):
+                 pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl")),
+                 cupy_pair_report(lines(f"{d}/cupy_pair.jsonl"))):
         out += part + [""]
     out += sanitizer_report(f"{d}/sanitizer.txt")
     out += cublas_report(f"{d}/cublas_test.txt")

@@ -41,6 +41,16 @@ def pyalloc_row(mode, ns):
             **{str(s): {"median_ns": ns, "min_ns": ns, "max_ns": ns} for s in (256, 1 << 20, 64 << 20)}}
 
 
+def cupy_pair_row(ns):
+    """interop_cupy.py pair's line: ns gives each allocator's median, the
+    same at every size."""
+    row = {"kind": "cupy_pair", "pairs": 100, "rounds": 3}
+    for s in (256, 1 << 20, 64 << 20):
+        row[str(s)] = {k: {"median_ns": v, "min_ns": v, "max_ns": v} for k, v in ns.items()}
+        row[str(s)]["gpuscope"].update(pair_hits=300, pair_allocs=300, allocs=0, c_failures=0)
+    return row
+
+
 def both_row(**kw):
     """interop_both.py's first JSON line, of a run whose cap bound and
     whose CuPy raised its own error with gpuscope's message."""
@@ -376,6 +386,22 @@ class Report(unittest.TestCase):
         out = self.logs({"cupy.jsonl": rows})
         self.assertIn("0.9095 (target <= 1.02) -> met", self.line(out, "time gpuscope / pool, medians"))
         self.assertIn("10.00, 11.00; spread 9.5%", self.line(out, "pool       pass"))
+
+
+    def test_cupys_pair_is_read_against_the_free_list(self):
+        # Issue 47: within 1.10 times the free list's, whatever the pool's.
+        rows = [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2150.0}),
+                cupy_pair_row({"pool": 1900.0, "freelist": 2100.0, "gpuscope": 2300.0})]
+        out = self.section(self.logs({"cupy_pair.jsonl": rows}), "cupy.empty + del from Python")
+        rows_256 = out[out.index(next(x for x in out if x.strip().startswith("256 B"))):]
+        self.assertIn("pool 1850   freelist 2050   gpuscope 2225", rows_256[0])
+        self.assertIn("1.085 (target <= 1.10) -> met", rows_256[1])
+        self.assertIn("freelist 1.108, gpuscope 1.203", rows_256[2])
+        self.assertIn("pair hits 300 of 300, allocs through Go 0", rows_256[3])
+        rows = [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2300.0})]
+        out = self.logs({"cupy_pair.jsonl": rows})
+        self.assertEqual(3, sum("1.150 (target <= 1.10) -> MISSED" in x for x in out), "\n".join(out))
+        self.assertIn("-> MISSED (NOT RUN)", self.line(self.logs({}), "cupy.empty + del from Python"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTheCupyPairRunsOnAStandIn runs scripts/measure/interop_cupy.py's pair
+// part (issue 47's CuPy pair through gpuscope, through the free list in
+// CuPy's form and through CuPy's pool) against the host-memory library,
+// with testdata/cupystandin in CuPy's place, and reads its line as the
+// report does: the GPU run depends on it, and no CuPy is here. Through
+// gpuscope, the pairs after the first of each size are the pair cache's:
+// CuPy's free stays on the C side too.
+func TestTheCupyPairRunsOnAStandIn(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine")
+	}
+	dir := buildLibrary(t)
+	freelist := filepath.Join(t.TempDir(), "interop_freelist.so")
+	run(t, "", "gcc", "-O2", "-shared", "-fPIC", "-DFL_HOST", filepath.Join("..", "..", "scripts", "measure", "interop_freelist.c"),
+		"-o", freelist)
+	standin, err := filepath.Abs(filepath.Join("testdata", "cupystandin"))
+	require.NoError(t, err)
+	cmd := exec.Command(python, filepath.Join("..", "..", "scripts", "measure", "interop_cupy.py"), "pair", freelist)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+standin, "GPUSCOPE_LIB="+filepath.Join(dir, "libgpuscope.so"),
+		"N=200", "ROUNDS=3", "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	var line map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(out, &line), "%s", out)
+	for _, size := range []string{"256", "1048576", "67108864"} {
+		var modes map[string]struct {
+			Median    float64 `json:"median_ns"`
+			PairHits  int64   `json:"pair_hits"`
+			PairAlloc int64   `json:"pair_allocs"`
+			Failures  int64   `json:"c_failures"`
+		}
+		require.NoError(t, json.Unmarshal(line[size], &modes), "size %s", size)
+		assert.Len(t, modes, 3, "size %s: pool, freelist and gpuscope", size)
+		for k, m := range modes {
+			assert.Positive(t, m.Median, "size %s, %s", size, k)
+		}
+		g := modes["gpuscope"]
+		assert.Equal(t, int64(3*200), g.PairAlloc, "size %s: every timed pair went to the cache", size)
+		assert.Equal(t, g.PairAlloc-1, g.PairHits, "size %s: the cache served all but the first (reading the stats before emptied it)", size)
+		assert.Zero(t, g.Failures)
+	}
+}

@@ -62,10 +62,12 @@ extern "C" {
  * stream in the same scope (the pair cache, docs/interop.md): such a pair
  * never enters Go. The cache keeps the 32 blocks freed last. Until one is
  * served or freed it counts as its scope's, but in no peak: an allocation
- * that would count it in one frees it first, and so do gpuscope_stats,
- * gpuscope_summary, gpuscope_set_max_reserved, gpuscope_empty_cache, its
- * scope's end and a pool short of memory. GPUSCOPE_PAIR_CACHE=0 turns the
- * cache off for a device opened, or a scope begun, while it is set. */
+ * the cache does not serve frees first the blocks the pool could serve it
+ * from and those it would count in a peak it raises; gpuscope_stats,
+ * gpuscope_summary, gpuscope_set_max_reserved, gpuscope_empty_cache and a
+ * pool short of memory free all it holds, and a scope's end its scope's.
+ * GPUSCOPE_PAIR_CACHE=0 turns the cache off for a device opened, or a
+ * scope begun, while it is set. */
 void *gpuscope_alloc(ssize_t size, int device, void *stream);
 void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 
@@ -146,7 +148,8 @@ int gpuscope_name_call(const char *c_name, const char *name);
  * "c_pair_allocs": the allocations through gpuscope_alloc and
  * gpuscope_cupy_malloc it looked at, served or not, "c_pair_late": blocks
  * it handed back after their scope's end had freed them (nothing is
- * freed twice), "c_failures", "c_last_error"), and gpuscope_summary its Summary, the table of its
+ * freed twice; in the process, as "c_failures"), "c_failures",
+ * "c_last_error"), and gpuscope_summary its Summary, the table of its
  * scopes, into buf, as snprintf does: at most len bytes with the
  * terminating NUL, returning the length of the whole text without it. */
 size_t gpuscope_stats(int device, char *buf, size_t len);

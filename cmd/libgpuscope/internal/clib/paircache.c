@@ -454,10 +454,12 @@ int pc_list(int dev, pc_view *out) {
 	pthread_mutex_lock(&d->mu);
 	int n = 0;
 	for (int k = 0; k < d->nreleased; k++, n++) {
-		out[n] = (pc_view){d->released[k].ptr, d->released[k].id, d->released[k].scope, d->released[k].size};
+		pc_cached *c = &d->released[k];
+		out[n] = (pc_view){c->ptr, c->id, c->scope, c->size, c->stream};
 	}
 	for (int k = 0; k < d->ncached; k++, n++) {
-		out[n] = (pc_view){d->cache[k].ptr, d->cache[k].id, d->cache[k].scope, d->cache[k].size};
+		pc_cached *c = &d->cache[k];
+		out[n] = (pc_view){c->ptr, c->id, c->scope, c->size, c->stream};
 	}
 	pthread_mutex_unlock(&d->mu);
 	return n;

@@ -29,6 +29,7 @@ typedef struct {
 	uint64_t id;
 	int64_t scope;
 	int64_t size;
+	uintptr_t stream;
 } pc_view;
 
 // What pc_free and pc_record found.

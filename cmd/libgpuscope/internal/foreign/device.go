@@ -31,8 +31,9 @@ type device struct {
 	held    atomic.Bool            // the pair cache is kept off: a recording runs (holdPairs)
 	pairs   atomic.Bool            // the pair cache is on (paircache.go)
 
-	pairsWanted bool       // GPUSCOPE_PAIR_CACHE did not turn the pair cache off as the device opened
-	allocMu     sync.Mutex // serializes allocations while the pair cache is on (device.allocIn)
+	pairsWanted bool                 // GPUSCOPE_PAIR_CACHE did not turn the pair cache off as the device opened
+	allocMu     sync.Mutex           // serializes allocations while the pair cache is on (device.allocIn), and protects listed
+	listed      [PairCacheOut]Cached // makeRoom's list of what the pair cache holds
 
 	mu     sync.Mutex // serializes Begin and End on the device, and protects opened
 	opened []*record  // the scopes begun on it and not ended, in the order begun

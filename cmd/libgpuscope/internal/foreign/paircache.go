@@ -53,11 +53,12 @@ type Block struct {
 }
 
 // Cached is a block the pair cache holds, as List shows it: the id of
-// its scope and its size as the library asked for it.
+// its scope, its size as the library asked for it and its stream.
 type Cached struct {
 	Block
-	Scope int64
-	Size  int64
+	Scope  int64
+	Size   int64
+	Stream uintptr
 }
 
 // PairCache is the C side's cache, as clib implements it. Its methods are
@@ -227,7 +228,7 @@ func (d *device) makeRoom(r *record, size int64) {
 		return
 	}
 	rounded := pool.Rounded(size)
-	held := new([PairCacheOut]Cached)
+	held := &d.listed
 	n := pc.List(d.index, held)
 	for k := 0; k < n; k++ {
 		if b := pool.Rounded(held[k].Size); 2*b >= rounded && (b > smallMax) == (rounded > smallMax) {
@@ -238,7 +239,7 @@ func (d *device) makeRoom(r *record, size int64) {
 		st := s.scope.Stats()
 		over := st.Live + rounded - st.Peak
 		for k := 0; k < n && over > 0; k++ {
-			if held[k].Ptr != 0 && s.holds(held[k].Scope) && d.evict(pc, &held[k]) {
+			if held[k].Ptr != 0 && s.holds(held[k]) && d.evict(pc, &held[k]) {
 				over -= pool.Rounded(held[k].Size)
 			}
 		}
@@ -257,12 +258,17 @@ func (d *device) evict(pc PairCache, c *Cached) bool {
 	return ok
 }
 
-// holds reports whether the scope of id is r's or one inside it.
-func (r *record) holds(id int64) bool {
-	if id == r.id {
+// holds reports whether c, a block the pair cache holds, is of r's scope
+// or of one inside it: for the root, any block; for a child on a stream,
+// one of its scope's on that stream.
+func (r *record) holds(c Cached) bool {
+	switch {
+	case r.streamOf != nil:
+		return c.Scope == r.streamOf.id && c.Stream == r.onHandle
+	case r.parent == nil:
 		return true
 	}
-	for s := lookup(id); s != nil; s = s.parent {
+	for s := lookup(c.Scope); s != nil; s = s.parent {
 		if s == r {
 			return true
 		}

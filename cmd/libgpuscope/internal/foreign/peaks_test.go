@@ -72,3 +72,19 @@ func TestANewScopesPeakTakesNoOtherScopesBlocks(t *testing.T) {
 	require.NoError(t, Free(0, q.Ptr, -1, 0))
 	require.NoError(t, End(id, false))
 }
+
+// A child on a library's stream counts in its peak the blocks of its
+// scope on that stream only: an allocation for a stream leaves the
+// cache's blocks of the default stream.
+func TestAStreamsPeakTakesNoBlockOfAnotherStream(t *testing.T) {
+	f := withFakePairs(t)
+	hostDevice(t)
+	const side = 0x5000                                            // a library's stream handle
+	require.NoError(t, Free(0, allocated(t, 0, 1<<20).Ptr, -1, 0)) // the root's peak: 1 MiB
+	r := allocated(t, 0, 4096)
+	f.free(t, r, 0)
+	q, err := alloc(0, 0, 64<<10, side, -1)
+	require.NoError(t, err)
+	assert.True(t, f.holds(r), "the default stream's block left the cache for a peak of the side stream's")
+	require.NoError(t, Free(0, q.Ptr, -1, side))
+}

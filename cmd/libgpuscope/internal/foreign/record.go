@@ -32,6 +32,7 @@ type record struct {
 	byStream  sync.Map  // stream handle to the child on it
 	onStreams []*record // those children; under dev.mu
 	streamOf  *record   // for such a child, the scope it serves
+	onHandle  uintptr   // and the library's stream handle it serves it on
 
 	done   chan struct{} // closed by End: Begin's WithScope returns
 	result chan error    // what that WithScope returned

@@ -37,7 +37,7 @@ func (r *record) onStream(h uintptr) (*record, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.streamOf = r
+	c.streamOf, c.onHandle = r, h
 	r.onStreams = append(r.onStreams, c)
 	r.byStream.Store(h, c)
 	return c, nil

@@ -108,9 +108,12 @@ def pair_modes(freelist_so):
 
     fl = ctypes.CDLL(os.path.realpath(freelist_so))
     freelist = cupy.cuda.memory.CFunctionAllocator(0, addr(fl.fl_cupy_malloc), addr(fl.fl_cupy_free), fl)
-    gs.use_cupy()
+    unchecked = gs.use_cupy()
+    # gpuscope-unchecked: CFunctionAllocator's malloc over gpuscope without
+    # use_cupy's check of the pointer (which raises CuPy's OutOfMemoryError
+    # for a NULL): what the check costs a pair.
     return {"pool": cupy.get_default_memory_pool().malloc, "freelist": freelist.malloc,
-            "gpuscope": cupy.cuda.get_allocator()}, gs
+            "gpuscope": cupy.cuda.get_allocator(), "gpuscope-unchecked": unchecked.malloc}, gs
 
 
 def pair(freelist_so):
@@ -136,6 +139,7 @@ def pair(freelist_so):
                 runs[k].append((time.perf_counter_ns() - t) / n)
         after = gs.stats()
         out[str(size)] = {k: {"median_ns": statistics.median(v), "min_ns": min(v), "max_ns": max(v)} for k, v in runs.items()}
+        # The counters are both gpuscope modes', checked and not.
         out[str(size)]["gpuscope"].update(pair_hits=after["c_pair_hits"] - before["c_pair_hits"],
                                           pair_allocs=after["c_pair_allocs"] - before["c_pair_allocs"],
                                           allocs=after["allocs"] - before["allocs"],

@@ -364,12 +364,17 @@ def cupy_pair_report(rows):
            "of rounds taking turns)"]
     for size in SIZES:
         s = str(size)
-        med = {k: statistics.median(r[s][k]["median_ns"] for r in rows) for k in CUPY_PAIR_MODES}
+        med = {k: statistics.median(r[s][k]["median_ns"] for r in rows) for k in CUPY_PAIR_MODES + ("gpuscope-unchecked",)
+               if all(k in r[s] for r in rows)}
         out.append(f"  {size:>9d} B: " + "   ".join(f"{k} {v:.0f}" for k, v in med.items()))
         r = med["gpuscope"] / med["freelist"]
         out.append(f"             gpuscope / freelist: {r:.3f} (target <= 1.10) -> {verdict(r <= 1.10)}")
         out.append(f"             against the pool: freelist {med['freelist'] / med['pool']:.3f}, "
                    f"gpuscope {med['gpuscope'] / med['pool']:.3f}")
+        if "gpuscope-unchecked" in med:
+            out.append(f"             use_cupy's check of the pointer (CuPy's OutOfMemoryError) costs "
+                       f"{med['gpuscope'] - med['gpuscope-unchecked']:.0f} ns a pair; unchecked / freelist "
+                       f"{med['gpuscope-unchecked'] / med['freelist']:.3f}")
         g = [r[s]["gpuscope"] for r in rows]
         out.append("             gpuscope, each process: " + "; ".join(
             f"pair hits {x['pair_hits']} of {x['pair_allocs']}, allocs through Go {x['allocs']}, c_failures {x['c_failures']}"

@@ -45,9 +45,9 @@ var sharedTraces = []string{"mlp_train", "resnet50_train", "vit_infer_dynamic", 
 
 // reservedAllowed is the most each trace's peak reserved may be, with the
 // pair cache, over the cache off's: 1%, but for vit_infer_dynamic, where
-// the cache's later frees alone lay the pool out otherwise (emptying the
-// cache at every allocation it does not serve, as the rule before did,
-// gives the same 1.1599).
+// the cache's later frees alone lay the pool out otherwise (the rule
+// before, which emptied the cache at every allocation it did not serve,
+// gives the same 1.1599: docs/data/dev-2026-12-06-paircache).
 var reservedAllowed = map[string]float64{
 	"mlp_train": 1.01, "resnet50_train": 1.01, "vit_infer_dynamic": 1.16, "llama_prefill_dynamic": 1.01, "gpt2_train": 1.01,
 }

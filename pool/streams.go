@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/gpuscope/gpuscope/internal/errdefs"
+	"github.com/gpuscope/gpuscope/internal/eventwait"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
 
@@ -294,33 +294,8 @@ func (s *streams) waitPending(ctx context.Context) error {
 	return errors.Join(append(errs, s.collectPending())...)
 }
 
-// The pauses between queries of an event while ctx can be done: short at
-// first, for work about to complete, doubling up to maxPause.
-const (
-	firstPause = 20 * time.Microsecond
-	maxPause   = 10 * time.Millisecond
-)
-
 // waitEvent waits for ev: with the source's blocking wait where ctx can never
-// be done, else by querying it with a growing pause until it has completed
-// or ctx is done.
+// be done, else by querying it until it has completed or ctx is done.
 func (s *streams) waitEvent(ctx context.Context, ev uintptr) error {
-	if ctx.Done() == nil {
-		return s.events.WaitEvent(ev)
-	}
-	pause := firstPause
-	for {
-		done, err := s.events.EventDone(ev)
-		if err != nil || done {
-			return err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
-		case <-t.C:
-		}
-		pause = min(2*pause, maxPause)
-	}
+	return eventwait.Wait(ctx, s.events, ev)
 }

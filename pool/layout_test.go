@@ -163,7 +163,7 @@ var exported = []string{
 	"GrowthStep",
 	"MaxReserved", "MaxReservedFraction", "MaxSize", "MaxSplitSize", "New", "NewRegion",
 	"OOMError", "OOMError.Error", "OOMError.Text", "OOMError.Unwrap", "Option", "PageMapper",
-	"Pool", "Pool.Alloc", "Pool.AllocCharged", "Pool.AllocContext", "Pool.Close", "Pool.EmptyCache",
+	"Pool", "Pool.Alloc", "Pool.AllocCharged", "Pool.AllocContext", "Pool.Charge", "Pool.Close", "Pool.EmptyCache",
 	"Pool.Expandable", "Pool.Free", "Pool.MaxReserved", "Pool.Observe", "Pool.RecordUse",
 	"Pool.ResetPeaks", "Pool.RetireStream", "Pool.SetMaxReserved", "Pool.SetMaxReservedFraction",
 	"Pool.Snapshot", "Pool.Stats", "Pool.WaitForUses",

@@ -853,6 +853,64 @@ func (p *Pool) capHolds(limit int64, call, none string) error {
 		"so no allocation could ever fit; give at least %d bytes, or %s", call, units.WithBytes(limit), units.FormatBytes(least), least, none)
 }
 
+// Charge counts n bytes that the caller holds from the pool's source
+// itself in the pool's Reserved and against its cap, as if the pool held
+// them: a pool of its own over the same device (a sleepable scope's, in
+// package gpu), so that one cap covers both and each grows only within
+// what the other leaves. Stats.Reserved and PeakReserved include them.
+//
+// Where n more bytes would pass the cap, Charge first gives back what the
+// pool caches, as EmptyCache does, and fails with an *OOMError
+// (ErrOutOfMemory) where the cap still has no room, counting nothing and
+// counting no out-of-memory error of the pool's: the caller's allocation
+// is the one that failed. A negative n gives back bytes charged before,
+// and never fails. A positive n fails with ErrClosed after Close.
+func (p *Pool) Charge(n int64) error {
+	if n <= 0 {
+		p.mu.Lock()
+		p.ledger.addReserved(n)
+		p.mu.Unlock()
+		return nil
+	}
+	if p.closed.Load() {
+		return errClosed
+	}
+	// Under growMu no growth is half done, and none begins: the room the
+	// cap has is the room it will have.
+	p.growMu.Lock()
+	defer p.growMu.Unlock()
+	var released error
+	for retried := false; ; retried = true {
+		p.mu.Lock()
+		if !p.ledger.overLimit(n) {
+			p.ledger.addReserved(n)
+			p.mu.Unlock()
+			return nil
+		}
+		p.mu.Unlock()
+		if retried && released != nil {
+			return errors.Join(p.chargeRefused(n), released)
+		}
+		if retried {
+			return p.chargeRefused(n)
+		}
+		released = p.emptyCacheLocked()
+	}
+}
+
+// chargeRefused is the error of a Charge of n bytes that the cap refused,
+// with the pool's figures.
+func (p *Pool) chargeRefused(n int64) error {
+	free, total, err := p.src.MemInfo()
+	if err != nil {
+		free, total = -1, -1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return &OOMError{Requested: n, Allocated: p.front.allocated(), Reserved: p.ledger.counts.Reserved,
+		Limit: p.ledger.limit.Load(), DeviceFree: free, DeviceTotal: total}
+}
+
 // SetMaxReservedFraction is [Pool.SetMaxReserved] with the cap given as a
 // fraction in (0, 1] of the device's total memory, as the source reported it
 // when the pool was made.

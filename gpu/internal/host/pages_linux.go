@@ -20,9 +20,9 @@ import (
 // range of one memfd file, address space is reserved with an inaccessible
 // anonymous mapping, mapping a handle maps its file range over part of a
 // reservation with MAP_FIXED, still inaccessible, and SetAccess makes it
-// readable and writable. A handle keeps its bytes when it moves, as on a GPU;
-// memory that is unmapped, or mapped without access, is inaccessible, and
-// every copy checks first.
+// readable and writable. A handle keeps its bytes while it lives, as on a
+// GPU, mapped or not; memory that is unmapped, or mapped without access, is
+// inaccessible, and every copy checks first.
 
 var _ driver.PageMapper = (*Driver)(nil)
 
@@ -36,9 +36,10 @@ type vmState struct {
 }
 
 type vmHandle struct {
-	off, size int64 // its range of the file
-	mappings  int   // addresses it is mapped at
-	freed     bool  // unmapped from its last address: poisoned when next made accessible
+	off, size  int64   // its range of the file
+	mappings   int     // addresses it is mapped at
+	freed      bool    // unmapped from its last address: poisoned when next made accessible elsewhere
+	unmappedAt uintptr // where it was unmapped from its last address
 }
 
 type reservation struct {
@@ -193,6 +194,9 @@ func (d *Driver) Map(ptr uintptr, size int64, h uint64) error {
 			r.mapped[g] = h
 		}
 		r.mappings[off/PageSize] = size
+		if hd.freed && hd.mappings == 0 && ptr == hd.unmappedAt {
+			hd.freed = false // mapped again where it was: a sleeping scope's page, as it was
+		}
 		hd.mappings++
 		return nil
 	})
@@ -228,10 +232,12 @@ func (d *Driver) SetAccess(ptr uintptr, size int64) error {
 }
 
 // Unmap implements driver.PageMapper: ptr and size must be one whole
-// mapping. The pool unmaps only memory it has freed, so a handle unmapped
+// mapping. The pool moves only memory it has freed, so a handle unmapped
 // from its last address is poisoned before anyone can read it again: when
-// SetAccess next makes it accessible (a handle released instead is dropped
-// unread, and costs nothing).
+// SetAccess next makes it accessible at another address (a handle released
+// instead is dropped unread, and costs nothing). Mapped again where it was,
+// it keeps its bytes, as on a GPU: a Sleep that must undo its unmapping
+// maps the scope's pages back so.
 func (d *Driver) Unmap(ptr uintptr, size int64) error {
 	return d.whileOpen(func() error {
 		r, off, ok := d.reservationAt(ptr, size)
@@ -245,6 +251,7 @@ func (d *Driver) Unmap(ptr uintptr, size int64) error {
 		delete(r.mappings, off/PageSize)
 		hd.mappings--
 		hd.freed = hd.freed || hd.mappings == 0
+		hd.unmappedAt = ptr
 		return nil
 	})
 }

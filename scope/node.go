@@ -39,6 +39,7 @@ type node struct {
 	reserved         int64        // the bytes of reservationBlock, rounded as the pool charged them
 	reserves         bool         // it or an ancestor has a reservation
 	stream           uintptr      // the stream its allocations are ordered on
+	dom              *domain      // the sleepable domain it is in (Options.Pool, here or above); nil: none
 
 	live    atomic.Int64 // bytes live here and in descendants
 	peak    atomic.Int64
@@ -78,6 +79,7 @@ func (n *node) statsLocked() Stats {
 	if n.evictable {
 		stats.LastUse = n.lastUse.Load()
 	}
+	stats.Asleep = n.dom != nil && n.dom.asleep.Load()
 	return stats
 }
 
@@ -96,6 +98,9 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	}
 	m := memory{size: size}
 	for r := n; r != nil && n.reserves; r = r.parent {
+		if r.dom != n.dom {
+			break // a sleepable domain's memory is all its own pool's
+		}
 		if r.region == nil || r.stream != n.stream {
 			continue // a reservation serves the scopes of its own stream
 		}
@@ -116,7 +121,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		// it takes memory. Short of memory, it may wait for other streams'
 		// work; it stops when the scope's context is done.
 		c := poolCharge{n: n}
-		b, err := n.tree.pool.AllocCharged(&n.allocCtx, size, n.stream, c.charge)
+		b, err := n.memPool().AllocCharged(&n.allocCtx, size, n.stream, c.charge)
 		if err != nil {
 			if c.refused || errors.Is(err, errdefs.InvalidSize) {
 				return Ref{}, err // a limit's refusal says which scope it was; a size is no scope's
@@ -130,7 +135,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 	if sl.tree == nil {
 		sl.tree = n.tree
 	}
-	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn = m.ptr, m.size, m.charged, m.block, m.region, m.reservedIn
+	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn, sl.dom = m.ptr, m.size, m.charged, m.block, m.region, m.reservedIn, n.dom
 	if sl.stream.Load() != n.stream { // the slot's last use was most likely on this stream too
 		sl.stream.Store(n.stream)
 	}
@@ -209,7 +214,7 @@ func (n *node) releaseReservationIfEmpty() error {
 		return nil
 	}
 	n.uncharge(n.reserved, nil) // the bytes the pool charged for it
-	if err := n.tree.pool.Free(*n.reservationBlock); err != nil {
+	if err := n.memPool().Free(*n.reservationBlock); err != nil {
 		return prefixed.Wrap("scope", err, "scope %q: releasing its reservation", n.pathName())
 	}
 	if n.tree.onRelease != nil {
@@ -250,7 +255,14 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	if n.otherStreams.Load() != nil {
 		n.otherStreams.Store(nil)
 	}
-	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves
+	n.dom = nil
+	if o.Pool != nil {
+		n.dom = &domain{pool: o.Pool, root: n}
+	} else if pn != nil {
+		n.dom = pn.dom
+	}
+	// Only a reservation in its own domain serves a scope (allocLocked).
+	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves && pn.dom == n.dom
 	n.stream = o.Stream
 	if n.stream == 0 && pn != nil {
 		n.stream = pn.stream
@@ -279,6 +291,9 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 func (n *node) usable() error {
 	if n.closed() {
 		return prefixed.Kind("scope", errdefs.ScopeClosed, "scope %q has ended", n.pathName())
+	}
+	if n.dom != nil && n.dom.asleep.Load() {
+		return n.dom.asleepError(n)
 	}
 	select {
 	case <-n.done:
@@ -495,7 +510,7 @@ func (n *node) endResources(errs []error) (finals []*resource, _ []error) {
 // use. Called with n.mu held; returns with it released.
 func (n *node) releaseAllocations(errs []error) []error {
 	for x := n.allocs.tail; x != nil; x = x.prev {
-		if !x.elem.mark(released) && stateOf(x.elem.word.Load()) != evicted {
+		if !x.elem.mark(released) && !x.elem.markFrom(asleep, released) && stateOf(x.elem.word.Load()) != evicted {
 			panic("scope: bug: an allocation on a scope's list is not live")
 		}
 	}

@@ -27,7 +27,16 @@ var newRegion = pool.NewRegion
 // its allocations then do not. Rounded as any allocation is, so that every
 // size works.
 func (op *opening) reserve(size int64) error {
-	n, p := op.n, op.tree.pool
+	n, p := op.n, op.n.memPool()
+	if d := n.dom; d != nil {
+		// Taken outside every scope's lock: a Sleep must not begin
+		// meanwhile, and one that began refuses it.
+		d.memMu.RLock()
+		defer d.memMu.RUnlock()
+		if d.asleep.Load() {
+			return d.asleepError(n)
+		}
+	}
 	// The pool's observer names the reserving scope, as for its allocations;
 	// the pool rounds the size, and has it charged before it takes memory.
 	c := poolCharge{n: n}
@@ -50,7 +59,7 @@ func (op *opening) undo(err error) error {
 	n := op.n
 	if n.reservationBlock != nil {
 		n.uncharge(n.reserved, nil)
-		err = errors.Join(err, op.tree.pool.Free(*n.reservationBlock))
+		err = errors.Join(err, n.memPool().Free(*n.reservationBlock))
 	}
 	op.tree.discard(n)
 	return err

@@ -16,6 +16,13 @@ type Options struct {
 	Wait      bool    // its allocations, and its children's, wait for memory (see Scope.Inherited)
 	Stream    uintptr // its allocations, and its children's, are ordered on this stream (0: the parent's, or the default stream)
 	Evictable bool    // its uses are counted (Scope.LastUse) and Scope.TryEvict may end it; not inherited
+	// Pool, if not nil, is where the scope and the scopes inside it take
+	// their memory, instead of the tree's pool: a sleepable domain, which
+	// Scope.Sleep and Scope.Wake put to sleep and wake whole, and which no
+	// allocation leaves (Keep stops at it) and no reservation outside it
+	// serves. The caller makes the pool and closes it after the scope has
+	// ended. It cannot be given inside another domain.
+	Pool *pool.Pool
 }
 
 // check reports options that no scope can open with. Options that reserve

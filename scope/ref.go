@@ -23,6 +23,8 @@ var (
 	errRefFreed = prefixed.Kind("scope", errdefs.Freed, "the buffer was freed (Scope.Free); its handle is stale")
 	errRefEnded = prefixed.Kind("scope", errdefs.ScopeClosed,
 		"the buffer's scope has ended (Scope.Keep hands a buffer to the parent scope, to outlive its own)")
+	errRefAsleep = prefixed.Kind("scope", errdefs.Asleep,
+		"the buffer's scope is asleep: no memory is mapped under it until the scope wakes")
 )
 
 // WithPtr calls fn with the device address off bytes into the allocation
@@ -93,7 +95,13 @@ func (r Ref) RecordUse(stream uintptr) error {
 		}
 		defer r.slot.touch()
 	}
-	return r.slot.tree.pool.RecordUse(r.slot.block, stream)
+	p := r.slot.tree.pool
+	if d := r.slot.dom; d != nil {
+		// Its domain's Sleep waits for the work queued on stream too.
+		d.noteStream(stream)
+		p = d.pool
+	}
+	return p.RecordUse(r.slot.block, stream)
 }
 
 // acquire holds the allocation live for the caller, until slot.leave, if
@@ -141,6 +149,8 @@ func stateErr(state uint64) error {
 		return errRefFreed
 	case released:
 		return errRefEnded
+	case asleep:
+		return errRefAsleep
 	}
 	return nil
 }

@@ -185,10 +185,12 @@ func (s Scope) Free(r Ref) error {
 	size := sl.size
 	n.uncharge(sl.charged, sl.reservedIn)
 	var err error
-	if sl.region == nil && n.tree.scrub == nil && sl.word.Load()&usersMask == 0 {
+	if sl.region == nil && n.tree.scrub == nil && sl.dom == nil && sl.word.Load()&usersMask == 0 {
 		// The common case, done under the lock already held: nothing to
-		// wait for, nothing slow before the memory goes back.
-		err = sl.releaseMemory(n.tree)
+		// wait for, nothing slow before the memory goes back. (A
+		// domain's release waits for its Sleep or Wake, which takes
+		// this lock: outside it.)
+		err = sl.releaseTo(n.tree, n.tree.pool, true) // no holder: the word says none
 		n.recycle(sl)
 		n.mu.Unlock()
 	} else {
@@ -239,18 +241,26 @@ func (s Scope) Keep(r Ref) error {
 	if sl.reservedIn == n {
 		return stay(prefixed.Kind("scope", errdefs.NotKept, "Keep in %q: the buffer lies in this scope's reservation, which ends with it", n.pathName()))
 	}
+	if p.dom != n.dom {
+		return stay(prefixed.Kind("scope", errdefs.NotKept, "Keep in %q: the buffer's memory sleeps and wakes with this scope, which it cannot leave", n.pathName()))
+	}
 	// A child's lock, then its parent's: no path takes them the other way.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed() {
 		return stay(prefixed.Kind("scope", errdefs.ScopeClosed, "Keep in %q: its parent has ended", n.pathName()))
 	}
+	if n.dom != nil && n.dom.asleep.Load() {
+		// Under the parent's lock: a Sleep that began has marked the
+		// parent's allocations, or will mark this one there.
+		return stay(n.dom.asleepError(n))
+	}
 	if p.stream != sl.stream.Load() {
 		// The parent's work will use it on the parent's stream: the pool
 		// must not reuse it on its own before that work is done. (Memory of
 		// a reservation never gets here: a scope draws only on reservations
 		// of its own stream, and so do the scopes between it and them.)
-		if err := n.tree.pool.RecordUse(sl.block, p.stream); err != nil {
+		if err := n.memPool().RecordUse(sl.block, p.stream); err != nil {
 			return stay(prefixed.Wrap("scope", err, "Keep in %q", n.pathName()))
 		}
 	}
@@ -314,6 +324,10 @@ func (s Scope) lockAsParent(t *Tree, o Options) (*node, error) {
 	// listed under this same hold; one with a reservation, after taking it
 	// outside the lock, by attach, which checks the parent is still open.
 	pn := s.n
+	if o.Pool != nil && pn.dom != nil {
+		pn.mu.Unlock()
+		return nil, prefixed.Errorf("scope", "a scope with a pool of its own (a sleepable one) cannot open inside %q: its memory sleeps with %q already", pn.pathName(), pn.dom.root.pathName())
+	}
 	if o.Reserve > 0 && o.Stream == 0 && pn.stream != 0 {
 		// Its allocations would go on the stream it inherits; the
 		// reservation's memory, on the default stream, would return

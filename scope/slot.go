@@ -16,9 +16,10 @@ const (
 	freed           // by Scope.Free
 	released        // by the end of its scope
 	evicted         // by the end of its scope, evicted (Scope.TryEvict)
+	asleep          // its scope's domain is asleep (Scope.Sleep): live again at Wake
 
 	genBits    = 48
-	stateBits  = 2
+	stateBits  = 3
 	usersBits  = 64 - genBits - stateBits
 	usersMask  = 1<<usersBits - 1
 	stateMask  = 1<<stateBits - 1
@@ -53,6 +54,7 @@ type slot struct {
 	block      pool.Block     // when from the pool
 	region     *pool.Region   // when from a reservation
 	reservedIn *node          // the scope whose reservation holds it
+	dom        *domain        // the sleepable domain whose pool holds it; nil: the tree's pool
 	stream     atomic.Uintptr // the stream its owner orders work on: Keep changes it while WithPtr may read it
 	touches    atomic.Bool    // its owner is evictable: a use records when its owner was last used
 	stack      []uintptr
@@ -62,7 +64,7 @@ type slot struct {
 
 // clear forgets what the slot held, keeping its word (see recycle).
 func (sl *slot) clear() {
-	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn, sl.stack = 0, 0, 0, pool.Block{}, nil, nil, nil
+	sl.ptr, sl.size, sl.charged, sl.block, sl.region, sl.reservedIn, sl.dom, sl.stack = 0, 0, 0, pool.Block{}, nil, nil, nil, nil
 }
 
 // Ref returns the name of the allocation the slot holds now. Called with
@@ -102,10 +104,14 @@ func (sl *slot) leave() {
 
 // mark moves the allocation from live to state to, keeping the count of
 // holders, and reports whether it was live.
-func (sl *slot) mark(to uint64) bool {
+func (sl *slot) mark(to uint64) bool { return sl.markFrom(live, to) }
+
+// markFrom moves the allocation from state from to state to, keeping the
+// count of holders, and reports whether it was in state from.
+func (sl *slot) markFrom(from, to uint64) bool {
 	for {
 		w := sl.word.Load()
-		if stateOf(w) != live {
+		if stateOf(w) != from {
 			return false
 		}
 		if sl.word.CompareAndSwap(w, w&^(stateMask<<stateShift)|to<<stateShift) {
@@ -114,25 +120,56 @@ func (sl *slot) mark(to uint64) bool {
 	}
 }
 
+// waitForHolder waits until no caller holds sl (between acquire and
+// leave). Its state is no longer live, so that none comes.
+func (t *Tree) waitForHolder(sl *slot) {
+	if sl.word.Load()&usersMask != 0 {
+		t.waitForLeave(sl)
+	}
+}
+
+// waitForLeave is waitForHolder's wait, out of line.
+func (t *Tree) waitForLeave(sl *slot) {
+	t.useMu.Lock()
+	for sl.word.Load()&usersMask != 0 {
+		t.useDone.Wait() // the last holder to leave wakes it (see leave)
+	}
+	t.useMu.Unlock()
+}
+
 // releaseMemory returns the memory of a marked allocation. No new holder
 // can come; it waits for those there to leave, which the contract says
-// they do before the scope ends (a copy, a kernel launch).
+// they do before the scope ends (a copy, a kernel launch). Memory of a
+// sleepable domain goes back to the domain's pool, while no Sleep or Wake
+// changes it, and is not scrubbed where the domain is asleep: nothing is
+// mapped under it.
 func (sl *slot) releaseMemory(t *Tree) error {
-	if sl.word.Load()&usersMask != 0 {
-		t.useMu.Lock()
-		for sl.word.Load()&usersMask != 0 {
-			t.useDone.Wait() // the last holder to leave wakes it (see leave)
-		}
-		t.useMu.Unlock()
+	t.waitForHolder(sl)
+	if d := sl.dom; d != nil {
+		return sl.releaseToDomain(t, d)
 	}
+	return sl.releaseTo(t, t.pool, true)
+}
+
+// releaseToDomain is releaseMemory for an allocation of domain d, while
+// no Sleep or Wake changes its memory.
+func (sl *slot) releaseToDomain(t *Tree, d *domain) error {
+	d.memMu.RLock()
+	defer d.memMu.RUnlock()
+	return sl.releaseTo(t, d.pool, !d.asleep.Load())
+}
+
+// releaseTo returns the memory of a marked allocation that nobody holds
+// to p, scrubbing it first where the tree scrubs and it is mapped.
+func (sl *slot) releaseTo(t *Tree, p *pool.Pool, mapped bool) error {
 	var scrubbed error
-	if t.scrub != nil {
+	if t.scrub != nil && mapped {
 		stream := sl.stream.Load()
 		if sl.region == nil {
 			// Work on another stream that used the memory (its first
 			// owner's, after a Keep; a RecordUse) is not ordered before
 			// the zeros: wait for it, so that the zeros come last.
-			scrubbed = t.pool.WaitForUses(sl.block, stream)
+			scrubbed = p.WaitForUses(sl.block, stream)
 		}
 		scrubbed = errors.Join(scrubbed, t.scrub(sl.ptr, sl.size, stream))
 	}
@@ -141,7 +178,7 @@ func (sl *slot) releaseMemory(t *Tree) error {
 		// The last release from a closed scope's reservation returns it.
 		err = errors.Join(scrubbed, sl.region.Free(sl.ptr), sl.reservedIn.releaseReservationIfEmpty())
 	} else {
-		err = errors.Join(scrubbed, t.pool.Free(sl.block))
+		err = errors.Join(scrubbed, p.Free(sl.block))
 	}
 	if t.onRelease != nil {
 		t.onRelease()

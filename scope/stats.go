@@ -12,6 +12,9 @@ type Stats struct {
 	// tree's count of their opens, allocations and uses (WithPtr,
 	// WithPtr) at the scope's latest. 0 for others.
 	LastUse uint64
+	// Asleep: the memory of the sleepable scope it is (or is inside) is
+	// asleep (Scope.Sleep): its allocations are unusable until Wake.
+	Asleep bool
 }
 
 // Info is a scope as one look saw it.

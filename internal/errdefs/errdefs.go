@@ -33,6 +33,9 @@ var (
 	NoDevice = prefixed.New("gpu", "no device")
 	// Closed: the device, its driver or its pool was closed.
 	Closed = prefixed.New("gpu", "device closed")
+	// Asleep: the scope, or the buffer's scope, is asleep: its memory was
+	// given back to the driver until it wakes.
+	Asleep = prefixed.New("gpu", "scope asleep")
 )
 
 // IsSourceOutOfMemory reports whether err, from a pool's Source (a

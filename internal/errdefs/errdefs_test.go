@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestEachSentinelSpeaksForGPUAndIsDistinct(t *testing.T) {
 	all := []error{errdefs.OutOfMemory, errdefs.InvalidSize, errdefs.ScopeClosed, errdefs.Freed,
-		errdefs.WrongScope, errdefs.NotKept, errdefs.NoDevice, errdefs.Closed}
+		errdefs.WrongScope, errdefs.NotKept, errdefs.NoDevice, errdefs.Closed, errdefs.Asleep}
 	seen := map[string]bool{}
 	for _, err := range all {
 		assert.True(t, strings.HasPrefix(err.Error(), "gpu: "), err.Error())

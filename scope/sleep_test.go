@@ -1,0 +1,260 @@
+package scope_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuscope/gpuscope/internal/errdefs"
+	"github.com/gpuscope/gpuscope/internal/sim"
+	"github.com/gpuscope/gpuscope/pool"
+	"github.com/gpuscope/gpuscope/scope"
+)
+
+// newDomainPool returns a pool of its own for a sleepable scope, closed
+// when the test ends (after the scopes that use it).
+func newDomainPool(t *testing.T) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(sim.New(0, 0))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	return p
+}
+
+func TestASleepingDomainRefusesEveryUseUntilItWakes(t *testing.T) {
+	tr := newTree(t)
+	dp := newDomainPool(t)
+	ctx := context.Background()
+	s, err := tr.Open(ctx, scope.Scope{}, scope.Options{Name: "trainer", Pool: dp})
+	require.NoError(t, err)
+	defer s.End()
+	child, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{Name: "step", Stream: 7})
+	require.NoError(t, err)
+	a, err := s.Alloc(4 << 20)
+	require.NoError(t, err)
+	b, err := child.Alloc(1000)
+	require.NoError(t, err)
+	ptrA, ptrB := a.Ptr(), b.Ptr()
+	assert.Equal(t, int64(2), dp.Stats().ActiveBlocks, "the domain's memory comes from its own pool")
+	assert.Zero(t, tr.Pool().Stats().ActiveBlocks)
+	require.NoError(t, b.RecordUse(9))
+
+	var got []uintptr
+	require.NoError(t, s.Sleep(func(streams []uintptr) error { got = streams; return nil }))
+	assert.ElementsMatch(t, []uintptr{0, 7, 9}, got, "its scopes' streams and those a RecordUse named")
+
+	asleep := func(err error, what string) {
+		t.Helper()
+		assert.ErrorIs(t, err, errdefs.Asleep, what)
+	}
+	asleep(a.WithPtr(0, func(uintptr, uintptr) error { t.Error("a use ran while asleep"); return nil }), "a use")
+	assert.Zero(t, a.Ptr(), "no address while asleep")
+	asleep(b.RecordUse(3), "RecordUse")
+	asleep(child.Free(b), "Free")
+	asleep(child.Keep(b), "Keep")
+	_, err = s.Alloc(512)
+	asleep(err, "an allocation in the sleeping scope")
+	_, err = child.Alloc(512)
+	asleep(err, "an allocation in a scope inside it")
+	_, err = tr.Open(s.Context(), scope.Scope{}, scope.Options{Reserve: 1 << 20})
+	asleep(err, "a reservation inside it")
+	asleep(s.Sleep(func([]uintptr) error { t.Error("slept twice"); return nil }), "a second Sleep")
+	st := s.Stats()
+	assert.True(t, st.Asleep)
+	assert.True(t, child.Stats().Asleep)
+	assert.Equal(t, int64(4<<20+1024), st.Live, "its buffers still count: they come back")
+
+	woke := false
+	require.NoError(t, s.Wake(func() error { woke = true; return nil }))
+	assert.True(t, woke)
+	require.NoError(t, s.Wake(func() error { t.Error("woke an awake scope"); return nil }), "Wake of an awake scope does nothing")
+	assert.Equal(t, ptrA, a.Ptr(), "the same address after a cycle")
+	assert.Equal(t, ptrB, b.Ptr())
+	assert.False(t, s.Stats().Asleep)
+	require.NoError(t, child.Keep(b), "within the domain, Keep works")
+	require.NoError(t, s.Free(b))
+	_, err = child.End()
+	require.NoError(t, err)
+}
+
+func TestASleepThatFailsLeavesEverythingUsable(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: newDomainPool(t)})
+	require.NoError(t, err)
+	defer s.End()
+	a, err := s.Alloc(512)
+	require.NoError(t, err)
+	boom := errors.New("the driver said no")
+	require.ErrorIs(t, s.Sleep(func([]uintptr) error {
+		assert.Zero(t, a.Ptr(), "asleep while fn runs")
+		return boom
+	}), boom)
+	assert.NotZero(t, a.Ptr())
+	assert.False(t, s.Stats().Asleep)
+	_, err = s.Alloc(512)
+	require.NoError(t, err)
+	require.NoError(t, s.Wake(func() error { return boom }), "awake: Wake calls nothing")
+
+	require.NoError(t, s.Sleep(func([]uintptr) error { return nil }))
+	require.ErrorIs(t, s.Wake(func() error { return boom }), boom)
+	assert.True(t, s.Stats().Asleep, "a Wake that fails leaves it asleep")
+	assert.Zero(t, a.Ptr())
+}
+
+func TestAScopeThatEndsAsleepReleasesWithoutTouchingItsMemory(t *testing.T) {
+	var scrubs atomic.Int32
+	p, err := pool.New(sim.New(0, 0))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, p.Close()) }()
+	tr := scope.NewTree(p, "sim", scope.TreeOptions{Scrub: func(uintptr, int64, uintptr) error { scrubs.Add(1); return nil }})
+	dp := newDomainPool(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	child, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	_, err = s.Alloc(1 << 20)
+	require.NoError(t, err)
+	_, err = child.Alloc(3 << 20)
+	require.NoError(t, err)
+	require.NoError(t, s.Sleep(func([]uintptr) error { return nil }))
+	_, err = s.End()
+	require.NoError(t, err)
+	assert.Zero(t, scrubs.Load(), "nothing is mapped under a sleeping scope: nothing to scrub")
+	assert.Zero(t, dp.Stats().ActiveBlocks, "its blocks went back to its pool")
+	assert.ErrorIs(t, s.Wake(func() error { return nil }), errdefs.ScopeClosed)
+
+	awake, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	_, err = awake.Alloc(512)
+	require.NoError(t, err)
+	_, err = awake.End()
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), scrubs.Load(), "an awake domain's memory is scrubbed as any")
+}
+
+func TestADomainKeepsItsMemoryToItself(t *testing.T) {
+	tr := newTree(t)
+	ctx := context.Background()
+	outer, err := tr.Open(ctx, scope.Scope{}, scope.Options{Name: "outer", Reserve: 8 << 20})
+	require.NoError(t, err)
+	defer outer.End()
+	dp := newDomainPool(t)
+	s, err := tr.Open(outer.Context(), scope.Scope{}, scope.Options{Name: "sleeper", Pool: dp})
+	require.NoError(t, err)
+	a, err := s.Alloc(1 << 20)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), dp.Stats().ActiveBlocks, "not from the reservation outside the domain")
+	assert.ErrorIs(t, s.Keep(a), errdefs.NotKept, "a buffer cannot leave the memory that sleeps")
+	require.NoError(t, a.WithPtr(0, func(uintptr, uintptr) error { return nil }), "and stays the scope's")
+
+	_, err = tr.Open(s.Context(), scope.Scope{}, scope.Options{Pool: newDomainPool(t)})
+	require.Error(t, err, "a domain inside another")
+
+	inner, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{Reserve: 2 << 20})
+	require.NoError(t, err, "a reservation inside the domain comes from its pool")
+	b, err := inner.Alloc(4096)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), dp.Stats().ActiveBlocks, "the buffer and the reservation")
+	require.NoError(t, s.Sleep(func([]uintptr) error { return nil }))
+	assert.ErrorIs(t, b.WithPtr(0, func(uintptr, uintptr) error { return nil }), errdefs.Asleep)
+	require.NoError(t, s.Wake(func() error { return nil }))
+	_, err = inner.End()
+	require.NoError(t, err)
+	_, err = s.End()
+	require.NoError(t, err)
+	assert.Zero(t, dp.Stats().ActiveBlocks)
+}
+
+func TestSleepWaitsForTheUsesRunning(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: newDomainPool(t)})
+	require.NoError(t, err)
+	defer s.End()
+	a, err := s.Alloc(512)
+	require.NoError(t, err)
+	var slept atomic.Bool
+	entered, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- a.WithPtr(0, func(uintptr, uintptr) error {
+			close(entered)
+			for a.Ptr() != 0 {
+				runtime.Gosched() // until Sleep has marked it
+			}
+			for range 1000 {
+				runtime.Gosched() // Sleep's fn would run now, were it not waiting for this use
+			}
+			if slept.Load() {
+				return errors.New("the memory went to sleep under a running use")
+			}
+			return nil
+		})
+	}()
+	<-entered
+	require.NoError(t, s.Sleep(func([]uintptr) error { slept.Store(true); return nil }))
+	require.NoError(t, <-done)
+}
+
+// slowSource is a source whose growths take a while: a reservation that
+// began before a Sleep is still taking memory when the Sleep goes on.
+type slowSource struct{ *sim.Source }
+
+func (s slowSource) Create(size int64) (uint64, error) {
+	for range 200 {
+		runtime.Gosched()
+	}
+	return s.Source.Create(size)
+}
+
+func TestNothingTakesADomainsMemoryWhileItSleepsOrWakes(t *testing.T) {
+	tr := newTree(t)
+	// Every free gives its memory back: every reservation grows the pool.
+	dp, err := pool.New(slowSource{sim.New(0, 0)}, pool.ReleaseThreshold(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, dp.Close()) })
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	defer s.End()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Reservations are taken outside every scope's lock; allocations
+			// under their own scope's.
+			c, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{Reserve: 4 << 20})
+			if err == nil {
+				_, _ = c.Alloc(4096)
+				_, _ = c.End()
+			}
+			if a, err := s.Alloc(8192); err == nil {
+				_ = s.Free(a)
+			}
+		}
+	}()
+	unchanged := func() error {
+		before := dp.Stats()
+		for range 100 {
+			runtime.Gosched()
+		}
+		if after := dp.Stats(); after.Allocs != before.Allocs {
+			return errors.New("the domain's pool allocated while its memory was changing")
+		}
+		return nil
+	}
+	for range 300 {
+		require.NoError(t, s.Sleep(func([]uintptr) error { return unchanged() }))
+		require.NoError(t, s.Wake(unchanged))
+	}
+	close(stop)
+	<-done
+}

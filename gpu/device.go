@@ -30,6 +30,7 @@ type Device struct {
 	waiters       waitQueue   // allocations of WaitForMemory scopes waiting for memory
 	host          hostCache   // page-locked host memory for reuse (AllocHost)
 	evict         evictor     // its Evictable scopes
+	sleep         sleepers    // its Sleepable scopes
 	left          leftovers   // events and streams a release failed to destroy, for EmptyCache and Close
 	recording     atomic.Pointer[Recording]
 	closed        atomic.Bool
@@ -195,7 +196,8 @@ func (d *Device) EmptyCache() error {
 	}
 	d.flushExternal()
 	_, err := d.host.release()
-	err = errors.Join(d.pool.EmptyCache(), err, d.left.retry(d))
+	_, serr := d.sleep.emptyCaches(nil)
+	err = errors.Join(d.pool.EmptyCache(), serr, err, d.left.retry(d))
 	d.waiters.released() // the room it made is for the allocations waiting too
 	return deviceError(err)
 }
@@ -213,6 +215,10 @@ func (d *Device) SetMaxReserved(bytes int64) error {
 	}
 	d.flushExternal() // a lower cap gives back what is cached: this too
 	err := d.pool.SetMaxReserved(bytes)
+	if bytes > 0 && d.pool.Stats().Reserved > bytes {
+		_, serr := d.sleep.emptyCaches(nil) // and what the Sleepable scopes' pools cache
+		err = errors.Join(err, serr)
+	}
 	d.waiters.released() // a higher cap, or none, is room for allocations waiting
 	return deviceError(err)
 }

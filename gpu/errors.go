@@ -44,6 +44,9 @@ var (
 	// allocation (see [Evictable]); the cause of its context, and what its
 	// buffers fail with.
 	ErrEvicted = prefixed.New("gpu", "scope evicted")
+	// ErrAsleep: the scope, or the buffer's scope, is asleep (see
+	// [Sleepable]): its memory went back to the driver until Wake.
+	ErrAsleep = errdefs.Asleep
 )
 
 // LimitError is the detail of an allocation refused by a scope's limit,

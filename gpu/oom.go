@@ -229,6 +229,12 @@ func outOfMemory(ctx context.Context, d *Device, path string, size int64, err er
 	if !errors.As(err, &e.Limit) && !errors.As(err, &e.Device) {
 		errors.As(err, &e.injected)
 	}
+	var device *pool.OOMError
+	if e.Device != nil && errors.As(e.Device.Err, &device) {
+		// A Sleepable scope's pool: the device's pool's cap refused its
+		// page (pool.Pool.Charge), with the device's figures.
+		e.Device = device
+	}
 	within := withinLimit(e.Limit)
 	sites := map[string]int64{}         // allocation site -> bytes live from it
 	for _, s := range d.tree.Scopes() { // parents before their children

@@ -214,6 +214,7 @@ type scopeOptions struct {
 	// evictable and priority are Evictable's.
 	evictable bool
 	priority  int
+	sleepable bool
 	optionErrors
 }
 

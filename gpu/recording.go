@@ -50,6 +50,7 @@ func (d *Device) StartRecording(w io.Writer) (*Recording, error) {
 	r.err = r.w.WriteHeader()
 	d.holdExternal(true) // what a library frees reaches the pool, and the recording
 	d.pool.Observe(r.note)
+	d.sleep.observe(r.note)
 	return r, nil
 }
 
@@ -88,6 +89,7 @@ func (r *Recording) Stop() error {
 		// Only the first Stop clears the device's observer, and no other
 		// recording can start before the swap below: the observer is ours.
 		r.dev.pool.Observe(nil)
+		r.dev.sleep.observe(nil)
 		r.dev.holdExternal(false)
 		r.dev.recording.CompareAndSwap(r, nil)
 	}

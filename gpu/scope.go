@@ -87,6 +87,15 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	if err != nil {
 		return nil, err
 	}
+	if o.sleepable {
+		return openSleepable(ctx, d, o)
+	}
+	return openScopeWith(ctx, d, o, nil)
+}
+
+// openScopeWith opens a scope of d with options o, whose memory comes from
+// sl's pool where sl is not nil (a Sleepable scope).
+func openScopeWith(ctx context.Context, d *Device, o scopeOptions, sl *sleeper) (*Scope, error) {
 	var stream uintptr
 	if o.stream != nil {
 		if o.stream.dev != d {
@@ -105,6 +114,9 @@ func openScope(ctx context.Context, d *Device, opts []ScopeOption) (*Scope, erro
 	}
 	so := scope.Options{Name: o.name, Reserve: o.reserve, Limit: o.limit,
 		Zeroed: o.zeroed, Wait: o.wait, Stream: stream, Evictable: o.evictable}
+	if sl != nil {
+		so.Pool = sl.pool
+	}
 	if o.reserve > 0 {
 		if err := d.injected("Reserve", o.reserve); err != nil {
 			return nil, failReserve(ctx, d, so, ev, err)
@@ -269,6 +281,12 @@ func (s *Scope) afterOutOfMemory(size int64, err error) (scope.Ref, int64, error
 			return ref, 0, nil
 		}
 		left = poolOOMs(err)
+	}
+	if isOutOfMemory(err) && s.dev.sleep.has.Load() {
+		ref, left, err = s.retryAfterSleepersGiveBack(size, ref, left, err)
+		if err == nil {
+			return ref, 0, nil
+		}
 	}
 	if isOutOfMemory(err) && s.dev.evict.has.Load() {
 		return evictFor(s, size, err)

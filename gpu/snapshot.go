@@ -25,9 +25,10 @@ type Snapshot struct {
 }
 
 // PoolSnapshot is the layout of a device's pool: its segments, with the
-// blocks that tile them, and the memory held mapped nowhere. The sizes of
-// the blocks that are not unmapped, plus IdleBytes, add up to
-// Stats.Reserved. The pool's counters are the Snapshot's Stats.
+// blocks that tile them, and the memory held mapped nowhere, with those of
+// the pools of its Sleepable scopes awake (one asleep holds no memory).
+// The sizes of the blocks that are not unmapped, plus IdleBytes, add up
+// to Stats.Reserved. The pool's counters are the Snapshot's Stats.
 type PoolSnapshot struct {
 	Segments  []pool.SegmentInfo `json:"segments"`
 	IdleBytes int64              `json:"idle_bytes"` // handles created and mapped nowhere
@@ -44,8 +45,12 @@ type ScopeSnapshot struct {
 	Limit    int64  `json:"limit,omitempty"`
 	Reserved int64  `json:"reserved,omitempty"`
 	// Evictable scopes (see Evictable) give way, lowest Priority first.
-	Evictable bool             `json:"evictable,omitempty"`
-	Priority  int              `json:"priority,omitempty"`
+	Evictable bool `json:"evictable,omitempty"`
+	Priority  int  `json:"priority,omitempty"`
+	// Sleepable scopes (see Sleepable) can sleep; Asleep: it sleeps, or
+	// the Sleepable scope it is in does, and its buffers hold no memory.
+	Sleepable bool             `json:"sleepable,omitempty"`
+	Asleep    bool             `json:"asleep,omitempty"`
 	Own       int64            `json:"own"` // bytes of the buffers it owns itself, as asked for
 	Buffers   []BufferSnapshot `json:"buffers"`
 	OpenedAt  []string         `json:"opened_at,omitempty"`
@@ -78,6 +83,12 @@ func (d *Device) Snapshot() (*Snapshot, error) {
 	}
 	d.flushExternal()
 	ps := d.pool.Snapshot()
+	for _, sl := range d.sleep.all() {
+		if !sl.sleeping.Load() {
+			q := sl.pool.Snapshot()
+			ps.Segments, ps.IdleBytes = append(ps.Segments, q.Segments...), ps.IdleBytes+q.IdleBytes
+		}
+	}
 	scopes := scopeSnapshots(d)
 	st := d.stats(ps.Stats, len(scopes))
 	return &Snapshot{Device: d.name, Stats: st, Pool: PoolSnapshot{Segments: ps.Segments, IdleBytes: ps.IdleBytes},
@@ -102,7 +113,7 @@ func scopeSnapshots(d *Device) []ScopeSnapshot {
 func scopeSnapshot(d *Device, s scope.Info) ScopeSnapshot {
 	st := s.Stats
 	out := ScopeSnapshot{ID: s.ID, Name: s.Name, Device: d.name, Path: s.Path, Live: st.Live, Peak: st.Peak,
-		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack)}
+		Limit: st.Limit, Reserved: st.Reserved, OpenedAt: frames(s.Stack), Asleep: st.Asleep, Sleepable: d.sleep.holds(s.Scope)}
 	if st.LastUse > 0 { // counted for evictable scopes only
 		out.Evictable, out.Priority = true, d.evict.priority(s.Scope)
 	}
@@ -165,6 +176,11 @@ func (d *Device) Summary() string {
 		fmt.Fprintf(&b, "  %-10s %s (%s) to make room, which served %s\n", "evicted", units.Count(st.Evictions, "scope"),
 			units.FormatBytes(st.EvictedBytes), units.Count(d.evict.served.Load(), "allocation"))
 	}
+	if st.SleepingScopes > 0 {
+		fmt.Fprintf(&b, "  %-10s %12s   in %s of %s, not in allocated; %s given back to the driver, %s kept in host memory\n",
+			"asleep", units.FormatBytes(st.Sleeping), units.Count(st.SleepingBuffers, "buffer"), units.Count(st.SleepingScopes, "scope"),
+			units.FormatBytes(st.SleepingReleased), units.FormatBytes(st.SleepingKept))
+	}
 	roots, n := scopeTree(d)
 	if n == 0 {
 		b.WriteString("no scope open\n")
@@ -182,6 +198,12 @@ func (d *Device) Summary() string {
 			evictable := ""
 			if s.Evictable {
 				evictable = fmt.Sprintf("   evictable (priority %d)", s.Priority)
+			}
+			switch {
+			case s.Sleepable && s.Asleep:
+				evictable += "   sleepable, asleep"
+			case s.Sleepable:
+				evictable += "   sleepable"
 			}
 			fmt.Fprintf(&b, "  %-28s %12s   peak %12s   %s (%s)%s\n", strings.Repeat("  ", depth)+name,
 				units.FormatBytes(s.Live), units.FormatBytes(s.Peak), units.Count(len(s.Buffers), "buffer"), units.FormatBytes(s.Own), evictable)

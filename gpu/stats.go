@@ -33,10 +33,20 @@ type Stats struct {
 	PinnedCachedBlocks int64 `json:"pinned_cached_blocks"` // blocks kept for reuse
 	PinnedPending      int64 `json:"pinned_pending"`       // the part of PinnedCached that queued copies may still use: reused once they have run
 
+	// Now, Sleepable scopes asleep (Scope.Sleep): their buffers hold no
+	// device memory, and are in none of the counts above.
+	Sleeping         int64 `json:"sleeping"`          // bytes in their live buffers, which Wake gives memory again
+	SleepingBuffers  int64 `json:"sleeping_buffers"`  // their live buffers
+	SleepingReleased int64 `json:"sleeping_released"` // bytes of device memory they gave back to the driver, which Wake takes again
+	SleepingKept     int64 `json:"sleeping_kept"`     // bytes of their contents kept in host memory (KeepContents): page-locked ones are in PinnedAllocated too
+	SleepingScopes   int   `json:"sleeping_scopes"`   // Sleepable scopes asleep
+
 	// Peaks, since the device was opened or ResetPeaks was called.
 	// PeakReserved is exact; PeakAllocated and PeakActiveBlocks are exact
 	// while one goroutine allocates, and may fall short under concurrent
-	// allocation (docs/pool.md says why).
+	// allocation (docs/pool.md says why). Where Sleepable scopes' pools
+	// count their own, the largest peak, or what is allocated now: a
+	// lower bound.
 	PeakAllocated    int64 `json:"peak_allocated"`
 	PeakReserved     int64 `json:"peak_reserved"`
 	PeakActiveBlocks int64 `json:"peak_active_blocks"`
@@ -57,6 +67,8 @@ type Stats struct {
 	Retries         int64 `json:"retries"`           // allocations retried after the pool released its cache
 	Evictions       int64 `json:"evictions"`         // Evictable scopes evicted to make room
 	EvictedBytes    int64 `json:"evicted_bytes"`     // bytes those scopes held
+	Sleeps          int64 `json:"sleeps"`            // Sleepable scopes put to sleep
+	Wakes           int64 `json:"wakes"`             // Sleepable scopes woken
 
 	// Totals, page-locked host memory.
 	PinnedHits        int64 `json:"pinned_hits"`         // AllocHost calls its cache served, with no driver call
@@ -67,9 +79,13 @@ type Stats struct {
 // String describes the counters in a line a person reads: what is in use,
 // what the device holds for it, and the peaks.
 func (s Stats) String() string {
-	return fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s), cached %s; %s live, %s open",
+	str := fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s), cached %s; %s live, %s open",
 		units.FormatBytes(s.Allocated), units.FormatBytes(s.PeakAllocated), units.FormatBytes(s.Reserved),
 		units.FormatBytes(s.PeakReserved), units.FormatBytes(s.Cached), units.Count(s.ActiveBlocks, "buffer"), units.Count(s.OpenScopes, "scope"))
+	if s.SleepingScopes > 0 {
+		str += fmt.Sprintf("; %s asleep in %s", units.FormatBytes(s.Sleeping), units.Count(s.SleepingScopes, "scope"))
+	}
+	return str
 }
 
 // LogValue makes a slog record show the counters as a group.
@@ -99,9 +115,11 @@ func (d *Device) ResetPeaks() {
 	}
 }
 
-// stats puts the pool's counters in the device's terms.
+// stats puts the pool's counters in the device's terms, with those of the
+// Sleepable scopes' pools.
 func (d *Device) stats(p pool.Stats, openScopes int) Stats {
 	h := d.host.snapshot()
+	sf := d.sleep.addTo(&p)
 	// An allocation calls the driver when it grows an expandable arena, or
 	// allocates a segment of its own where arenas are not expandable.
 	viaDriver := p.Growths
@@ -121,6 +139,8 @@ func (d *Device) stats(p pool.Stats, openScopes int) Stats {
 		PinnedCachedBlocks: h.CachedBlocks, PinnedPending: h.Pending,
 		PinnedHits: h.Hits, PinnedMisses: h.Misses, PinnedDriverFrees: h.DriverFrees,
 		Evictions: d.evict.evictions.Load(), EvictedBytes: d.evict.bytes.Load(),
+		Sleeping: sf.allocated, SleepingBuffers: sf.blocks, SleepingReleased: sf.released, SleepingKept: sf.kept,
+		SleepingScopes: sf.scopes, Sleeps: d.sleep.sleeps.Load(), Wakes: d.sleep.wakes.Load(),
 	}
 }
 
@@ -138,6 +158,9 @@ type ScopeStats struct {
 	// device's count of their opens, allocations and uses at this one's
 	// latest. 0 for a scope that is not evictable.
 	LastUse uint64 `json:"last_use,omitempty"`
+	// Asleep: the scope is asleep, or inside a Sleepable scope that is
+	// (Scope.Sleep): its buffers hold no device memory until Wake.
+	Asleep bool `json:"asleep,omitempty"`
 }
 
 // Stats returns the scope's counters; zero for a nil or zero Scope.
@@ -147,7 +170,7 @@ func (s *Scope) Stats() ScopeStats {
 	}
 	st := s.s.Stats()
 	return ScopeStats{Live: st.Live, Peak: st.Peak, Allocations: st.Allocations, Children: st.Children,
-		Reserved: st.Reserved, Limit: st.Limit, LastUse: st.LastUse}
+		Reserved: st.Reserved, Limit: st.Limit, LastUse: st.LastUse, Asleep: st.Asleep}
 }
 
 // String describes the counters in a line a person reads.
@@ -159,6 +182,9 @@ func (s ScopeStats) String() string {
 	}
 	if s.Limit > 0 {
 		str += ", limit " + units.FormatBytes(s.Limit)
+	}
+	if s.Asleep {
+		str += ", asleep"
 	}
 	return str
 }

@@ -125,7 +125,7 @@ func (st *Stream) end() error {
 		// use it still.
 		return nil
 	}
-	err := st.dev.pool.RetireStream(st.id) // waits for what the release queued
+	err := errors.Join(st.dev.pool.RetireStream(st.id), st.dev.sleep.retireStream(st.id)) // waits for what the release queued
 	errs := []error{err, st.dev.destroyStream(st.id)}
 	if err != nil {
 		// Destroyed, its work is done: the pool may let it go now.

@@ -122,6 +122,43 @@ int gpuscope_scope_end(int64_t scope, int flags);
 int gpuscope_scope_bind(int64_t scope, void *stream);
 size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len);
 
+/* GPUSCOPE_SLEEPABLE, for gpuscope_scope_begin_flags; GPUSCOPE_KEEP_CONTENTS,
+ * for gpuscope_scope_sleep. */
+#define GPUSCOPE_SLEEPABLE 1
+#define GPUSCOPE_KEEP_CONTENTS 1
+
+/* gpuscope_scope_begin_flags is gpuscope_scope_begin with flags: 0, or
+ * GPUSCOPE_SLEEPABLE for a scope whose memory can sleep (docs/sleep.md):
+ * what libraries allocate in it, and in the scopes begun inside it, lives
+ * in device memory of its own, which gpuscope_scope_sleep gives back to
+ * the driver while the addresses stay reserved, and gpuscope_scope_wake
+ * maps again at the same addresses. A sleepable scope inside another
+ * sleepable scope is refused. Its end with flags 0 passes nothing on:
+ * where libraries still hold buffers in it, it stays open under its id,
+ * no thread's, so that it can sleep and wake, until an end with
+ * GPUSCOPE_FREE_LIVE (a scope it is inside does not end before it). The
+ * pair cache keeps none of its blocks.
+ *
+ * gpuscope_scope_sleep waits for the work queued on the streams the
+ * scope's buffers were allocated for and recorded on (work on other
+ * streams is the caller's to wait for: torch.cuda.synchronize()), then,
+ * with GPUSCOPE_KEEP_CONTENTS, copies what they hold to page-locked host
+ * memory, and gives their device memory back; without it, they wake as
+ * zeros. While the scope sleeps, an allocation in it fails, and so does a
+ * free of one of its buffers, which stays the scope's until it ends: a
+ * library must not touch them. On the host device the memory given back
+ * can be allocated by another scope until the first wakes. It fails whole:
+ * the scope is awake and holds what it held.
+ *
+ * gpuscope_scope_wake maps new memory under the scope's buffers at their
+ * addresses and copies back what sleep kept; where the device (or the cap)
+ * has no room it fails whole (GPUSCOPE_OUT_OF_MEMORY), the scope asleep
+ * with what it kept, for a later wake. A scope awake is left as it is.
+ * Each returns 0, or < 0 on failure. */
+int64_t gpuscope_scope_begin_flags(int device, const char *name, int flags);
+int gpuscope_scope_sleep(int64_t scope, int flags);
+int gpuscope_scope_wake(int64_t scope);
+
 /* gpuscope_set_max_reserved caps the bytes device's pool reserves from the
  * driver, while the program runs; 0 removes the cap.
  * gpuscope_set_memory_fraction caps it at fraction, in (0, 1], of the

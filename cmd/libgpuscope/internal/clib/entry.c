@@ -120,20 +120,26 @@ void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device) {
 }
 
 int64_t gpuscope_scope_begin(int device, const char *name) {
-	if (gs_forked("gpuscope_scope_begin")) {
+	return gs_begin("gpuscope_scope_begin", device, name, 0);
+}
+
+// gs_begin is gpuscope_scope_begin with gpuscope_scope_begin_flags's
+// flags (sleep.c), for the entry point named call.
+int64_t gs_begin(const char *call, int device, const char *name, int flags) {
+	if (gs_forked(call)) {
 		return -1;
 	}
 	for (;;) {
 		int64_t parent = gs_top(device);
 		int ended = 0;
-		int64_t id = gpuscopeGoScopeBegin(device, (char *)name, parent, &ended);
+		int64_t id = gpuscopeGoScopeBegin(device, (char *)name, parent, flags, &ended);
 		if (ended && parent != 0) {
 			gs_forget(parent);
 			continue;
 		}
 		if (id > 0 && gs_push(device, id) != 0) {
 			gpuscopeGoScopeEnd(id, 0, &ended); // nothing was allocated in it
-			gpuscopeGoFail("gpuscope_scope_begin", "this thread has 128 scopes open already: end one first");
+			gpuscopeGoFail((char *)call, "this thread has 128 scopes open already: end one first");
 			return -1;
 		}
 		return id;

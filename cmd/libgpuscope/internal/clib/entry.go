@@ -163,16 +163,20 @@ func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int, id C.uint64
 }
 
 //export gpuscopeGoScopeBegin
-func gpuscopeGoScopeBegin(device C.int, name *C.char, parent C.int64_t, end *C.int) C.int64_t {
+func gpuscopeGoScopeBegin(device C.int, name *C.char, parent C.int64_t, flags C.int, end *C.int) C.int64_t {
 	usePairCache()
 	var s string
 	if name != nil {
 		s = C.GoString(name)
 	}
-	id, err := foreign.Begin(int(device), int64(parent), s)
+	begin, call := foreign.Begin, "gpuscope_scope_begin"
+	if flags&sleepable != 0 {
+		begin, call = foreign.BeginSleepable, "gpuscope_scope_begin_flags" // sleep.go
+	}
+	id, err := begin(int(device), int64(parent), s)
 	if err != nil {
 		if !ended(err, end) {
-			fail("gpuscope_scope_begin", err)
+			fail(call, err)
 		}
 		return failed
 	}

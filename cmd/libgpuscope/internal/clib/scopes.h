@@ -39,6 +39,7 @@ PC_INTERNAL int gs_bind(int dev, uintptr_t stream, int64_t id, int64_t *other);
 PC_INTERNAL void gs_set_error(int kind, const char *msg, size_t n);
 PC_INTERNAL size_t gs_last_error(char *buf, size_t len, int *kind);
 PC_INTERNAL int gs_fork_failed(const char *call);
+PC_INTERNAL int64_t gs_begin(const char *call, int device, const char *name, int flags);
 
 // gs_top returns the calling thread's innermost scope on dev, or 0.
 static inline int64_t gs_top(int dev) {

@@ -26,6 +26,8 @@ type record struct {
 
 	ending atomic.Bool // End has begun: allocations go elsewhere (see alloc)
 
+	sleepable bool // begun with BeginSleepable: its memory sleeps (sleep.go)
+
 	streams sync.Map // a library's stream handle to its *gpu.Stream, owned by this scope (roots)
 
 	// A scope of C's allocates for another stream in a child on it (streams.go).
@@ -113,6 +115,12 @@ func lookup(id int64) *record {
 // scopes of different threads are siblings, each ending apart from the
 // others. Where parent has ended, Begin fails with ErrEnded.
 func Begin(i int, parent int64, name string) (int64, error) {
+	return begin(i, parent, name, false)
+}
+
+// begin is Begin, for a scope whose memory can sleep where sleepable
+// (gpu.Sleepable), which the pair cache keeps none of (sleep.go).
+func begin(i int, parent int64, name string, sleepable bool) (int64, error) {
 	d, err := deviceAt(i)
 	if err != nil {
 		return 0, err
@@ -123,10 +131,15 @@ func Begin(i int, parent int64, name string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := openRecord(d, p, name)
+	var opts []gpu.ScopeOption
+	if sleepable {
+		opts = append(opts, gpu.Sleepable())
+	}
+	r, err := openRecord(d, p, name, opts...)
 	if err != nil {
 		return 0, err
 	}
+	r.sleepable = sleepable
 	if err := register(r); err != nil {
 		close(r.done)
 		return 0, errors.Join(err, <-r.result)
@@ -134,7 +147,7 @@ func Begin(i int, parent int64, name string) (int64, error) {
 	p.children++
 	d.opened = append(d.opened, r)
 	if pc := cache(); pc != nil {
-		pc.Begin(d.index, r.id, pairsWanted())
+		pc.Begin(d.index, r.id, pairsWanted() && !sleepable)
 	}
 	return r.id, nil
 }
@@ -173,6 +186,9 @@ func openRecord(d *device, parent *record, name string, opts ...gpu.ScopeOption)
 // passes to the enclosing scope, unless freeLive says the libraries are done
 // with it: then it is freed. What it found still live is in Stats'
 // "last_scope_end". A scope with scopes still open inside it does not end.
+// A sleepable scope (BeginSleepable) in which libraries still hold buffers
+// passes nothing on: it stays open, no thread's, until an End with
+// freeLive (linger).
 func End(id int64, freeLive bool) error {
 	r := lookup(id)
 	if r == nil {
@@ -186,6 +202,12 @@ func End(id int64, freeLive bool) error {
 	}
 	if r.children > 0 {
 		return prefixed.Errorf("gpu", "scope %q has %s open inside it: end them first", r.scope.Path(), units.Count(r.children, "scope"))
+	}
+	if r.sleepable && !freeLive {
+		if n, bytes := r.held(); n > 0 {
+			r.linger(n, bytes)
+			return nil
+		}
 	}
 	d.opened = slices.DeleteFunc(d.opened, func(o *record) bool { return o == r })
 	path := r.scope.Path()

@@ -38,6 +38,8 @@ __all__ = [
     "torch_shim",
     "use_cupy",
     "scope",
+    "sleep",
+    "wake",
     "stats",
     "scope_stats",
     "summary",
@@ -60,6 +62,11 @@ class GpuscopeWarning(RuntimeWarning):
     build its PyTorch shim, for instance, and says why."""
 
 
+# SLEEPABLE and KEEP_CONTENTS are gpuscope.h's GPUSCOPE_SLEEPABLE, for
+# scope(sleepable=True), and GPUSCOPE_KEEP_CONTENTS, for sleep(keep=True).
+SLEEPABLE = 1
+KEEP_CONTENTS = 1
+
 # OUT_OF_MEMORY is gpuscope.h's GPUSCOPE_OUT_OF_MEMORY: the kind of a
 # failure for want of memory; INVALID_SIZE, GPUSCOPE_INVALID_SIZE: a size, a
 # cap or a fraction that can never work, which this module raises as
@@ -68,9 +75,10 @@ OUT_OF_MEMORY = 1
 INVALID_SIZE = 3
 
 
-_lock = threading.Lock()  # protects _lib and _path
+_lock = threading.Lock()  # protects _lib, _path and _sleepers
 _lib = None
 _path = None
+_sleepers = {}  # (device, name) -> the id of the sleepable scope of that name, which sleep() and wake() find
 
 
 def _default_path():
@@ -127,6 +135,12 @@ def _declare(lib):
     lib.gpuscope_cupy_free.argtypes = [c.c_ssize_t, c.c_ssize_t, c.c_int]
     lib.gpuscope_scope_begin.restype = c.c_int64
     lib.gpuscope_scope_begin.argtypes = [c.c_int, c.c_char_p]
+    lib.gpuscope_scope_begin_flags.restype = c.c_int64
+    lib.gpuscope_scope_begin_flags.argtypes = [c.c_int, c.c_char_p, c.c_int]
+    lib.gpuscope_scope_sleep.restype = c.c_int
+    lib.gpuscope_scope_sleep.argtypes = [c.c_int64, c.c_int]
+    lib.gpuscope_scope_wake.restype = c.c_int
+    lib.gpuscope_scope_wake.argtypes = [c.c_int64]
     lib.gpuscope_scope_end.restype = c.c_int
     lib.gpuscope_scope_end.argtypes = [c.c_int64, c.c_int]
     lib.gpuscope_scope_bind.restype = c.c_int
@@ -383,7 +397,7 @@ def _raise_cupy_oom(size, oom):
 
 
 @contextlib.contextmanager
-def scope(name, device=0, free_live=False, stream=None):
+def scope(name, device=0, free_live=False, stream=None, sleepable=False):
     """Opens a scope named name (None: unnamed, as C's NULL) on the device
     for the with block, for this thread: what the thread allocates through gpuscope on that device
     belongs to it, and scopes the thread opens inside it nest in it. Other
@@ -397,6 +411,14 @@ def scope(name, device=0, free_live=False, stream=None):
     free_live=True frees it instead, for memory the libraries are done
     with. Yields the scope's id.
 
+    sleepable=True opens a scope whose memory can sleep (docs/sleep.md):
+    sleep(name) gives the device memory under what was allocated in it
+    back to the driver, keeping the addresses (a tensor's data_ptr()), and
+    wake(name) maps memory at them again. Its end passes nothing on: where
+    the libraries still hold memory in it, it stays open under its name,
+    no longer the thread's, to sleep and wake, until the process ends (or
+    free_live=True frees what it holds at the end of the block).
+
     An error at the scope's end never replaces an exception of the block:
     that exception propagates with the error as a note (printed where
     Python has no notes); without one, the error is raised."""
@@ -408,7 +430,10 @@ def scope(name, device=0, free_live=False, stream=None):
             raise ValueError(f"gpuscope: scope name {name!r}: a name is not empty and holds no \"/\" (which joins the names "
                              "of a path: open a scope inside another to nest it) nor NUL; None opens an unnamed scope")
     lib = load()
-    sid = lib.gpuscope_scope_begin(device, None if name is None else name.encode())
+    if sleepable:
+        sid = _begin_sleepable(lib, name, device)
+    else:
+        sid = lib.gpuscope_scope_begin(device, None if name is None else name.encode())
     if sid <= 0:
         raise _failure(f"scope({name!r}, device={device})", "gpuscope_scope_begin")
     try:
@@ -429,6 +454,58 @@ def scope(name, device=0, free_live=False, stream=None):
         raise
     if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
         raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not end: {_last_error()[0]}")
+
+
+def _begin_sleepable(lib, name, device):
+    """Begins the sleepable scope name on the device, which sleep() and
+    wake() find by its name (a later one of the same name takes it), and
+    returns its id."""
+    if name is None:
+        raise ValueError("gpuscope: a sleepable scope has a name: sleep(name) and wake(name) find it by it")
+    with _lock:
+        sid = lib.gpuscope_scope_begin_flags(device, name.encode(), SLEEPABLE)
+        if sid <= 0:
+            raise _failure(f"scope({name!r}, device={device}, sleepable=True)", "gpuscope_scope_begin_flags")
+        _sleepers[(device, name)] = sid
+        return sid
+
+
+def _sleeper(name, device):
+    """The id of the sleepable scope name on the device: the last begun,
+    open or not (the library says which)."""
+    _device(device)
+    with _lock:
+        sid = _sleepers.get((device, name))
+    if sid is None:
+        raise GpuscopeError(f"gpuscope: no sleepable scope named {name!r} on device {device} "
+                            "(scope(name, sleepable=True) opens one)")
+    return sid
+
+
+def sleep(name, keep=True, device=0):
+    """Puts the sleepable scope name to sleep: what PyTorch and CuPy
+    queued on the device is waited for first (their synchronize, where
+    this process imported them), then, with keep, what its memory holds is
+    copied to page-locked host memory, and the device memory goes back to
+    the driver, its addresses kept. keep=False drops the contents: they
+    wake as zeros (a KV cache, activations). Until wake(name) the memory
+    must not be used: a kernel on it faults, and PyTorch cannot free it."""
+    sid = _sleeper(name, device)
+    for fw, sync in (("torch", lambda m: m.cuda.is_initialized() and m.cuda.synchronize()),
+                     ("cupy", lambda m: m.cuda.runtime.deviceSynchronize())):
+        if fw in sys.modules:
+            sync(sys.modules[fw])
+    if load().gpuscope_scope_sleep(sid, KEEP_CONTENTS if keep else 0) != 0:
+        raise _failure(f"sleep({name!r}, keep={keep})", "gpuscope_scope_sleep")
+
+
+def wake(name, device=0):
+    """Wakes the sleepable scope name: new device memory at the addresses
+    it had, holding what sleep kept, or zeros. Where the device (or the
+    cap) has no room it raises GpuscopeError and the scope sleeps on, its
+    contents kept, for a later wake."""
+    if load().gpuscope_scope_wake(_sleeper(name, device)) != 0:
+        raise _failure(f"wake({name!r})", "gpuscope_scope_wake")
 
 
 def _stream_handle(stream):

@@ -185,6 +185,61 @@ class Scopes(unittest.TestCase):
                 cm.__exit__(None, None, None)
 
 
+class Sleep(unittest.TestCase):
+    def end(self, sid):
+        self.assertEqual(lib().gpuscope_scope_end(sid, gpuscope.FREE_LIVE), 0)
+
+    def test_a_sleeping_scope_wakes_at_its_addresses_with_its_contents_or_zeros(self):
+        with gpuscope.scope("weights", sleepable=True) as sid:
+            p = alloc(8 * MiB)
+            ctypes.memset(p, 0x5A, 8 * MiB)  # the host device's memory is this process's
+        self.addCleanup(self.end, sid)
+        self.assertIsNotNone(row("weights"), "its end with memory live leaves it open")
+        self.assertEqual(gpuscope.stats()["scope"], "libgpuscope", "no longer the thread's")
+        gpuscope.sleep("weights", keep=True)
+        st = gpuscope.stats()
+        self.assertEqual(st["sleeping"], 8 * MiB)
+        self.assertEqual(st["sleeping_scopes"], 1)
+        self.assertIn("sleepable, asleep", row("weights"))
+        gpuscope.wake("weights")
+        self.assertEqual(ctypes.string_at(p, 4096), b"\x5a" * 4096, "the same bytes at the same address")
+        gpuscope.sleep("weights", keep=False)
+        gpuscope.wake("weights")
+        self.assertEqual(ctypes.string_at(p, 4096), bytes(4096), "zeros where the contents were dropped")
+        gpuscope.wake("weights")  # awake: nothing to do
+
+    def test_memory_a_scope_gave_back_serves_another_until_it_wakes(self):
+        gpuscope.empty_cache()
+        with gpuscope.scope("big", sleepable=True) as sid:
+            p = alloc(96 * MiB)
+            ctypes.memset(p, 7, 96 * MiB)
+        self.addCleanup(self.end, sid)
+        gpuscope.sleep("big")
+        with gpuscope.scope("other", free_live=True):
+            q = alloc(200 * MiB)
+            self.assertTrue(q, "200 MiB beside 96 MiB asleep, on a device of 256 MiB")
+            with self.assertRaisesRegex(gpuscope.GpuscopeError, "out of memory"):
+                gpuscope.wake("big")
+            self.assertEqual(gpuscope.stats()["sleeping_scopes"], 1, "a wake that fails leaves it asleep")
+            free(q, 200 * MiB)
+        gpuscope.wake("big")
+        self.assertEqual(ctypes.string_at(p + 95 * MiB, 16), bytes([7]) * 16)
+
+    def test_names_are_checked(self):
+        with self.assertRaisesRegex(ValueError, "a sleepable scope has a name"):
+            with gpuscope.scope(None, sleepable=True):
+                pass
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, "no sleepable scope named 'nothing'"):
+            gpuscope.sleep("nothing")
+        with gpuscope.scope("plain"):
+            with self.assertRaisesRegex(gpuscope.GpuscopeError, "no sleepable scope named 'plain'"):
+                gpuscope.wake("plain")
+        with gpuscope.scope("empty", sleepable=True):
+            pass
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"sleep\('empty', keep=True\): .*no such scope open"):
+            gpuscope.sleep("empty")  # it held nothing: it ended
+
+
 class Cap(unittest.TestCase):
     def tearDown(self):
         gpuscope.set_max_reserved(0)

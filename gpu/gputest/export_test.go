@@ -21,6 +21,14 @@ var OpeningTest = openingTest
 // that has ended.
 func FindAfter(running string, opts ...Option) error {
 	o := buildOptions(opts)
+	o.running, o.othersEnded = running, true
+	return find(o)
+}
+
+// FindAs is Find as the check of the test named running, while the tests
+// on the goroutines' stacks run.
+func FindAs(running string, opts ...Option) error {
+	o := buildOptions(opts)
 	o.running = running
 	return find(o)
 }

@@ -26,8 +26,9 @@ type TestingT interface {
 // open, and every device a test opened and never closed (its pool's memory
 // still reserved), or nil. A device is reported once the test that opened
 // it has ended, cleanups and all: by the check of a later test, or
-// VerifyTestMain's, never by the check of the test that opened it, whose
-// t.Cleanup may still close it. Find retries with a bounded backoff
+// VerifyTestMain's, never by the check of the test that opened it (in its
+// t.Cleanup too), whose t.Cleanup may still close it, nor while that test
+// is paused at t.Parallel. Find retries with a bounded backoff
 // first, so that a scope another goroutine is closing is not reported.
 // What it reports, a later Find or VerifyNone leaves out (a leak fails
 // one test, not every test after it), but for what is new in a scope it
@@ -77,6 +78,11 @@ func VerifyNone(t TestingT, opts ...Option) {
 		return
 	}
 	o.running = runningTest()
+	if n, ok := t.(interface{ Name() string }); ok {
+		// The test's own name: a check in a t.Cleanup that a helper
+		// registered runs after the test's function returned.
+		o.running, _, _ = strings.Cut(n.Name(), "/")
+	}
 	if err := find(o); err != nil {
 		t.Error(err)
 	}
@@ -178,9 +184,11 @@ func collect(o *options) []leak {
 			leaks = append(leaks, leak{ScopeSnapshot: s})
 		}
 		// A scope ignored by name holds its device open on purpose; a test
-		// still running may yet close the devices it opened.
+		// still running (the check's own, one paused at t.Parallel) may
+		// yet close the devices it opened.
 		if by := openingTest(dev.OpenedAt); by != "" && by != "TestMain" && by != o.running &&
-			len(ignoredPaths) == 0 && !o.ignoredDevs[dev.ID] && !o.reported[deviceKey(dev.ID)] {
+			len(ignoredPaths) == 0 && !o.ignoredDevs[dev.ID] && !o.reported[deviceKey(dev.ID)] &&
+			!o.stillRunning(testFunction(dev.OpenedAt)) {
 			st := dev.Snapshot.Stats
 			leaks = append(leaks, leak{device: &openDevice{dev.ID, dev.Name, dev.OpenedAt, st.Reserved, st.Allocated}})
 		}
@@ -339,22 +347,53 @@ func runningTest() string {
 // example whose function is on frames ("function file:line", innermost
 // first), the outermost such, or "" where none is.
 func openingTest(frames []string) string {
+	fn := testFunction(frames)
+	return fn[strings.LastIndex(fn, ".")+1:]
+}
+
+// testFunction is openingTest's test as a function ("pkg.TestX"), or "".
+func testFunction(frames []string) string {
 	for _, f := range slices.Backward(frames) {
 		fn, at, _ := strings.Cut(f, " ")
 		if !strings.Contains(at, "_test.go:") {
 			continue
 		}
-		fn = fn[strings.LastIndex(fn, "/")+1:] // "pkg.TestX.func1"
-		_, name, _ := strings.Cut(fn, ".")
+		dir := strings.LastIndex(fn, "/") + 1
+		pkg, name, _ := strings.Cut(fn[dir:], ".") // "pkg.TestX.func1"
 		name, _, _ = strings.Cut(name, ".")
 		for _, prefix := range []string{"Test", "Benchmark", "Fuzz", "Example"} {
 			// As go test's rule: TestX or Test, not Testing.
 			if rest, ok := strings.CutPrefix(name, prefix); ok && (rest == "" || !unicode.IsLower(rune(rest[0]))) {
-				return name
+				return fn[:dir] + pkg + "." + name
 			}
 		}
 	}
 	return ""
+}
+
+// stillRunning reports whether the test function fn ("pkg.TestX") or a
+// function inside it (a subtest's) is on a goroutine's stack: the test is
+// running, paused at t.Parallel, or waiting for its subtests, and may yet
+// close what it opened. It reads every goroutine's stack, as goleak does.
+func (o *options) stillRunning(fn string) bool {
+	if o.othersEnded {
+		return false
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for line := range strings.Lines(string(buf)) {
+		if rest, ok := strings.CutPrefix(line, fn); ok && (strings.HasPrefix(rest, "(") || strings.HasPrefix(rest, ".")) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeStack(b *strings.Builder, what string, frames []string) {

@@ -3,6 +3,8 @@ package gputest_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -326,4 +328,84 @@ func TestADeviceAnIgnoredScopeHoldsIsOpenOnPurpose(t *testing.T) {
 	defer weights.Close()
 	assert.NoError(t, gputest.FindAfter("TestLater", fast(), gputest.IgnoreScope("weights")))
 	assert.ErrorContains(t, gputest.FindAfter("TestLater", fast()), "1 device never closed")
+}
+
+// A device whose test is still running is not reported by another test's
+// check: that test may yet close it. This test is on the stack, as a test
+// paused at t.Parallel is.
+func TestADeviceOfATestStillRunningIsNotReported(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(8 << 20))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dev.Close()) }()
+	assert.NoError(t, gputest.FindAs("TestLater", fast()), "the test that opened it runs")
+	assert.ErrorContains(t, gputest.FindAfter("TestLater", fast()), "1 device never closed", "once it has ended")
+}
+
+// helperScenario names, in the environment of a child process of the test
+// binary, the scenario the helper tests below play; they skip without it.
+const helperScenario = "GPUTEST_HELPER_SCENARIO"
+
+// As go test runs them: a sequential test checks while a test that opened
+// a device waits at t.Parallel; a helper's t.Cleanup checks before the
+// helper's other cleanup closes the device; and, to show the check runs, a
+// later test checks after a test that never closed its device.
+func TestTheChecksOfTestsAsGoTestRunsThem(t *testing.T) {
+	for _, c := range []struct {
+		scenario, tests, fails string
+	}{
+		{"parallel", "TestHelperOpensThenWaitsAtParallel|TestHelperChecksMeanwhile", ""},
+		{"cleanup", "TestHelperChecksInAHelpersCleanup", ""},
+		{"never", "TestHelperNeverCloses|TestHelperChecksLater", "1 device never closed"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^("+c.tests+")$", "-test.count=1")
+		cmd.Env = append(os.Environ(), helperScenario+"="+c.scenario)
+		out, err := cmd.CombinedOutput()
+		if c.fails == "" {
+			assert.NoError(t, err, "%s:\n%s", c.scenario, out)
+		} else {
+			assert.Error(t, err, "%s:\n%s", c.scenario, out)
+			assert.Contains(t, string(out), c.fails, c.scenario)
+		}
+	}
+}
+
+func helperFor(t *testing.T, scenario string) {
+	if os.Getenv(helperScenario) != scenario {
+		t.Skip("a helper of TestTheChecksOfTestsAsGoTestRunsThem")
+	}
+}
+
+func TestHelperOpensThenWaitsAtParallel(t *testing.T) {
+	helperFor(t, "parallel")
+	openHost(t)
+	t.Parallel()
+}
+
+func TestHelperChecksMeanwhile(t *testing.T) {
+	helperFor(t, "parallel")
+	gputest.VerifyNone(t, fast())
+}
+
+func TestHelperChecksInAHelpersCleanup(t *testing.T) {
+	helperFor(t, "cleanup")
+	openChecked(t)
+}
+
+// openChecked opens a device that a cleanup closes, and checks in a
+// cleanup that runs first, after the test's function has returned.
+func openChecked(t *testing.T) *gpu.Device {
+	dev := openHost(t)
+	t.Cleanup(func() { gputest.VerifyNone(t, fast()) })
+	return dev
+}
+
+func TestHelperNeverCloses(t *testing.T) {
+	helperFor(t, "never")
+	_, err := gpu.OpenHost(gpu.HostMemory(8 << 20))
+	require.NoError(t, err)
+}
+
+func TestHelperChecksLater(t *testing.T) {
+	helperFor(t, "never")
+	gputest.VerifyNone(t, fast())
 }

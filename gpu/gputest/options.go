@@ -23,6 +23,7 @@ type options struct {
 	ignoredNames  []string
 	reported      map[any]bool // what earlier checks reported, by the keys of markReported
 	running       string       // the test that runs the check, which may yet close the devices it opened; "" in TestMain
+	othersEnded   bool         // for tests: every test but running has ended, whatever the stacks say
 	devices       []string
 	maxRetries    int
 	maxSleep      time.Duration

@@ -193,20 +193,44 @@ func checkDriver(driver string) error {
 // one, naming each: "got 2: \"MiB\" and \"t.csv\"". Where one is a unit
 // that a space parted from a size flag's number (--max-reserved 10 MiB),
 // it says so.
-func gotArgs(args []string) string {
-	if len(args) == 0 {
+func gotArgs(c *call) string {
+	if len(c.args) == 0 {
 		return "got none"
 	}
-	quoted := make([]string, len(args))
-	for i, a := range args {
+	quoted := make([]string, len(c.args))
+	for i, a := range c.args {
 		quoted[i] = strconv.Quote(a)
 	}
-	msg := fmt.Sprintf("got %d: %s", len(args), andList(quoted))
-	for _, a := range args {
-		if _, err := units.ParseBytes("1" + a); err == nil && strings.TrimLeft(a, "0123456789. ") == a && a != "" {
-			msg += fmt.Sprintf("; %q is a unit a space parted from its number: write a size as one word (10MiB)", a)
-			break
-		}
+	msg := fmt.Sprintf("got %d: %s", len(c.args), andList(quoted))
+	if c.strayUnit != "" {
+		msg += fmt.Sprintf("; %q is a unit a space parted from its number: write a size as one word (10MiB)", c.strayUnit)
 	}
 	return msg
+}
+
+// strayUnit returns the first of args that reads as a unit of bytes right
+// after a flag's number ("MiB" in --max-reserved 10 MiB, or in
+// --max-reserved=10 MiB), or "": a word after anything else is no unit
+// parted from its number ("b" in "a b" is a file).
+func strayUnit(args []string) string {
+	for i := 1; i < len(args); i++ {
+		num := args[i-1]
+		_, value, joined := strings.Cut(num, "=")
+		switch {
+		case strings.HasPrefix(num, "-") && joined: // --max-reserved=10
+			num = value
+		case strings.HasPrefix(num, "-"), i < 2: // a flag, or a word no flag precedes
+			continue
+		case !strings.HasPrefix(args[i-2], "-") || strings.Contains(args[i-2], "="): // a word, not a flag's value
+			continue
+		}
+		a := args[i]
+		if _, err := strconv.ParseFloat(num, 64); err != nil || a == "" || strings.TrimLeft(a, "0123456789. ") != a {
+			continue
+		}
+		if _, err := units.ParseBytes("1" + a); err == nil {
+			return a
+		}
+	}
+	return ""
 }

@@ -58,6 +58,7 @@ type call struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	args           []string        // positional arguments
+	strayUnit      string          // an argument that reads as a unit a space parted from a flag's number, or "" (strayUnit)
 	given          map[string]bool // flags given, by name
 }
 
@@ -167,7 +168,7 @@ func runCommand(c *call, name string, cmd command, args []string) error {
 	if err != nil {
 		return &usageError{cmd: name, err: errors.New(dashes(err.Error()))}
 	}
-	c.args, c.given = positional, map[string]bool{}
+	c.args, c.given, c.strayUnit = positional, map[string]bool{}, strayUnit(args)
 	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	return cmd.run(c)
 }

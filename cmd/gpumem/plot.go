@@ -49,7 +49,7 @@ const plotPasses = 3
 // peaks marked.
 func (o *plotOptions) run(c *call) error {
 	if len(c.args) != 1 {
-		return usageErrorf("plot", "plot needs one trace FILE (or - for standard input), %s", gotArgs(c.args))
+		return usageErrorf("plot", "plot needs one trace FILE (or - for standard input), %s", gotArgs(c))
 	}
 	if o.out == "" {
 		return usageErrorf("plot", "plot needs -o OUT.svg or OUT.html, before or after the trace FILE")

@@ -78,7 +78,7 @@ func (o *replayOptions) check(c *call) error {
 		return usageErrorf("replay", "--max-split %s: want 0 (unlimited) or more than 20MiB", units.ExactBytes(o.maxSplit))
 	}
 	if len(c.args) != 1 {
-		return usageErrorf("replay", "replay needs one trace FILE (or - for standard input), %s", gotArgs(c.args))
+		return usageErrorf("replay", "replay needs one trace FILE (or - for standard input), %s", gotArgs(c))
 	}
 	if o.timeline != "" {
 		return overwrites("replay", "--timeline", o.timeline, c.args[0])

@@ -36,7 +36,7 @@ func (o *summaryOptions) declare(fs *flag.FlagSet) {
 
 func (o *summaryOptions) run(c *call) error {
 	if len(c.args) != 1 {
-		return usageErrorf("summary", "summary needs one trace FILE (or - for standard input), %s", gotArgs(c.args))
+		return usageErrorf("summary", "summary needs one trace FILE (or - for standard input), %s", gotArgs(c))
 	}
 	file := c.args[0]
 	in, err := openInput(c.ctx, file, c.stdin, 1, c.stderr)

@@ -69,8 +69,17 @@ func TestAStrayArgumentIsNamed(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errb, `gpumem: replay needs one trace FILE (or - for standard input), got 2: "MiB" and "t.csv"; `+
 		`"MiB" is a unit a space parted from its number: write a size as one word (10MiB)`)
+	code, _, errb = gpumem(t, nil, "replay", "t.csv", "--capacity=4", "GiB")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errb, `got 2: "t.csv" and "GiB"; "GiB" is a unit a space parted from its number`)
 	code, _, errb = gpumem(t, nil, "plot", "-o", "x.svg", "a.csv", "b.csv")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errb, `got 2: "a.csv" and "b.csv"`)
 	assert.NotContains(t, errb, "is a unit")
+	// A word that reads as a unit but follows no flag's number is a file.
+	for _, args := range [][]string{{"summary", "a", "b"}, {"summary", "10", "B"}, {"plot", "-o", "x.svg", "a.csv", "B"}} {
+		code, _, errb = gpumem(t, nil, args...)
+		assert.Equal(t, 1, code)
+		assert.NotContains(t, errb, "is a unit", "%q", args)
+	}
 }

@@ -169,11 +169,10 @@ type sleeper struct {
 
 	sleeping atomic.Bool  // asleep: changed under mu, read without it by Stats
 	kept     atomic.Int64 // the bytes backup holds
-	// A Wake waiting for memory holds mu: the scope's end stops the wait
-	// (stopWait) before it takes mu, and a Wake that begins after the end
-	// began (closing) stops its own.
-	closing  atomic.Bool
-	stopWait atomic.Pointer[context.CancelCauseFunc]
+	// ending is done once the scope's end has begun: a Wake waiting for
+	// memory stops then.
+	ending    context.Context
+	endingNow context.CancelCauseFunc
 
 	mu     sync.Mutex // serializes Sleep, Wake, the scope's end and the device's calls on the pool; protects the fields below
 	ended  bool       // the scope is ending: Sleep and Wake refuse
@@ -195,7 +194,9 @@ func newSleeper(d *Device) (*sleeper, error) {
 	if r := d.recording.Load(); r != nil {
 		p.Observe(r.note)
 	}
-	return &sleeper{dev: d, pool: p, pages: src}, nil
+	sl := &sleeper{dev: d, pool: p, pages: src}
+	sl.ending, sl.endingNow = context.WithCancelCause(context.Background())
+	return sl, nil
 }
 
 // openSleepable opens a Sleepable scope of d with options o, over a pool
@@ -221,7 +222,7 @@ func openSleepable(ctx context.Context, d *Device, o scopeOptions) (*Scope, erro
 // attach makes sl the state of s, which opened over its pool: the device
 // lists it, and s ends it when it ends.
 func (sl *sleeper) attach(s *Scope) error {
-	_, err := s.s.OwnResource(scope.Resource{End: sl.ending, Final: func() error { return sl.final(s) }})
+	_, err := s.s.OwnResource(scope.Resource{End: sl.end, Final: func() error { return sl.final(s) }})
 	if err != nil {
 		return err
 	}
@@ -229,13 +230,11 @@ func (sl *sleeper) attach(s *Scope) error {
 	return nil
 }
 
-// ending is the scope's end, before its buffers are released: a Sleep or
-// Wake under way finishes first, and none comes after.
-func (sl *sleeper) ending() error {
-	sl.closing.Store(true)
-	if stop := sl.stopWait.Load(); stop != nil {
-		(*stop)(errScopeEnding)
-	}
+// end is the scope's end, before its buffers are released: a Sleep or
+// Wake under way finishes first (a Wake waiting for memory stops), and
+// none comes after.
+func (sl *sleeper) end() error {
+	sl.endingNow(errScopeEnding)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.ended = true
@@ -297,7 +296,7 @@ func (sl *sleeper) sleep(ctx context.Context, streams []uintptr, contents Conten
 
 // wake is Wake's work: it takes the scope's memory back, and where memory
 // is short makes room as an allocation does, or waits in a WaitForMemory
-// scope. Called with mu held.
+// scope. Called with mu held, which it lets go of while it waits.
 func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 	d := sl.dev
 	q := &d.waiters
@@ -308,11 +307,7 @@ func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 		var stop context.CancelCauseFunc
 		ctx, stop = context.WithCancelCause(ctx)
 		defer stop(nil)
-		sl.stopWait.Store(&stop)
-		defer sl.stopWait.Store(nil)
-		if sl.closing.Load() {
-			stop(errScopeEnding) // the end began, and may wait for mu
-		}
+		defer context.AfterFunc(sl.ending, func() { stop(context.Cause(sl.ending)) })()
 	}
 	cachesGone, front := false, false
 	for {
@@ -339,8 +334,18 @@ func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 		if !waits || neverFits(oom, need) {
 			return oom
 		}
-		if werr := q.wait(ctx, seen, front, 0); werr != nil {
+		// Not holding mu while it waits: the device's calls on the pool
+		// (a stream retired, EmptyCache) and the scope's end go on.
+		sl.mu.Unlock()
+		werr := q.wait(ctx, seen, front, 0)
+		sl.mu.Lock()
+		switch {
+		case werr != nil:
 			return &waitError{scope: s.Path(), size: need, ctx: werr, oom: oom}
+		case sl.ended:
+			return prefixed.Kind("gpu", ErrScopeClosed, "Wake: scope %q has ended", s.Path())
+		case !sl.sleeping.Load():
+			return nil // another Wake woke it meanwhile
 		}
 		front = true
 	}

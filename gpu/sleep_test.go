@@ -490,3 +490,35 @@ func sleepAndWakeWithAFault(t *testing.T, ctx context.Context, contents gpu.Cont
 	}
 	return faults.Injected() > 0 || injected > 0
 }
+
+func TestAWakeWaitingForMemoryHoldsUpNoOtherScopesEnd(t *testing.T) {
+	ctx := context.Background()
+	refused := make(chan struct{}, 10)
+	dev := openHost(t, gpu.HostMemory(5*slotSize), gpu.OnOutOfMemory(func(error) { refused <- struct{}{} }))
+	s, b := loadSleepable(t, dev, 4, 3*slotSize, gpu.WaitForMemory())
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	big, err := dev.NewScope()
+	require.NoError(t, err)
+	_, err = big.Alloc(3 * slotSize)
+	require.NoError(t, err)
+	small, err := dev.NewScope()
+	require.NoError(t, err)
+	st, err := small.NewStream()
+	require.NoError(t, err)
+	err = gpu.WithScope(small.Context(), dev, func(c *gpu.Scope) error {
+		x, err := c.Alloc(4096)
+		if err == nil {
+			err = c.Keep(x)
+		}
+		return err
+	}, gpu.OnStream(st))
+	require.NoError(t, err)
+
+	woke := make(chan error, 1)
+	go func() { woke <- s.Wake(ctx) }()
+	<-refused
+	require.NoError(t, small.Close(), "a stream's scope ends while a Wake waits: its stream's retirement reaches the sleeping pool")
+	require.NoError(t, big.Close())
+	require.NoError(t, <-woke)
+	holdsPattern(t, b, 4)
+}

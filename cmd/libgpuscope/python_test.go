@@ -44,20 +44,7 @@ func TestThePythonModule(t *testing.T) {
 // PYTHONPATH and no GPUSCOPE_LIB, and finds the library it packaged. The
 // build leaves nothing in the clone (git status).
 func TestThePythonPackageInstallsFromTheClone(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on this machine: the package needs one")
-	}
-	venv := filepath.Join(t.TempDir(), "venv")
-	run(t, "", python, "-m", "venv", venv)
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PYTHONPATH=") && !strings.HasPrefix(kv, "GPUSCOPE_LIB=") {
-			env = append(env, kv)
-		}
-	}
-	src, err := filepath.Abs("python")
-	require.NoError(t, err)
+	venv, env, src := newVenv(t)
 	before := gitStatus(src)
 	pip := exec.Command(filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "--no-index", "--quiet", src)
 	pip.Env = append(env, "PIP_DISABLE_PIP_VERSION_CHECK=1")
@@ -82,6 +69,43 @@ func TestThePythonPackageInstallsFromTheClone(t *testing.T) {
 // The library built as docs/interop.md says lands where the Python module
 // looks for it, beside gpuscope.py, and git status does not show it nor
 // the header cgo writes beside it.
+// newVenv makes a virtual environment and returns it, an environment
+// without PYTHONPATH and GPUSCOPE_LIB, and the package's source folder.
+func newVenv(t *testing.T) (venv string, env []string, src string) {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine: the package needs one")
+	}
+	venv = filepath.Join(t.TempDir(), "venv")
+	run(t, "", python, "-m", "venv", venv)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PYTHONPATH=") && !strings.HasPrefix(kv, "GPUSCOPE_LIB=") {
+			env = append(env, kv)
+		}
+	}
+	src, err = filepath.Abs("python")
+	require.NoError(t, err)
+	return venv, env, src
+}
+
+// pip builds the package in its source folder, not where it was run: a
+// GPUSCOPE_LIB relative to where it was run names no file there, and the
+// error says to give an absolute path rather than that the file is not
+// there.
+func TestARelativeGPUSCOPE_LIBIsToldToBeAbsolute(t *testing.T) {
+	venv, env, src := newVenv(t)
+	here := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(here, "libgpuscope.so"), []byte("a library built before"), 0o644))
+	pip := exec.Command(filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "--no-index", src)
+	pip.Dir = here
+	pip.Env = append(env, "PIP_DISABLE_PIP_VERSION_CHECK=1", "GPUSCOPE_LIB=libgpuscope.so")
+	out, err := pip.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "GPUSCOPE_LIB=libgpuscope.so: no such file in "+src+
+		", where pip runs the build, not where pip was run: give an absolute path")
+}
+
 func TestTheLibraryBuiltAsTheDocsSayIsWhereTheModuleLooks(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "interop.md"))
 	require.NoError(t, err)

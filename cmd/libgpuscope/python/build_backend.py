@@ -55,14 +55,16 @@ def _library(out):
     given = os.environ.get("GPUSCOPE_LIB")
     if given:
         if not os.path.isfile(given):
-            raise RuntimeError(f"gpuscope: GPUSCOPE_LIB={given}: no such file")
+            where = "" if os.path.isabs(given) else (
+                f" in {os.getcwd()}, where pip runs the build, not where pip was run: give an absolute path")
+            raise RuntimeError(f"gpuscope: GPUSCOPE_LIB={given}: no such file{where}")
         shutil.copyfile(given, out)
         return
     go = shutil.which("go")
     if go is None:
         raise RuntimeError("gpuscope: building libgpuscope.so needs the go command (Go 1.26, https://go.dev/dl); "
-                           "or set GPUSCOPE_LIB to a library built before (go build -buildmode=c-shared "
-                           "-o libgpuscope.so ./cmd/libgpuscope)")
+                           "or set GPUSCOPE_LIB to the absolute path of a library built before (go build "
+                           "-buildmode=c-shared -o libgpuscope.so ./cmd/libgpuscope, then GPUSCOPE_LIB=$PWD/libgpuscope.so)")
     cmd = [go, "build", "-buildmode=c-shared", "-o", out]
     tags = os.environ.get("GPUSCOPE_GO_TAGS")
     if tags:

@@ -20,8 +20,12 @@ put to sleep without its contents, which must wake as zeros.
 import argparse
 import ctypes
 import json
+import os
 import sys
 import time
+
+# The same output bit for bit asks the same kernels of cuBLAS each time.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 WIDTH = 8192  # a layer's weights: WIDTH x WIDTH float32, 256 MiB
 BATCH = 64
@@ -131,6 +135,7 @@ def run_gpuscope(args):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True)
     emit(event="machine", gpu=torch.cuda.get_device_name(0), torch=torch.__version__, shim=gpuscope.torch_shim())
     if not args.small:
         emit(event="bandwidth", **bandwidth(torch, 2))
@@ -197,6 +202,7 @@ def run_tms(args):
         return
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
+    torch.use_deterministic_algorithms(True)
     if hasattr(tms, "hook_mode"):
         tms.hook_mode = "torch"
     with tms.region(enable_cpu_backup=True):

@@ -58,7 +58,11 @@ func OpenHost(opts ...DeviceOption) (*Device, error) {
 // that a GPU that is there but fails is never hidden. [Device.Name] says
 // which opened ("cuda:0", or "host:N"). The options apply to whichever
 // opens, but [HostMemory], which sizes the host device and means nothing
-// to a GPU.
+// to a GPU. A binary built with -tags cuda never reaches the fallback on
+// a machine without the CUDA driver or a GPU: gorgonia.org/cu, which that
+// build links, initializes CUDA as the program starts and exits where it
+// cannot. A program meant to run on either machine ships the default
+// build there.
 func OpenDefault(opts ...DeviceOption) (*Device, error) {
 	o, err := buildDeviceOptions(opts)
 	if err != nil {

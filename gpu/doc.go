@@ -28,7 +28,8 @@
 // default for tests and CI. [Open] is an NVIDIA GPU when the program is built
 // with -tags cuda (see docs/gpu-validation.md); otherwise it fails with
 // [ErrNoDevice]. [OpenDefault] opens GPU 0 where there is one, and host
-// memory otherwise.
+// memory otherwise (a -tags cuda binary exits at start where CUDA has no
+// driver or no GPU).
 //
 // Package gpu/gputest checks, goleak-style, that tests leave no memory live.
 package gpu

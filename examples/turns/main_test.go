@@ -1,3 +1,8 @@
+// The host device maps pages on Linux only, and a Sleepable scope needs
+// them (GPUs run Linux too).
+
+//go:build linux
+
 package main
 
 import (

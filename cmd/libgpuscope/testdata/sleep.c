@@ -1,8 +1,9 @@
 // sleep runs a scope that sleeps through libgpuscope's entry points on the
 // host device of 256 MiB (GPUSCOPE_HOST_MEMORY), as a framework's weights
 // would: begun sleepable (a sleepable scope inside it is refused), its
-// buffer written through its address, ended with the buffer live (it
-// stays open, no longer the thread's), put to sleep keeping its contents,
+// buffer written through its address, none of its blocks kept by the pair
+// cache, ended with the buffer live (it stays open, no longer the
+// thread's), put to sleep keeping its contents,
 // its memory taken by another scope meanwhile (a wake then fails whole, out
 // of memory), woken with the same bytes at the same address, put to sleep
 // dropping them (it wakes as zeros), a free while asleep refused, and ended
@@ -45,10 +46,25 @@ static long long figure(const char *key) {
 	return at ? atoll(at + strlen(want)) : -1;
 }
 
+// paired reports whether the pair cache served a block of 4 KiB freed and
+// allocated again in the calling thread's scope.
+static int paired(void) {
+	long long hits = figure("c_pair_hits"); // before: reading the stats empties the cache
+	void *a = gpuscope_alloc(4096, 0, NULL);
+	gpuscope_free(a, 4096, 0, NULL);
+	void *b = gpuscope_alloc(4096, 0, NULL);
+	gpuscope_free(b, 4096, 0, NULL);
+	return figure("c_pair_hits") > hits;
+}
+
 int main(void) {
 	const size_t n = 96 * MiB;
+	int64_t plain = gpuscope_scope_begin(0, "plain");
+	CHECK(paired(), "the pair cache serves an ordinary scope's pair");
+	CHECK(gpuscope_scope_end(plain, 0) == 0, "its end");
 	int64_t s = gpuscope_scope_begin_flags(0, "weights", GPUSCOPE_SLEEPABLE);
 	CHECK(s > 0, "gpuscope_scope_begin_flags");
+	CHECK(!paired(), "the pair cache keeps no block of a sleepable scope: it could serve one asleep");
 	unsigned char *p = gpuscope_alloc((ssize_t)n, 0, NULL);
 	CHECK(p != NULL, "an allocation in the sleepable scope");
 	for (size_t i = 0; i < n; i++) {

@@ -137,7 +137,7 @@ size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len);
  * where libraries still hold buffers in it, it stays open under its id,
  * no thread's, so that it can sleep and wake, until an end with
  * GPUSCOPE_FREE_LIVE (a scope it is inside does not end before it). The
- * pair cache keeps none of its blocks.
+ * pair cache keeps none of its blocks, nor of the scopes begun inside it.
  *
  * gpuscope_scope_sleep waits for the work queued on the streams the
  * scope's buffers were allocated for and recorded on (work on other

@@ -119,3 +119,23 @@ func BeginScope(name string) int64 {
 // EndScope ends the scope id, freeing what is live in it, and reports
 // whether it ended.
 func EndScope(id int64) bool { return C.gpuscope_scope_end(C.int64_t(id), C.GPUSCOPE_FREE_LIVE) == 0 }
+
+// BeginSleepable begins a sleepable scope named name on device 0
+// (gpuscope_scope_begin_flags) and returns its id, or a negative number.
+func BeginSleepable(name string) int64 {
+	s := C.CString(name)
+	defer C.free(unsafe.Pointer(s))
+	return int64(C.gpuscope_scope_begin_flags(0, s, C.GPUSCOPE_SLEEPABLE))
+}
+
+// Sleep puts the sleepable scope id to sleep, keeping its contents, and
+// reports whether it sleeps; Wake wakes it.
+func Sleep(id int64) bool {
+	return C.gpuscope_scope_sleep(C.int64_t(id), C.GPUSCOPE_KEEP_CONTENTS) == 0
+}
+
+func Wake(id int64) bool { return C.gpuscope_scope_wake(C.int64_t(id)) == 0 }
+
+// EndScopeKeeping ends the scope id, passing what is live in it to the
+// enclosing scope, and reports whether it ended.
+func EndScopeKeeping(id int64) bool { return C.gpuscope_scope_end(C.int64_t(id), 0) == 0 }

@@ -147,9 +147,22 @@ func begin(i int, parent int64, name string, sleepable bool) (int64, error) {
 	p.children++
 	d.opened = append(d.opened, r)
 	if pc := cache(); pc != nil {
-		pc.Begin(d.index, r.id, pairsWanted() && !sleepable)
+		pc.Begin(d.index, r.id, pairsWanted() && !r.sleeps())
 	}
 	return r.id, nil
+}
+
+// sleeps reports whether r's memory can sleep: r is sleepable, or begun
+// inside a scope that is. The pair cache keeps none of such a scope's
+// blocks: it would serve one while the scope sleeps, and keep a free that
+// must fail then.
+func (r *record) sleeps() bool {
+	for s := r; s != nil; s = s.parent {
+		if s.sleepable {
+			return true
+		}
+	}
+	return false
 }
 
 // openRecord opens a scope named name inside parent's, or d's root scope

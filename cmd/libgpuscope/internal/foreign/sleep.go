@@ -12,7 +12,7 @@ import (
 // BeginSleepable is Begin for a scope whose memory can sleep
 // (gpu.Sleepable): Sleep gives it back to the driver and Wake maps new
 // memory at the same addresses, for every buffer libraries hold in it and
-// in the scopes begun inside it. The pair cache keeps none of its blocks:
+// in the scopes begun inside it. The pair cache keeps none of their blocks:
 // a block it kept could be handed out while the scope sleeps.
 func BeginSleepable(i int, parent int64, name string) (int64, error) {
 	return begin(i, parent, name, true)

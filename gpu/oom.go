@@ -158,9 +158,13 @@ func (e *OOMError) writeHelp(b *strings.Builder) {
 	case e.capRefused():
 		b.WriteString("; to fit, raise the cap, free buffers early, or use smaller batches")
 	default:
-		b.WriteString("; to fit, free buffers early, put a Limit on the scopes that grow, or use smaller batches")
+		b.WriteString("; to fit, free buffers early, ")
+		if e.calls.Limit != "" {
+			fmt.Fprintf(b, "put a %s on the scopes that grow, ", e.calls.Limit)
+		}
+		b.WriteString("or use smaller batches")
 		if e.Cached > 0 {
-			fmt.Fprintf(b, "; %s is cached (free, kept by the pool for reuse; EmptyCache returns it to the driver)", units.FormatBytes(e.Cached))
+			fmt.Fprintf(b, "; %s is cached (free, kept by the pool for reuse; %s returns it to the driver)", units.FormatBytes(e.Cached), e.calls.EmptyCache)
 		}
 	}
 }

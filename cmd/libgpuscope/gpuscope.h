@@ -173,10 +173,10 @@ int gpuscope_empty_cache(int device);
 /* gpuscope_name_call makes the messages that advise the C call c_name
  * write name instead: what a binding in another language calls it, so that
  * its users read a call they can make (gpuscope.py names
- * gpuscope_set_max_reserved, which an out-of-memory error advises,
- * gpuscope.set_max_reserved). NULL or "" gives the call its C name back,
- * for the whole process. It returns 0, or < 0 for a c_name the messages
- * do not advise. */
+ * gpuscope_set_max_reserved and gpuscope_empty_cache, which out-of-memory
+ * errors advise, gpuscope.set_max_reserved and gpuscope.empty_cache). NULL
+ * or "" gives the call its C name back, for the whole process. It returns
+ * 0, or < 0 for a c_name the messages do not advise. */
 int gpuscope_name_call(const char *c_name, const char *name);
 
 /* gpuscope_stats writes device's counters as JSON (gpu.Stats, with

@@ -11,16 +11,20 @@ package callers
 
 import "context"
 
-// Names are the calls that change a device's cap, as a caller writes them.
+// Names are the calls an out-of-memory error advises, as a caller writes
+// them.
 type Names struct {
 	SetMaxReserved string // changes the cap while the program runs
 	AtOpen         string // sets it when the device opens; "" where the caller opens none
+	EmptyCache     string // gives what the pool caches back to the driver
+	Limit          string // caps a scope and the scopes inside it; "" where the caller has none
 }
 
 // Go returns the names of package gpu's own calls: what a context without
 // names means.
 func Go() Names {
-	return Names{SetMaxReserved: "Device.SetMaxReserved", AtOpen: "the MaxReserved or MaxReservedFraction option at Open"}
+	return Names{SetMaxReserved: "Device.SetMaxReserved", AtOpen: "the MaxReserved or MaxReservedFraction option at Open",
+		EmptyCache: "EmptyCache", Limit: "Limit"}
 }
 
 type key struct{}

@@ -111,6 +111,7 @@ def load(lib_path=None):
         _declare(lib)
         # The library's messages advise this module's calls, not C's.
         lib.gpuscope_name_call(b"gpuscope_set_max_reserved", b"gpuscope.set_max_reserved")
+        lib.gpuscope_name_call(b"gpuscope_empty_cache", b"gpuscope.empty_cache")
         _lib, _path = lib, want
         return lib
 

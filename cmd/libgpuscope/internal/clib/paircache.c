@@ -196,6 +196,17 @@ static int takeAll(pc_device *d, pc_block *out) {
 	return n;
 }
 
+// evicted reports whether ptr is a block the cache evicted, waiting to go
+// to Go: the library freed it. Called with d->mu held.
+static int evicted(pc_device *d, uintptr_t ptr) {
+	for (int k = 0; k < d->nreleased; k++) {
+		if (d->released[k].ptr == ptr) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 // isOpen reports whether scope is open on d. Called with d->mu held.
 static int isOpen(pc_device *d, int64_t scope) {
 	if (scope == 0) {
@@ -262,7 +273,8 @@ void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t sc
 // which gives none) and stream, never recorded on another stream. Where
 // the cache is full its oldest block is evicted, and where PC_RELEASED
 // evicted blocks wait, out (PC_RELEASED places) holds them, *nout, for Go
-// to free now. PC_FREED: ptr is in the cache, freed already. PC_PASS: Go is
+// to free now. PC_FREED: ptr is in the cache, or evicted and waiting,
+// freed already. PC_PASS: Go is
 // to free it, or say why not; the table forgets it, and *id is its
 // allocation's id (0 where the table had none).
 int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id, pc_block *out, int *nout) {
@@ -275,7 +287,7 @@ int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id
 	pc_entry *e = find(d, ptr);
 	int r = PC_PASS;
 	if (e == NULL) {
-		// not tracked
+		r = evicted(d, ptr) ? PC_FREED : PC_PASS; // else not tracked
 	} else if (e->cached) {
 		r = PC_FREED;
 	} else if ((size >= 0 && e->size != size) || e->stream != stream || e->recorded) {
@@ -300,7 +312,7 @@ int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id
 }
 
 // pc_record prepares a record_stream of ptr, on any device: PC_FREED where
-// ptr is in a cache; else the table marks it never to be cached, and it
+// ptr is in a cache, or evicted and waiting; else the table marks it never to be cached, and it
 // returns PC_PASS.
 int pc_record(uintptr_t ptr) {
 	uint64_t on = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
@@ -312,13 +324,13 @@ int pc_record(uintptr_t ptr) {
 		pthread_mutex_lock(&d->mu);
 		pc_entry *e = find(d, ptr);
 		int r = PC_PASS;
-		if (e != NULL && e->cached) {
+		if ((e != NULL && e->cached) || (e == NULL && evicted(d, ptr))) {
 			r = PC_FREED;
 		} else if (e != NULL) {
 			e->recorded = 1;
 		}
 		pthread_mutex_unlock(&d->mu);
-		if (e != NULL) {
+		if (r == PC_FREED || e != NULL) {
 			return r;
 		}
 	}

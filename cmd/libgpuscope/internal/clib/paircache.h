@@ -36,7 +36,7 @@ typedef struct {
 enum {
 	PC_PASS = 0,  // not cached: Go frees it, or says why not
 	PC_KEPT = 1,  // pc_free kept it in the cache
-	PC_FREED = 2, // it is in the cache: the library freed it already
+	PC_FREED = 2, // it is in the cache, or evicted and waiting: the library freed it already
 };
 
 // Not exported from libgpuscope.so: gpuscope.h's names are all it exports.

@@ -16,6 +16,7 @@ int ctx_threads(void *ctx, void *alloc, void *free, int threads, int keep);
 int c_pairs(long n, long size, int how);
 uintptr_t c_alloc(long size, uintptr_t stream);
 void c_free(uintptr_t ptr, long size, uintptr_t stream);
+void c_record_stream(uintptr_t ptr, uintptr_t stream);
 uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
 */
@@ -139,3 +140,8 @@ func Wake(id int64) bool { return C.gpuscope_scope_wake(C.int64_t(id)) == 0 }
 // EndScopeKeeping ends the scope id, passing what is live in it to the
 // enclosing scope, and reports whether it ended.
 func EndScopeKeeping(id int64) bool { return C.gpuscope_scope_end(C.int64_t(id), 0) == 0 }
+
+// RecordStream is gpuscope_record_stream of ptr on stream.
+func RecordStream(ptr, stream uintptr) {
+	C.c_record_stream(C.uintptr_t(ptr), C.uintptr_t(stream))
+}

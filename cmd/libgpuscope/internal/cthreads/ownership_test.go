@@ -1,6 +1,7 @@
 package cthreads_test
 
 import (
+	"encoding/json"
 	"runtime"
 	"testing"
 
@@ -47,4 +48,41 @@ func TestThePairCacheKeepsNothingOfAScopeInsideASleepableOne(t *testing.T) {
 	require.True(t, cthreads.Wake(s))
 	require.True(t, cthreads.EndScopeKeeping(inner)) // p, refused asleep, stays the scopes' until they end
 	require.True(t, cthreads.EndScope(s))
+}
+
+// A block the pair cache evicted waits, with up to 31 others, for the next
+// crossing into Go, which frees it: until then the library has freed it
+// all the same, and a second free or a record_stream of it fails as one of
+// a block in the cache does, and frees nothing. They freed it by its
+// address, as a live allocation, and its hand-back came late.
+func TestABlockThePairCacheEvictedIsFreedAlready(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	var st struct {
+		Active int64 `json:"active_blocks"`
+		Late   int64 `json:"c_pair_late"`
+	}
+	require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st)) // the cache gives back what it holds
+	late := st.Late
+	const size = 4096
+	var p [33]uintptr
+	for k := range p {
+		p[k] = cthreads.TorchAlloc(size, 0)
+		require.NotZero(t, p[k])
+	}
+	for _, q := range p {
+		cthreads.TorchFree(q, size, 0) // the last evicts the first
+	}
+	n, _ := cthreads.Failures()
+	cthreads.RecordStream(p[0], 0x6000)
+	after, last := cthreads.Failures()
+	assert.Equal(t, n+1, after, "a record_stream of the evicted block is refused")
+	assert.Contains(t, last, "was freed already")
+	cthreads.TorchFree(p[0], size, 0)
+	after2, last := cthreads.Failures()
+	assert.Equal(t, after+1, after2, "a second free of it is refused")
+	assert.Contains(t, last, "was freed already")
+
+	require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+	assert.Zero(t, st.Active, "blocks live")
+	assert.Equal(t, late, st.Late, "a hand-back came after the block was freed")
 }

@@ -79,8 +79,11 @@ int c_pairs(long n, long size, int how) {
 	return a.failed ? -1 : 0;
 }
 
-// c_alloc and c_free are gpuscope_alloc and gpuscope_free on device 0 with
-// the pointers as integers, for Go's replays.
+// c_alloc, c_free and c_record_stream are gpuscope_alloc, gpuscope_free
+// (on device 0) and gpuscope_record_stream with the pointers as integers,
+// for Go's replays.
 uintptr_t c_alloc(long size, uintptr_t stream) { return (uintptr_t)gpuscope_alloc(size, 0, (void *)stream); }
 
 void c_free(uintptr_t ptr, long size, uintptr_t stream) { gpuscope_free((void *)ptr, size, 0, (void *)stream); }
+
+void c_record_stream(uintptr_t ptr, uintptr_t stream) { gpuscope_record_stream((void *)ptr, (void *)stream); }

@@ -23,6 +23,7 @@ real path.
 import contextlib
 import ctypes
 import json
+import operator
 import os
 import sys
 import threading
@@ -206,16 +207,21 @@ def _failure(call, c_call):
 
 
 def _int(value, what):
-    """value, where it is an int (a bool is not one); TypeError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"gpuscope: {what} must be an int, not {type(value).__name__}")
-    return value
+    """value as an int, where it is one or says it stands for one
+    (__index__: NumPy's integers, say); a bool is not one, nor a float:
+    TypeError."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"gpuscope: {what} must be an int, not {type(value).__name__}")
 
 
 def _device(device, what="device", low=0):
     """device, checked: an int from low (-1: every device, where a call
     takes that) to what a C int holds."""
-    _int(device, what)
+    device = _int(device, what)
     if not low <= device < 1 << 31:
         raise ValueError(f"gpuscope: {what} {device}: no such device (devices are numbered from 0)")
     return device
@@ -423,7 +429,7 @@ def scope(name, device=0, free_live=False, stream=None, sleepable=False):
     An error at the scope's end never replaces an exception of the block:
     that exception propagates with the error as a note (printed where
     Python has no notes); without one, the error is raised."""
-    _device(device)
+    device = _device(device)
     if name is not None:
         if not isinstance(name, str):
             raise TypeError(f"gpuscope: a scope's name must be a str, or None for an unnamed scope, not {type(name).__name__}")
@@ -474,7 +480,7 @@ def _begin_sleepable(lib, name, device):
 def _sleeper(name, device):
     """The id of the sleepable scope name on the device: the last begun,
     open or not (the library says which)."""
-    _device(device)
+    device = _device(device)
     with _lock:
         sid = _sleepers.get((device, name))
     if sid is None:
@@ -548,8 +554,8 @@ def set_max_reserved(nbytes, device=0):
     allocates through it; 0 removes the cap. The pool reserves whole pages
     (2 MiB on the host device and most GPUs): a cap below one page, which
     no allocation could fit under, is a ValueError, as is a negative one."""
-    _int(nbytes, "a cap in bytes")
-    _device(device)
+    nbytes = _int(nbytes, "a cap in bytes")
+    device = _device(device)
     if not 0 <= nbytes < 1 << 63:
         raise ValueError(f"gpuscope: set_max_reserved({nbytes}): a cap is from 0 (none) to 2**63-1 bytes")
     if load().gpuscope_set_max_reserved(device, nbytes) != 0:

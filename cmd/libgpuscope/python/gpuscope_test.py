@@ -276,6 +276,23 @@ class Cap(unittest.TestCase):
             with self.assertRaises(TypeError, msg=repr(cap)):
                 gpuscope.set_max_reserved(cap)
 
+    def test_an_integer_of_another_type_is_an_int(self):
+        # NumPy's integers, and any object that says it stands for an int
+        # (__index__), are ints to ctypes: they were before the checks.
+        class Index:
+            def __init__(self, n):
+                self.n = n
+
+            def __index__(self):
+                return self.n
+
+        gpuscope.empty_cache(Index(0))
+        gpuscope.set_max_reserved(Index(gpuscope.stats(device=Index(0))["reserved"] + 2 * MiB), device=Index(0))
+        with gpuscope.scope("indexed", device=Index(0)):
+            self.assertIsNone(alloc(64 * MiB), "the cap holds")
+        with self.assertRaisesRegex(ValueError, r"a cap is from 0"):
+            gpuscope.set_max_reserved(Index(-1))
+
     def test_an_allocation_past_the_cap_advises_pythons_call(self):
         gpuscope.set_max_reserved(2 * MiB)
         self.assertIsNone(alloc(4 * MiB))

@@ -100,8 +100,10 @@ void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device);
  * gpuscope_scope_end ends it, from any thread: what libraries still hold
  * in it passes to the enclosing scope (flags 0) or is freed
  * (GPUSCOPE_FREE_LIVE); memory a library may still use is freed only where
- * the caller says so. A scope with scopes still open inside it does not
- * end; siblings end apart. The thread that began it allocates in the
+ * the caller says so. An allocation another thread makes in it as it ends
+ * is the scope's (and freed with it, with GPUSCOPE_FREE_LIVE), or is made
+ * again in the enclosing scope. A scope with scopes still open inside it
+ * does not end; siblings end apart. The thread that began it allocates in the
  * enclosing scope from then on. A thread that exits leaves its scopes
  * open: end them before. It returns 0, or < 0 on failure; what was
  * still live is in "last_scope_end" of gpuscope_stats.

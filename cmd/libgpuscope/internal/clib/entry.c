@@ -12,6 +12,24 @@
 #include "scopes.h"
 #include "_cgo_export.h"
 
+// tracked has the pair cache's table track p, of id id, which Go allocated
+// in scope, and returns 1; 0 where the scope's end, which came between,
+// freed it: the caller, which has not handed it out, allocates again. Go
+// says which scope holds it now, and whether the end freed it.
+static int tracked(int device, uintptr_t p, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id) {
+	while (pc_track(device, p, size, stream, scope, id) == PC_ENDED) {
+		int64_t now = gpuscopeGoSettle(p, id);
+		if (now < 0) {
+			return 0;
+		}
+		if (now == scope) {
+			break; // open to Go and not to the cache: its free crosses into Go
+		}
+		scope = now;
+	}
+	return 1;
+}
+
 void *gpuscope_alloc(ssize_t size, int device, void *stream) {
 	if (gs_forked("gpuscope_alloc")) {
 		return NULL;
@@ -31,8 +49,12 @@ void *gpuscope_alloc(ssize_t size, int device, void *stream) {
 		uint64_t id = 0;
 		uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, scope, out, nout, ncached, &id, &ended);
 		if (!ended || scope == 0) {
-			pc_track(device, p, size, (uintptr_t)stream, scope, id);
-			return (void *)p;
+			if (tracked(device, p, size, (uintptr_t)stream, scope, id)) {
+				return (void *)p;
+			}
+			if (scope == 0) {
+				continue; // never the root's
+			}
 		}
 		gs_forget(scope);
 	}
@@ -97,8 +119,12 @@ intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device) {
 		uint64_t id = 0;
 		uintptr_t p = gpuscopeGoCupyMalloc(param, size, device, scope, out, nout, ncached, &id, &ended);
 		if (!ended || scope == 0) {
-			pc_track(device, p, (ssize_t)size, 0, key, id);
-			return (intptr_t)p;
+			if (tracked(device, p, (ssize_t)size, 0, key, id)) {
+				return (intptr_t)p;
+			}
+			if (scope == 0) {
+				continue; // the scope param names ended: Go says so now
+			}
 		}
 		gs_forget(scope);
 	}

@@ -81,6 +81,15 @@ func gpuscopeGoAlloc(size C.ssize_t, device C.int, stream C.uintptr_t, scope C.i
 	return C.uintptr_t(a.Ptr)
 }
 
+// gpuscopeGoSettle says what became of the allocation of id at ptr, whose
+// scope ended before the pair cache's table tracked it (foreign.Settle):
+// the scope that holds it now, or -1 where it was freed.
+//
+//export gpuscopeGoSettle
+func gpuscopeGoSettle(ptr C.uintptr_t, id C.uint64_t) C.int64_t {
+	return C.int64_t(foreign.Settle(uintptr(ptr), uint64(id)))
+}
+
 // gpuscopeGoRelease frees the n blocks at out, which the pair cache of
 // device evicted.
 //

@@ -46,6 +46,12 @@ typedef struct {
 	uint64_t id;
 } pc_cached;
 
+// A scope begun and not ended.
+typedef struct {
+	int64_t id;
+	int track; // the table tracks its allocations
+} pc_open;
+
 typedef struct {
 	pthread_mutex_t mu; // protects the fields below
 	int on;             // tracking and caching; off, the table is empty (read without mu by off)
@@ -55,7 +61,7 @@ typedef struct {
 	int ncached;
 	pc_cached released[PC_RELEASED]; // evicted from the cache, for Go to free
 	int nreleased;
-	int64_t *open; // the scopes begun and not ended, besides the root, 0
+	pc_open *open; // the scopes begun and not ended, besides the root, 0
 	int nopen, capopen;
 	int64_t hits, misses; // allocations the cache served, and those it did not
 	char pad[64];         // devices on cache lines of their own
@@ -207,17 +213,18 @@ static int evicted(pc_device *d, uintptr_t ptr) {
 	return 0;
 }
 
-// isOpen reports whether scope is open on d. Called with d->mu held.
-static int isOpen(pc_device *d, int64_t scope) {
+// openAt returns where scope is in d's open scopes, or -1; the root, 0,
+// is always open, at d->nopen. Called with d->mu held.
+static int openAt(pc_device *d, int64_t scope) {
 	if (scope == 0) {
-		return 1;
+		return d->nopen;
 	}
 	for (int k = 0; k < d->nopen; k++) {
-		if (d->open[k] == scope) {
-			return 1;
+		if (d->open[k].id == scope) {
+			return k;
 		}
 	}
-	return 0;
+	return -1;
 }
 
 // pc_alloc returns a block of size bytes for stream in scope from device
@@ -250,15 +257,23 @@ void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, pc_block 
 }
 
 // pc_track notes an allocation that Go made in scope, of id id, where the
-// cache is on and scope has not ended. Where no memory is left for a larger
-// table it notes nothing: the allocation's free then crosses into Go.
-void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id) {
+// cache is on and tracks the scope's allocations, and returns 0. Where no
+// memory is left for a larger table it notes nothing: the allocation's
+// free then crosses into Go. PC_ENDED: the cache is on and scope has
+// ended since Go allocated (pc_end): its end may have freed the
+// allocation, which the caller must not hand out before Go says (Settle).
+int pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id) {
 	pc_device *d = device(dev);
 	if (d == NULL || ptr == 0) {
-		return;
+		return 0;
 	}
 	pthread_mutex_lock(&d->mu);
-	if (d->on && isOpen(d, scope) && (2 * (d->n + 1) <= d->cap || grow(d))) {
+	int k = openAt(d, scope), r = 0;
+	if (!d->on) {
+		// turned off meanwhile
+	} else if (k < 0) {
+		r = PC_ENDED;
+	} else if ((k == d->nopen || d->open[k].track) && (2 * (d->n + 1) <= d->cap || grow(d))) {
 		pc_entry *e = &d->table[place(d->table, d->cap, ptr)];
 		if (e->ptr == 0) {
 			d->n++;
@@ -266,6 +281,7 @@ void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t sc
 		*e = (pc_entry){.ptr = ptr, .size = size, .stream = stream, .scope = scope, .id = id};
 	}
 	pthread_mutex_unlock(&d->mu);
+	return r;
 }
 
 // pc_free keeps ptr in device dev's cache (PC_KEPT) where it is a live
@@ -340,24 +356,25 @@ int pc_record(uintptr_t ptr) {
 // pc_begin notes that scope has begun on device dev. The table tracks
 // allocations of scopes begun, where track says, and not ended only: the
 // cache serves none of an untracked scope's (GPUSCOPE_PAIR_CACHE=0 as it
-// began), nor of one that ended, whose id a thread may still name.
+// began, a scope whose memory sleeps), nor of one that ended, whose id a
+// thread may still name.
 void pc_begin(int dev, int64_t scope, int track) {
 	if ((unsigned)dev >= PC_DEVICES) {
 		return;
 	}
 	pc_device *d = &pc[dev];
 	pthread_mutex_lock(&d->mu);
-	if (track && scope != 0 && !isOpen(d, scope)) {
+	if (scope != 0 && openAt(d, scope) < 0) {
 		if (d->nopen == d->capopen) {
 			int cap = d->capopen == 0 ? 16 : 2 * d->capopen;
-			int64_t *open = realloc(d->open, (size_t)cap * sizeof open[0]);
+			pc_open *open = realloc(d->open, (size_t)cap * sizeof open[0]);
 			if (open == NULL) {
-				goto unlock; // the scope's allocations are not tracked: their frees cross into Go
+				goto unlock; // its allocations read as ended's: Go settles each, untracked
 			}
 			d->open = open;
 			d->capopen = cap;
 		}
-		d->open[d->nopen++] = scope;
+		d->open[d->nopen++] = (pc_open){scope, track};
 	}
 unlock:
 	pthread_mutex_unlock(&d->mu);
@@ -373,11 +390,9 @@ int pc_end(int dev, int64_t scope, int64_t parent, int free_live, pc_block *out)
 	}
 	pc_device *d = &pc[dev];
 	pthread_mutex_lock(&d->mu);
-	for (int k = 0; k < d->nopen; k++) {
-		if (d->open[k] == scope) {
-			d->open[k] = d->open[--d->nopen];
-			break;
-		}
+	int at = openAt(d, scope);
+	if (at >= 0 && at < d->nopen) {
+		d->open[at] = d->open[--d->nopen];
 	}
 	int n = drain(d, out);
 	for (int k = 0; k < d->ncached;) {

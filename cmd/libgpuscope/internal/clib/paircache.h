@@ -32,18 +32,19 @@ typedef struct {
 	uintptr_t stream;
 } pc_view;
 
-// What pc_free and pc_record found.
+// What pc_free, pc_record and pc_track found.
 enum {
 	PC_PASS = 0,  // not cached: Go frees it, or says why not
 	PC_KEPT = 1,  // pc_free kept it in the cache
 	PC_FREED = 2, // it is in the cache, or evicted and waiting: the library freed it already
+	PC_ENDED = 3, // pc_track: the scope ended since Go allocated
 };
 
 // Not exported from libgpuscope.so: gpuscope.h's names are all it exports.
 #define PC_INTERNAL __attribute__((visibility("hidden")))
 
 PC_INTERNAL void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, pc_block *out, int *nout, int *ncached);
-PC_INTERNAL void pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id);
+PC_INTERNAL int pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id);
 PC_INTERNAL int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id, pc_block *out, int *nout);
 PC_INTERNAL int pc_record(uintptr_t ptr);
 PC_INTERNAL void pc_begin(int dev, int64_t scope, int track);

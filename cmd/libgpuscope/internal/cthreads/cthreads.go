@@ -17,6 +17,8 @@ int c_pairs(long n, long size, int how);
 uintptr_t c_alloc(long size, uintptr_t stream);
 void c_free(uintptr_t ptr, long size, uintptr_t stream);
 void c_record_stream(uintptr_t ptr, uintptr_t stream);
+int c_track_after_end(int dev);
+long c_ends_under_allocations(int threads, int rounds, int flags);
 uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
 */
@@ -144,4 +146,17 @@ func EndScopeKeeping(id int64) bool { return C.gpuscope_scope_end(C.int64_t(id),
 // RecordStream is gpuscope_record_stream of ptr on stream.
 func RecordStream(ptr, stream uintptr) {
 	C.c_record_stream(C.uintptr_t(ptr), C.uintptr_t(stream))
+}
+
+// TrackAfterEnd is what the pair cache's table of device dev (one no
+// test opens) says as it tracks allocations of scopes open and ended
+// (pairs.c's c_track_after_end).
+func TrackAfterEnd(dev int) int { return int(C.c_track_after_end(C.int(dev))) }
+
+// EndsUnderAllocations runs threads C threads that allocate and free for a
+// stream bound to a scope while rounds scopes take the stream and end with
+// flags (ends.c), and returns how many allocations they made, or -1 where
+// one failed.
+func EndsUnderAllocations(threads, rounds, flags int) int64 {
+	return int64(C.c_ends_under_allocations(C.int(threads), C.int(rounds), C.int(flags)))
 }

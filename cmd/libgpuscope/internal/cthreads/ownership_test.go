@@ -86,3 +86,36 @@ func TestABlockThePairCacheEvictedIsFreedAlready(t *testing.T) {
 	assert.Zero(t, st.Active, "blocks live")
 	assert.Equal(t, late, st.Late, "a hand-back came after the block was freed")
 }
+
+// The pair cache's table tracks an allocation of a scope open (tracked or
+// not, and the root's), and says PC_ENDED (3) of one whose scope ended
+// after Go allocated it: the entry point then asks Go whether the end
+// freed it before it hands it out (foreign's
+// TestAnAllocationItsScopesEndCrossedIsSettled).
+func TestThePairCacheSaysWhichAllocationsScopeEnded(t *testing.T) {
+	assert.Equal(t, 3, cthreads.TrackAfterEnd(63), "tracked, untracked, root, ended")
+}
+
+// Threads allocate and free in a scope, through the stream bound to it,
+// while another thread ends it and binds the stream to the next: with
+// flags 0 each allocation is the scope's or the enclosing one's, and each
+// free finds it (none fails); with GPUSCOPE_FREE_LIVE an allocation the
+// end crossed is made again, and the frees of those it freed fail, as
+// frees of freed blocks do. Nothing is left live either way.
+func TestScopesEndUnderAllocationsFromCThreads(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	for _, flags := range []int{0, 1} {
+		n, _ := cthreads.Failures()
+		allocs := cthreads.EndsUnderAllocations(4, 300, flags)
+		require.Positive(t, allocs, "flags %d", flags)
+		after, last := cthreads.Failures()
+		if flags == 0 {
+			assert.Equal(t, n, after, "a free failed: %s", last)
+		}
+		var st struct {
+			Active int64 `json:"active_blocks"`
+		}
+		require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+		assert.Zero(t, st.Active, "flags %d: blocks live", flags)
+	}
+}

@@ -87,3 +87,23 @@ uintptr_t c_alloc(long size, uintptr_t stream) { return (uintptr_t)gpuscope_allo
 void c_free(uintptr_t ptr, long size, uintptr_t stream) { gpuscope_free((void *)ptr, size, 0, (void *)stream); }
 
 void c_record_stream(uintptr_t ptr, uintptr_t stream) { gpuscope_record_stream((void *)ptr, (void *)stream); }
+
+#include "../clib/paircache.h"
+
+// c_track_after_end has device dev's pair cache (one no test opens) track
+// an allocation in a scope begun and tracked, in one begun untracked, in
+// the root, and in the first once it ended, and returns what pc_track said
+// of each, in that order, as the digits of a number.
+int c_track_after_end(int dev) {
+	pc_block out[PC_OUT];
+	pc_set(dev, 1, out);
+	pc_begin(dev, 7, 1);
+	pc_begin(dev, 8, 0);
+	int r = pc_track(dev, 0x10000, 512, 0, 7, 1);
+	r = 10 * r + pc_track(dev, 0x20000, 512, 0, 8, 2);
+	r = 10 * r + pc_track(dev, 0x30000, 512, 0, 0, 3);
+	pc_end(dev, 7, 0, 1, out);
+	r = 10 * r + pc_track(dev, 0x40000, 512, 0, 7, 4);
+	pc_reset(dev);
+	return r;
+}

@@ -130,6 +130,34 @@ func (r *record) allocOn(size int64, stream uintptr, held int) (a Block, ok bool
 	return a, true, nil
 }
 
+// Settle settles the allocation of id at ptr, made in a scope that the
+// pair cache found ended once the allocation came back from here, before
+// its caller handed it out: it returns the id of the scope that holds it
+// now (0: a device's root), where the scope's end passed it on, or -1
+// where the end freed it (GPUSCOPE_FREE_LIVE) or has yet to settle it, and
+// Settle frees it: the caller allocates again, in the enclosing scope, and
+// hands out no block an end freed.
+func Settle(ptr uintptr, id uint64) int64 {
+	h := hash(ptr)
+	s := tbl.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.find(ptr, h)
+	if k < 0 || s.entries[k].id != id {
+		return -1
+	}
+	e := &s.entries[k]
+	if e.rec.ending.Load() {
+		_ = e.rec.scope.Free(e.buf) // the scope is open until its end has seen every shard
+		s.remove(k)
+		return -1
+	}
+	if e.rec.streamOf != nil {
+		return e.rec.streamOf.id
+	}
+	return e.rec.id
+}
+
 // allocIn allocates size bytes in r's scope. Where the pair cache is on,
 // allocations here take turns, and one that could raise a peak while the
 // cache held blocks when it missed (held != 0) first has it give back what

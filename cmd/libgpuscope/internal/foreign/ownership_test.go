@@ -111,3 +111,49 @@ func TestALateReleaseOfAnOutOfMemoryRetryFreesNoNewOwner(t *testing.T) {
 	require.Error(t, <-done, "the new owner's 4 MiB leave no room for 6")
 	stillLive(t, b, 4<<20, late)
 }
+
+// Issue 43, point 1, the window its author left: an allocation that Go
+// made in a scope whose end comes before the pair cache's table tracks it,
+// on the C side. The end may free it (GPUSCOPE_FREE_LIVE), so the C side
+// asks Settle before it hands the block out: where the end freed it, or
+// has yet to settle it, the C side allocates again in the enclosing scope;
+// where the end passed it on, Settle names the scope that holds it. Handed
+// out freed, the library's later free went by address, and freed the
+// block's next owner.
+func TestAnAllocationItsScopesEndCrossedIsSettled(t *testing.T) {
+	f := withFakePairs(t)
+	hostDevice(t)
+	t.Run("freed by the end, it is not handed out", func(t *testing.T) {
+		id, err := Begin(0, 0, "request")
+		require.NoError(t, err)
+		a := allocated(t, id, 4096)
+		require.NoError(t, End(id, true))
+		assert.EqualValues(t, -1, Settle(a.Ptr, a.ID))
+		assert.Zero(t, activeBlocks(t))
+	})
+	t.Run("passed on by the end, it is the enclosing scope's", func(t *testing.T) {
+		outer, err := Begin(0, 0, "server")
+		require.NoError(t, err)
+		id, err := Begin(0, outer, "request")
+		require.NoError(t, err)
+		a := allocated(t, id, 4096)
+		require.NoError(t, End(id, false))
+		assert.Equal(t, outer, Settle(a.Ptr, a.ID))
+		require.NoError(t, FreeID(0, a.Ptr, a.ID, 4096, 0))
+		require.NoError(t, End(outer, false))
+		assert.Zero(t, activeBlocks(t))
+	})
+	t.Run("met while the end is under way, it is freed once", func(t *testing.T) {
+		id, err := Begin(0, 0, "request")
+		require.NoError(t, err)
+		a := allocated(t, id, 4096)
+		settled := int64(0)
+		f.mu.Lock()
+		f.ending = func() { settled = Settle(a.Ptr, a.ID) }
+		f.mu.Unlock()
+		require.NoError(t, End(id, true), "the end freed nothing twice")
+		assert.EqualValues(t, -1, settled)
+		assert.Contains(t, string(Stats(0, 0)), "ended with no buffer live", "the end found it settled")
+		assert.Zero(t, activeBlocks(t))
+	})
+}

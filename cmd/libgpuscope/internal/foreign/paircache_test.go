@@ -22,6 +22,9 @@ type fakePairs struct {
 	// pause, where set, runs once in Take after the blocks left the cache
 	// and before Take returns: the window a test replays.
 	pause func()
+	// ending, where set, runs once in End, as a scope's end has begun and
+	// before it settles what the table holds.
+	ending func()
 }
 
 type fakeBlock struct {
@@ -50,6 +53,10 @@ func (f *fakePairs) Begin(int, int64, bool) {}
 func (f *fakePairs) End(_ int, scope, _ int64, _ bool, out *[PairCacheOut]Block) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ending := f.ending; ending != nil {
+		f.ending = nil
+		ending()
+	}
 	n, kept := 0, f.blocks[:0]
 	for _, b := range f.blocks {
 		if b.scope == scope {

@@ -92,10 +92,12 @@ func openHost(o deviceOptions) (*Device, error) {
 // OpenDriver opens a device over drv, a driver of the caller's own (package
 // gpu/driver says what one implements): a fake that a test controls, such
 // as gputest.OpenFaulty's, or a device gpuscope has no driver for. name is
-// the device's name in errors, snapshots and gputest.Devices: kept where it
-// ends in a number ("cuda:0"), and otherwise a kind, to which the device
-// adds ":N", the lowest number no open device of that kind has ("fake"
-// opens "fake:0", then "fake:1"), so that open devices have distinct names. The device owns drv: its Close closes drv, and so
+// the device's name in errors, snapshots and gputest.Devices: kept as
+// given where it ends in ":" and a number ("cuda:0": the hardware's
+// number, which two devices over one GPU share), and otherwise a kind, to
+// which the device adds ":N", the lowest number no open device of that
+// kind has ("fake" opens "fake:0", then "fake:1"), so that devices of a
+// kind have distinct names. The device owns drv: its Close closes drv, and so
 // does a failed OpenDriver. [HostMemory] means nothing to it and is an
 // error.
 func OpenDriver(drv driver.Driver, name string, opts ...DeviceOption) (*Device, error) {

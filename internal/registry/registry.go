@@ -51,9 +51,10 @@ var state struct {
 var numbered = regexp.MustCompile(`:[0-9]+$`)
 
 // Claim returns the name of a device about to be registered: name itself
-// where it ends in its number ("cuda:0"), and otherwise name and the
-// lowest number that no device registered or claimed has ("host" gives
-// "host:0", then "host:1"), so that two open devices never share a name.
+// where it ends in its number ("cuda:0", which two devices over one GPU
+// share), and otherwise name and the lowest number that no device
+// registered or claimed has ("host" gives "host:0", then "host:1"), so
+// that two devices of a kind never share a name.
 // The name is the device's once Register is called with it.
 func Claim(name string) string {
 	state.mu.Lock()

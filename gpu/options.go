@@ -162,6 +162,7 @@ const (
 	givenWait
 	givenStream
 	givenEvictable
+	givenSleepable
 )
 
 // once records that the option of bit, name, was given; a second time is

@@ -54,6 +54,7 @@ func TestAnOptionGivenTwiceIsRefused(t *testing.T) {
 		"Zeroed":        {gpu.Zeroed(), gpu.Zeroed()},
 		"WaitForMemory": {gpu.WaitForMemory(), gpu.WaitForMemory()},
 		"Evictable":     {gpu.Evictable(0), gpu.Evictable(1)},
+		"Sleepable":     {gpu.Sleepable(), gpu.Sleepable()},
 	} {
 		_, err := dev.NewScope(opts...)
 		assert.EqualError(t, err, "gpu: "+name+" given twice: give each option once")

@@ -32,7 +32,7 @@ import (
 // pages (a GPU, and the host device on Linux): elsewhere the open fails
 // with ErrNotSupported. docs/sleep.md says how it works.
 func Sleepable() ScopeOption {
-	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.sleepable = true; return o })
+	return scopeOptionFunc(func(o scopeOptions) scopeOptions { o.once(givenSleepable, "Sleepable"); o.sleepable = true; return o })
 }
 
 // Contents says what [Scope.Sleep] does with what the scope's buffers hold.

@@ -82,9 +82,20 @@ void gpuscope_record_stream(void *ptr, void *stream);
  * gpuscope_scope_begin, in that scope (so that each framework may keep its
  * own). malloc returns 0 on failure (gpuscope.py's use_cupy raises CuPy's
  * OutOfMemoryError for it). CuPy passes no stream: its memory is the
- * default stream's. */
+ * default stream's.
+ *
+ * gpuscope_cupy_stream_malloc and gpuscope_cupy_stream_free are
+ * gpuscope_alloc and gpuscope_free in CuPy's form, for one stream: param
+ * is the stream (a cudaStream_t) that was CuPy's current one as it
+ * allocated, so that a block freed is reused at once on that stream and on
+ * another only once the work queued on it has completed, as CuPy's pool
+ * keeps a stream's blocks for its stream (gpuscope.py's use_cupy makes a
+ * CFunctionAllocator for each stream CuPy allocates on). The stream must
+ * outlive what was allocated for it. */
 intptr_t gpuscope_cupy_malloc(intptr_t param, size_t size, int device);
 void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device);
+intptr_t gpuscope_cupy_stream_malloc(intptr_t stream, size_t size, int device);
+void gpuscope_cupy_stream_free(intptr_t stream, intptr_t ptr, int device);
 
 /* GPUSCOPE_FREE_LIVE, for gpuscope_scope_end: the libraries are done with
  * what they still hold in the scope; free it. */

@@ -372,8 +372,9 @@ def cupy_pair_report(rows):
         out.append(f"             against the pool: freelist {med['freelist'] / med['pool']:.3f}, "
                    f"gpuscope {med['gpuscope'] / med['pool']:.3f}")
         if "gpuscope-unchecked" in med:
-            out.append(f"             use_cupy's check of the pointer (CuPy's OutOfMemoryError) costs "
-                       f"{med['gpuscope'] - med['gpuscope-unchecked']:.0f} ns a pair; unchecked / freelist "
+            out.append(f"             use_cupy's function (the current stream's allocator, the check of the pointer for "
+                       f"CuPy's OutOfMemoryError) costs {med['gpuscope'] - med['gpuscope-unchecked']:.0f} ns a pair; "
+                       f"unchecked / freelist "
                        f"{med['gpuscope-unchecked'] / med['freelist']:.3f}")
         g = [r[s]["gpuscope"] for r in rows]
         out.append("             gpuscope, each process: " + "; ".join(

@@ -403,10 +403,11 @@ class Report(unittest.TestCase):
         self.assertEqual(3, sum("1.150 (target <= 1.10) -> MISSED" in x for x in out), "\n".join(out))
         self.assertIn("-> MISSED (NOT RUN)", self.line(self.logs({}), "cupy.empty + del from Python"))
 
-    def test_cupys_pair_shows_what_use_cupys_check_costs(self):
+    def test_cupys_pair_shows_what_use_cupys_function_costs(self):
         rows = [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2150.0, "gpuscope-unchecked": 2110.0})]
         out = self.logs({"cupy_pair.jsonl": rows})
-        self.assertEqual(3, sum("check of the pointer (CuPy's OutOfMemoryError) costs 40 ns a pair; unchecked / freelist 1.055" in x
+        self.assertEqual(3, sum("the current stream's allocator, the check of the pointer for CuPy's OutOfMemoryError) "
+                                "costs 40 ns a pair; unchecked / freelist 1.055" in x
                                 for x in out), "\n".join(out))
 
 

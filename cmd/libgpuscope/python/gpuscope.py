@@ -135,6 +135,10 @@ def _declare(lib):
     lib.gpuscope_cupy_malloc.argtypes = [c.c_ssize_t, c.c_size_t, c.c_int]
     lib.gpuscope_cupy_free.restype = None
     lib.gpuscope_cupy_free.argtypes = [c.c_ssize_t, c.c_ssize_t, c.c_int]
+    lib.gpuscope_cupy_stream_malloc.restype = c.c_ssize_t
+    lib.gpuscope_cupy_stream_malloc.argtypes = [c.c_ssize_t, c.c_size_t, c.c_int]
+    lib.gpuscope_cupy_stream_free.restype = None
+    lib.gpuscope_cupy_stream_free.argtypes = [c.c_ssize_t, c.c_ssize_t, c.c_int]
     lib.gpuscope_scope_begin.restype = c.c_int64
     lib.gpuscope_scope_begin.argtypes = [c.c_int, c.c_char_p]
     lib.gpuscope_scope_begin_flags.restype = c.c_int64
@@ -365,27 +369,56 @@ def _load_shim(so):
 
 def use_cupy(lib_path=None):
     """Makes CuPy allocate device memory through gpuscope (its memory pool
-    is then unused), and returns CuPy's allocator object. An allocation
-    gpuscope refuses for want of memory raises
+    is then unused), and returns CuPy's allocator object for the default
+    stream. An allocation gpuscope refuses for want of memory raises
     cupy.cuda.memory.OutOfMemoryError, with gpuscope's message as a note
     and its cause: CuPy's CFunctionAllocator takes a NULL for an array at
     address 0, so the callable given to cupy.cuda.set_allocator checks the
-    pointer first."""
+    pointer first.
+
+    CuPy's pool keeps a block freed under a stream for that stream's later
+    allocations, since kernels queued there may still read it; its
+    CFunctionAllocator passes gpuscope no stream. So the callable hands an
+    allocation made under another stream than the default one to a
+    CFunctionAllocator of that stream's (gpuscope_cupy_stream_malloc): the
+    block is reused at once on that stream, and on another only once the
+    work queued on it at the free has completed. gpuscope waits on such a
+    stream later, so the callable keeps each stream object it met alive
+    for the process's life (CuPy destroys a stream when its object goes)."""
     import cupy
 
     lib = load(lib_path)
     addr = ctypes.cast(lib.gpuscope_cupy_malloc, ctypes.c_void_p).value
     free = ctypes.cast(lib.gpuscope_cupy_free, ctypes.c_void_p).value
     alloc = cupy.cuda.memory.CFunctionAllocator(0, addr, free, lib)
-    cupy.cuda.set_allocator(_cupy_malloc(alloc.malloc, cupy.cuda.memory.OutOfMemoryError))
+
+    def on_stream(stream):
+        malloc = ctypes.cast(lib.gpuscope_cupy_stream_malloc, ctypes.c_void_p).value
+        free = ctypes.cast(lib.gpuscope_cupy_stream_free, ctypes.c_void_p).value
+        return cupy.cuda.memory.CFunctionAllocator(stream.ptr, malloc, free, (lib, stream)).malloc
+
+    cupy.cuda.set_allocator(_cupy_malloc(alloc.malloc, on_stream, cupy.cuda.get_current_stream,
+                                         cupy.cuda.memory.OutOfMemoryError))
     return alloc
 
 
-def _cupy_malloc(malloc, oom):
-    """CuPy's allocation function over CFunctionAllocator's malloc, which
-    raises oom (CuPy's OutOfMemoryError) where it got NULL."""
+def _cupy_malloc(malloc, on_stream, current_stream, oom):
+    """CuPy's allocation function: CFunctionAllocator's malloc on the
+    default stream, else on_stream(stream)'s, made once a stream (a
+    stream's ptr names it: CuPy's streams compare so); it raises oom
+    (CuPy's OutOfMemoryError) where it got NULL."""
+    streams = {}  # a stream's ptr -> its allocation function; holds the stream
+    lock = threading.Lock()
+
+    def stream_malloc(stream):
+        with lock:
+            if stream.ptr not in streams:
+                streams[stream.ptr] = on_stream(stream)
+            return streams[stream.ptr]
+
     def gpuscope_malloc(size):
-        mem = malloc(size)
+        s = current_stream().ptr
+        mem = (malloc if s == 0 else streams.get(s) or stream_malloc(current_stream()))(size)
         if mem.ptr == 0 and size:
             _raise_cupy_oom(size, oom)
         return mem

@@ -375,7 +375,8 @@ class Frameworks(unittest.TestCase):
         seen = {}
         memory = types.SimpleNamespace(CFunctionAllocator=CFunctionAllocator, OutOfMemoryError=OutOfMemoryError)
         sys.modules["cupy"] = types.SimpleNamespace(
-            cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f)))
+            cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f),
+                                       get_current_stream=lambda: _NULL_STREAM))
         a = gpuscope.use_cupy()
         malloc = seen["allocator"]
         gpuscope.empty_cache()
@@ -406,7 +407,8 @@ class Frameworks(unittest.TestCase):
 
         memory = types.SimpleNamespace(CFunctionAllocator=CFunctionAllocator, OutOfMemoryError=MemoryError)
         sys.modules["cupy"] = types.SimpleNamespace(
-            cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f)))
+            cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f),
+                                       get_current_stream=lambda: _NULL_STREAM))
         a = gpuscope.use_cupy()
         self.assertEqual(seen["allocator"](4096).ptr, 1)
         self.assertEqual(seen["malloc"], 4096, "CuPy's allocation function is not CFunctionAllocator's malloc")
@@ -422,6 +424,52 @@ class Frameworks(unittest.TestCase):
             freefn(0, p, 0)
         self.assertEqual(gpuscope.stats()["allocated"], before)
         self.assertEqual(malloc(0, 0, 0), 0, "size 0 is refused with NULL")
+
+    def test_use_cupy_keeps_a_streams_blocks_on_it_as_cupys_pool_does(self):
+        # CuPy's pool gives a block freed under stream S only to later
+        # allocations under S. CFunctionAllocator passes no stream: a block
+        # that kernels on S still read when CuPy freed it served the next
+        # allocation on any stream at once.
+        streams = {"now": types.SimpleNamespace(ptr=0)}
+        memory = types.SimpleNamespace(CFunctionAllocator=_CupyCFunctionAllocator, OutOfMemoryError=MemoryError)
+        seen = {}
+        sys.modules["cupy"] = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f),
+            get_current_stream=lambda: streams["now"]))
+        gpuscope.use_cupy()
+        malloc = seen["allocator"]
+        failures = gpuscope.stats()["c_failures"]
+        side = types.SimpleNamespace(ptr=0x7200)  # a cupy.cuda.Stream
+        streams["now"] = side
+        a = malloc(4 * MiB)
+        p = a.ptr
+        a.free()  # CuPy drops the array while S's kernels may still read it
+        streams["now"] = types.SimpleNamespace(ptr=0)  # back on the default stream
+        b = malloc(4 * MiB)
+        self.assertNotEqual(b.ptr, p, "a block freed under a side stream served the default stream at once")
+        streams["now"] = side
+        c = malloc(4 * MiB)
+        self.assertEqual(c.ptr, p, "a block freed under a stream serves that stream's next allocation")
+        for m in (b, c):
+            m.free()
+        self.assertEqual(gpuscope.stats()["c_failures"], failures)
+
+_NULL_STREAM = types.SimpleNamespace(ptr=0)  # cupy.cuda.Stream.null
+
+
+class _CupyCFunctionAllocator:
+    """cupy.cuda.memory.CFunctionAllocator: malloc(param, size, device) for
+    an array, and free(param, ptr, device) when CuPy drops it (free())."""
+
+    def __init__(self, param, malloc, free, owner):
+        self.param, self.owner = param, owner
+        self.m = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_size_t, ctypes.c_int)(malloc)
+        self.f = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_int)(free)
+
+    def malloc(self, size):
+        ptr = self.m(self.param, size, 0) if size else 0
+        return types.SimpleNamespace(ptr=ptr, free=lambda: ptr and self.f(self.param, ptr, 0))
+
 
 class TorchShim(unittest.TestCase):
     """use_torch over PyTorch stand-ins (testdata/torchstandin, which

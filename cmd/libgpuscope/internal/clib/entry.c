@@ -30,6 +30,9 @@ static int tracked(int device, uintptr_t p, ssize_t size, uintptr_t stream, int6
 	return 1;
 }
 
+static inline __attribute__((always_inline)) void *allocFor(ssize_t size, int device, uintptr_t stream);
+static inline __attribute__((always_inline)) void freeFor(uintptr_t ptr, ssize_t size, int device, uintptr_t stream);
+
 void *gpuscope_alloc(ssize_t size, int device, void *stream) {
 	if (gs_forked("gpuscope_alloc")) {
 		return NULL;
@@ -37,19 +40,26 @@ void *gpuscope_alloc(ssize_t size, int device, void *stream) {
 	if (size == 0) {
 		return NULL; // quietly, as c10's allocator does (entry.go)
 	}
+	return allocFor(size, device, (uintptr_t)stream);
+}
+
+// allocFor allocates size bytes, not 0, on device for stream, in the
+// calling thread's scope or the one stream is bound to: gpuscope_alloc,
+// and gpuscope_cupy_stream_malloc.
+static inline void *allocFor(ssize_t size, int device, uintptr_t stream) {
 	for (;;) {
-		int64_t scope = gs_scope_of(device, (uintptr_t)stream);
+		int64_t scope = gs_scope_of(device, stream);
 		pc_block out[PC_RELEASED];
 		int nout, ncached;
-		void *ptr = pc_alloc(device, scope, size, (uintptr_t)stream, out, &nout, &ncached);
+		void *ptr = pc_alloc(device, scope, size, stream, out, &nout, &ncached);
 		if (ptr != NULL) {
 			return ptr;
 		}
 		int ended = 0;
 		uint64_t id = 0;
-		uintptr_t p = gpuscopeGoAlloc(size, device, (uintptr_t)stream, scope, out, nout, ncached, &id, &ended);
+		uintptr_t p = gpuscopeGoAlloc(size, device, stream, scope, out, nout, ncached, &id, &ended);
 		if (!ended || scope == 0) {
-			if (tracked(device, p, size, (uintptr_t)stream, scope, id)) {
+			if (tracked(device, p, size, stream, scope, id)) {
 				return (void *)p;
 			}
 			if (scope == 0) {
@@ -75,15 +85,21 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
 	if (gs_forked("gpuscope_free") || ptr == NULL) {
 		return; // free(NULL) does nothing
 	}
+	freeFor((uintptr_t)ptr, size, device, (uintptr_t)stream);
+}
+
+// freeFor frees ptr, not 0, allocated for stream with size bytes (< 0:
+// unchecked): gpuscope_free, and gpuscope_cupy_stream_free.
+static inline void freeFor(uintptr_t ptr, ssize_t size, int device, uintptr_t stream) {
 	uint64_t id;
 	pc_block out[PC_RELEASED];
 	int nout;
-	int r = pc_free(device, (uintptr_t)ptr, size, (uintptr_t)stream, &id, out, &nout);
+	int r = pc_free(device, ptr, size, stream, &id, out, &nout);
 	if (r == PC_PASS) {
-		gpuscopeGoFree((uintptr_t)ptr, size, device, (uintptr_t)stream, id);
+		gpuscopeGoFree(ptr, size, device, stream, id);
 		return;
 	}
-	freed("gpuscope_free", r, device, (uintptr_t)ptr, out, nout);
+	freed("gpuscope_free", r, device, ptr, out, nout);
 }
 
 void gpuscope_record_stream(void *ptr, void *stream) {
@@ -143,6 +159,27 @@ void gpuscope_cupy_free(intptr_t param, intptr_t ptr, int device) {
 		return;
 	}
 	freed("gpuscope_cupy_free", r, device, (uintptr_t)ptr, out, nout);
+}
+
+// CuPy's allocator for one stream: param is the stream, which use_cupy's
+// function picks, one CFunctionAllocator a stream, as CuPy's pool keeps a
+// stream's blocks for that stream.
+intptr_t gpuscope_cupy_stream_malloc(intptr_t stream, size_t size, int device) {
+	if (gs_forked("gpuscope_cupy_stream_malloc")) {
+		return 0;
+	}
+	if (size == 0) {
+		return 0; // quietly, as gpuscope_alloc
+	}
+	// A size past SSIZE_MAX reaches Go negative, where it is refused.
+	return (intptr_t)allocFor((ssize_t)size, device, (uintptr_t)stream);
+}
+
+void gpuscope_cupy_stream_free(intptr_t stream, intptr_t ptr, int device) {
+	if (gs_forked("gpuscope_cupy_stream_free") || ptr == 0) {
+		return;
+	}
+	freeFor((uintptr_t)ptr, -1, device, (uintptr_t)stream);
 }
 
 int64_t gpuscope_scope_begin(int device, const char *name) {

@@ -74,7 +74,7 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream);
 /* PyTorch's record_stream (the pluggable allocator's record_stream_fn):
  * work on stream uses ptr, so that its memory is not reused elsewhere
  * before that work has completed; the default stream (NULL) too, for a
- * block of another stream. */
+ * block of another stream. A NULL ptr (an empty tensor's) does nothing. */
 void gpuscope_record_stream(void *ptr, void *stream);
 
 /* CuPy's cupy.cuda.memory.CFunctionAllocator. param 0 allocates in the

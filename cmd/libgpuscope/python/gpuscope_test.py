@@ -554,6 +554,14 @@ class TorchShim(unittest.TestCase):
         self.assertEqual(gpuscope.stats()["c_failures"], failures, "gpuscope refused the record")
         t.free(p)
 
+    def test_record_stream_of_an_empty_tensor_does_nothing(self):
+        # An empty tensor's storage has no memory: PyTorch's wrapper hands
+        # record_stream its NULL (ProcessGroupNCCL records every input),
+        # which c10's allocator skips quietly.
+        failures = gpuscope.stats()["c_failures"]
+        self.torch.record_stream(0, 0x7100)
+        self.assertEqual(gpuscope.stats()["c_failures"], failures, "record_stream(NULL) failed")
+
     def test_graph_capture_is_refused_with_why(self):
         with self.assertRaisesRegex(RuntimeError, r"CUDA graph capture \(torch.cuda.graph\)"):
             self.torch.cuda.graph_capture()

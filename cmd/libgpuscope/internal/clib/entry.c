@@ -103,8 +103,8 @@ static inline void freeFor(uintptr_t ptr, ssize_t size, int device, uintptr_t st
 }
 
 void gpuscope_record_stream(void *ptr, void *stream) {
-	if (gs_forked("gpuscope_record_stream")) {
-		return;
+	if (gs_forked("gpuscope_record_stream") || ptr == NULL) {
+		return; // an empty tensor's: no memory, as c10's allocator skips it
 	}
 	if (pc_record((uintptr_t)ptr) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_record_stream", (uintptr_t)ptr);

@@ -242,9 +242,9 @@ def use_torch(lib_path=None, shim=True):
     Tensor.record_stream, torch.cuda.empty_cache and
     set_per_process_memory_fraction. Its C++ class has the hooks, so
     use_torch compiles torch_shim.cpp (beside this file) against the
-    PyTorch it runs with, with g++, into $GPUSCOPE_BUILD_DIR or a folder of
-    the system's temporary directory (once; later calls load it from
-    there), and wires them: an allocation past the cap raises
+    PyTorch it runs with, with g++, into $GPUSCOPE_BUILD_DIR or the user's
+    cache, ~/.cache/gpuscope (once; later calls load it from there), and
+    wires them: an allocation past the cap raises
     torch.cuda.OutOfMemoryError with gpuscope's message, record_stream
     keeps memory from reuse until the stream's work has run, and
     empty_cache and the memory fraction act on gpuscope's pool.
@@ -304,18 +304,36 @@ def torch_shim():
 
 
 def _build_shim():
-    """Compiles torch_shim.cpp against the PyTorch imported, once, and
-    returns the library's path; raises GpuscopeError with why it could
-    not."""
+    """Compiles torch_shim.cpp against the PyTorch imported, once for this
+    source and PyTorch, and returns the library's path; raises
+    GpuscopeError with why it could not.
+
+    The library goes into $GPUSCOPE_BUILD_DIR, else the user's cache
+    ($XDG_CACHE_HOME or ~/.cache)/gpuscope/torch-VERSION, as PyTorch's
+    extensions go to ~/.cache/torch_extensions: a fixed folder of the
+    system's temporary one could be another user's, with a library of
+    theirs in it; a folder of the cache that another user owns, or that
+    others can write, is refused. Its name holds a digest of the source, so
+    that a new gpuscope never loads the shim of an old one."""
+    import hashlib
     import subprocess
-    import tempfile
 
     import torch
 
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_shim.cpp")
-    folder = os.environ.get("GPUSCOPE_BUILD_DIR") or os.path.join(tempfile.gettempdir(), f"gpuscope-torch-{torch.__version__}")
-    so = os.path.join(folder, "torch_shim.so")
-    if os.path.exists(so) and os.path.getmtime(so) >= os.path.getmtime(src):
+    with open(src, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    folder = os.environ.get("GPUSCOPE_BUILD_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)  # the user's choice
+    else:
+        cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gpuscope")
+        folder = os.path.join(cache, f"torch-{torch.__version__}")
+        for f in (cache, folder):
+            os.makedirs(f, mode=0o700, exist_ok=True)
+            _only_mine(f)
+    so = os.path.join(folder, f"torch_shim-{digest}.so")
+    if os.path.exists(so):
         return so
     try:
         from torch.utils import cpp_extension
@@ -328,7 +346,6 @@ def _build_shim():
             libs = cpp_extension.library_paths(cuda=True)
     except Exception as e:  # noqa: BLE001 - any failure here is why the shim is missing
         raise GpuscopeError(f"PyTorch's headers were not found: {type(e).__name__}: {e}") from e
-    os.makedirs(folder, exist_ok=True)
     tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
     cmd = (["g++", "-O2", "-std=c++17", "-shared", "-fPIC",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
@@ -342,6 +359,15 @@ def _build_shim():
         raise GpuscopeError(f"compiling {src} failed:\n{r.stderr[-4000:]}")
     os.replace(tmp, so)
     return so
+
+
+def _only_mine(path):
+    """Raises GpuscopeError where the folder path is another user's, or
+    others can write it: the shim is loaded from there."""
+    st = os.stat(path)
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise GpuscopeError(f"{path} is owned by uid {st.st_uid} with mode {st.st_mode & 0o777:o}, and others can write it: "
+                            "gpuscope loads no library from there; set GPUSCOPE_BUILD_DIR to a folder of yours alone")
 
 
 class _TorchFns(ctypes.Structure):

@@ -359,6 +359,33 @@ class Frameworks(unittest.TestCase):
         self.assertEqual(gpuscope.torch_shim()["wired"], False)
         self.assertIn("PyTorch's headers were not found", gpuscope.torch_shim()["why"])
 
+    def test_the_shim_is_loaded_from_no_folder_others_can_write(self):
+        # use_torch loads the shim it built before: from a folder that
+        # another user can write (it was a fixed name in /tmp), that user
+        # chooses the code this process runs.
+        sys.modules["torch"] = types.SimpleNamespace(__version__="planted")
+        with tempfile.TemporaryDirectory() as d:
+            cache = os.path.join(d, "gpuscope")
+            os.makedirs(os.path.join(cache, "torch-planted"))
+            os.chmod(cache, 0o777)
+            with mock.patch.dict(os.environ, {"XDG_CACHE_HOME": d, "GPUSCOPE_BUILD_DIR": ""}), \
+                    self.assertRaisesRegex(gpuscope.GpuscopeError, "others can write"):
+                gpuscope._build_shim()
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o777)  # as /tmp is, but for its sticky bit
+            with mock.patch.dict(os.environ, {"XDG_CACHE_HOME": os.path.join(d, "cache")}), \
+                    mock.patch.object(tempfile, "tempdir", d), mock.patch.dict(os.environ, {"GPUSCOPE_BUILD_DIR": ""}):
+                os.makedirs(os.path.join(d, "gpuscope-torch-planted"))
+                with open(os.path.join(d, "gpuscope-torch-planted", "torch_shim.so"), "w") as f:
+                    f.write("another user's library")
+                try:
+                    got = gpuscope._build_shim()
+                except gpuscope.GpuscopeError as e:
+                    got = str(e)
+                self.assertNotIn(os.path.join(d, "gpuscope-torch-planted"), got)
+                self.assertEqual(0o700, os.stat(os.path.join(d, "cache", "gpuscope")).st_mode & 0o777,
+                                 "the user's cache folder of gpuscope is the user's alone")
+
     def test_use_cupy_raises_cupys_out_of_memory_error_past_the_cap(self):
         class OutOfMemoryError(MemoryError):
             def __init__(self, size, total, limit=0):

@@ -122,10 +122,9 @@ static size_t place(pc_entry *table, size_t cap, uintptr_t ptr) {
 	return i;
 }
 
-// grow doubles d's table, or makes its first; 0 where memory ran out (the
-// table is as it was). Called with d->mu held.
-static int grow(pc_device *d) {
-	size_t cap = d->cap == 0 ? PC_TABLE_MIN : 2 * d->cap;
+// resize moves d's table to cap places, a power of two; 0 where memory
+// ran out (the table is as it was). Called with d->mu held.
+static int resize(pc_device *d, size_t cap) {
 	pc_entry *t = calloc(cap, sizeof t[0]);
 	if (t == NULL) {
 		return 0;
@@ -141,9 +140,27 @@ static int grow(pc_device *d) {
 	return 1;
 }
 
+// grow doubles d's table, or makes its first; 0 where memory ran out (the
+// table is as it was). Called with d->mu held.
+static int grow(pc_device *d) { return resize(d, d->cap == 0 ? PC_TABLE_MIN : 2 * d->cap); }
+
+// shrink makes d's table smaller where it is less than an eighth full, to
+// about a quarter, so that a burst of live allocations does not leave it
+// large for good: every scope's end reads it whole, under d->mu. Called
+// with d->mu held, never while the caller walks the table's places.
+static void shrink(pc_device *d) {
+	if (d->cap > PC_TABLE_MIN && 8 * d->n < d->cap) {
+		size_t cap = PC_TABLE_MIN;
+		while (cap < 4 * d->n) {
+			cap *= 2;
+		}
+		resize(d, cap); // where memory ran out, the table stays as large
+	}
+}
+
 // removeAt deletes the entry at place i, moving later entries of its probe
 // run back so that no lookup stops early; an entry from later may then sit
-// at i. Called with d->mu held.
+// at i. Called with d->mu held; shrink after.
 static void removeAt(pc_device *d, size_t i) {
 	size_t mask = d->cap - 1;
 	for (size_t j = i;;) {
@@ -199,6 +216,7 @@ static int takeAll(pc_device *d, pc_block *out) {
 		forget(d, d->cache[k].ptr);
 	}
 	d->ncached = 0;
+	shrink(d);
 	return n;
 }
 
@@ -309,6 +327,7 @@ int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id
 	} else if ((size >= 0 && e->size != size) || e->stream != stream || e->recorded) {
 		*id = e->id;
 		removeAt(d, (size_t)(e - d->table));
+		shrink(d);
 	} else {
 		e->cached = 1;
 		pc_cached c = {ptr, e->size, stream, e->scope, e->id};
@@ -316,6 +335,7 @@ int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id
 			d->released[d->nreleased++] = d->cache[0];
 			forget(d, d->cache[0].ptr);
 			uncache(d, 0);
+			shrink(d);
 		}
 		d->cache[d->ncached++] = c;
 		if (d->nreleased == PC_RELEASED) {
@@ -414,6 +434,7 @@ int pc_end(int dev, int64_t scope, int64_t parent, int free_live, pc_block *out)
 		}
 		i++;
 	}
+	shrink(d);
 	pthread_mutex_unlock(&d->mu);
 	return n;
 }
@@ -516,6 +537,20 @@ int pc_evict(int dev, uintptr_t ptr, pc_block *out) {
 			n = 1;
 		}
 	}
+	shrink(d);
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+// pc_places returns how many places device dev's table has: it grows
+// with what it tracks, and shrinks again.
+size_t pc_places(int dev) {
+	if ((unsigned)dev >= PC_DEVICES) {
+		return 0;
+	}
+	pc_device *d = &pc[dev];
+	pthread_mutex_lock(&d->mu);
+	size_t n = d->cap;
 	pthread_mutex_unlock(&d->mu);
 	return n;
 }

@@ -6,6 +6,7 @@
 #ifndef GPUSCOPE_PAIRCACHE_H
 #define GPUSCOPE_PAIRCACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -55,5 +56,6 @@ PC_INTERNAL int pc_take(int dev, pc_block *out);
 PC_INTERNAL int pc_list(int dev, pc_view *out);
 PC_INTERNAL int pc_evict(int dev, uintptr_t ptr, pc_block *out);
 PC_INTERNAL void pc_counts(int dev, int64_t *hits, int64_t *allocs);
+PC_INTERNAL size_t pc_places(int dev);
 
 #endif

@@ -19,6 +19,7 @@ void c_free(uintptr_t ptr, long size, uintptr_t stream);
 void c_record_stream(uintptr_t ptr, uintptr_t stream);
 int c_track_after_end(int dev);
 long c_ends_under_allocations(int threads, int rounds, int flags);
+size_t pc_places(int dev);
 uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
 */
@@ -160,3 +161,7 @@ func TrackAfterEnd(dev int) int { return int(C.c_track_after_end(C.int(dev))) }
 func EndsUnderAllocations(threads, rounds, flags int) int64 {
 	return int64(C.c_ends_under_allocations(C.int(threads), C.int(rounds), C.int(flags)))
 }
+
+// TablePlaces returns how many places the pair cache's table of device 0
+// has (paircache.c's pc_places).
+func TablePlaces() int { return int(C.pc_places(0)) }

@@ -150,6 +150,7 @@ func Settle(ptr uintptr, id uint64) int64 {
 	if e.rec.ending.Load() {
 		_ = e.rec.scope.Free(e.buf) // the scope is open until its end has seen every shard
 		s.remove(k)
+		s.shrink()
 		return -1
 	}
 	if e.rec.streamOf != nil {
@@ -239,6 +240,7 @@ func free(i int, ptr uintptr, id uint64, size int64, stream uintptr) (late bool,
 	}
 	err = e.rec.scope.Free(e.buf)
 	s.remove(k)
+	s.shrink()
 	if err != nil {
 		return false, prefixed.Wrap("gpu", err, "freeing %#x", ptr)
 	}

@@ -85,9 +85,29 @@ func (s *shard) put(e entry, h uint64) {
 }
 
 // grow doubles the shard.
-func (s *shard) grow() {
+func (s *shard) grow() { s.resize(max(minShard, 2*len(s.entries))) }
+
+// minShard is the fewest places a shard has once it has any.
+const minShard = 16
+
+// shrink makes the shard smaller where it is less than an eighth full, to
+// about a quarter, so that a burst of live allocations does not leave it
+// large for good: every scope's end reads it whole. Called with s.mu held,
+// never while the caller walks its places.
+func (s *shard) shrink() {
+	if len(s.entries) > minShard && 8*s.n < len(s.entries) {
+		size := minShard
+		for size < 4*s.n {
+			size *= 2
+		}
+		s.resize(size)
+	}
+}
+
+// resize moves the shard's entries to size places, a power of two.
+func (s *shard) resize(size int) {
 	old := s.entries
-	s.entries = make([]entry, max(16, 2*len(old)))
+	s.entries = make([]entry, size)
 	s.n = 0
 	mask := uint64(len(s.entries) - 1)
 	for _, e := range old {
@@ -105,7 +125,7 @@ func (s *shard) grow() {
 
 // remove deletes the entry at index i, moving later entries of its probe
 // run back so that no lookup stops early (Knuth's algorithm R). Called
-// with s.mu held.
+// with s.mu held; shrink after.
 func (s *shard) remove(i int) {
 	mask := len(s.entries) - 1
 	for j := i; ; {
@@ -138,6 +158,7 @@ func (t *table) each(fn func(e *entry) (remove bool)) {
 			}
 			i++
 		}
+		s.shrink()
 		s.mu.Unlock()
 	}
 }

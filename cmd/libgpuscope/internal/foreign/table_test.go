@@ -40,6 +40,24 @@ func TestTableAgreesWithAMap(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(want), n)
+
+	// Emptied in a random order, shrinking as it goes, it finds the rest.
+	left := make([]uintptr, 0, len(want))
+	for ptr := range want {
+		left = append(left, ptr)
+	}
+	rng.Shuffle(len(left), func(i, j int) { left[i], left[j] = left[j], left[i] })
+	for k, ptr := range left {
+		s.remove(s.find(ptr, hash(ptr)))
+		s.shrink()
+		if k%97 == 0 {
+			for _, p := range left[k+1:] {
+				require.GreaterOrEqual(t, s.find(p, hash(p)), 0, "%#x lost as the shard shrank", p)
+			}
+		}
+	}
+	require.Zero(t, s.n)
+	require.Len(t, s.entries, minShard)
 }
 
 func TestTableEachRemovesWhatItIsAskedTo(t *testing.T) {
@@ -91,5 +109,42 @@ func TestAlignedAddressesSpread(t *testing.T) {
 		}
 		require.Less(t, float64(probes)/n, 2.0, "mean probe run for addresses %d bytes apart", align)
 		require.Less(t, most, 3*n/tableShards, "the fullest shard for addresses %d bytes apart", align)
+	}
+}
+
+// places returns how many places the table's shards have.
+func places() int {
+	n := 0
+	for k := range tbl.shards {
+		s := &tbl.shards[k]
+		s.mu.Lock()
+		n += len(s.entries)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// The table grows with the live allocations and shrinks once they are
+// freed, by a free or by a scope's end: a burst of live allocations left
+// it large for good, and every scope's end reads it whole.
+func TestTheTableShrinksOnceItsAllocationsAreFreed(t *testing.T) {
+	hostDevice(t)
+	const n = 20000
+	for _, how := range []string{"freed", "ended"} {
+		id, err := Begin(0, 0, "burst")
+		require.NoError(t, err)
+		p := make([]uintptr, n)
+		for k := range p {
+			p[k], err = Alloc(0, id, 512, 0)
+			require.NoError(t, err)
+		}
+		require.GreaterOrEqual(t, places(), 2*n, "the table holds every allocation")
+		if how == "freed" {
+			for _, q := range p {
+				require.NoError(t, Free(0, q, 512, 0))
+			}
+		}
+		require.NoError(t, End(id, true))
+		require.LessOrEqual(t, places(), tableShards*minShard, "%s: the table stayed large", how)
 	}
 }

@@ -106,7 +106,7 @@ void gpuscope_record_stream(void *ptr, void *stream) {
 	if (gs_forked("gpuscope_record_stream") || ptr == NULL) {
 		return; // an empty tensor's: no memory, as c10's allocator skips it
 	}
-	if (pc_record((uintptr_t)ptr) == PC_FREED) {
+	if (pc_record((uintptr_t)ptr, (uintptr_t)stream) == PC_FREED) {
 		gpuscopeGoFreedAlready("gpuscope_record_stream", (uintptr_t)ptr);
 		return;
 	}

@@ -347,10 +347,11 @@ int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id
 	return r;
 }
 
-// pc_record prepares a record_stream of ptr, on any device: PC_FREED where
-// ptr is in a cache, or evicted and waiting; else the table marks it never to be cached, and it
-// returns PC_PASS.
-int pc_record(uintptr_t ptr) {
+// pc_record prepares a record_stream of ptr on stream, on any device:
+// PC_FREED where ptr is in a cache, or evicted and waiting; else, where
+// stream is not the allocation's own (whose record does nothing), the
+// table marks it never to be cached, and it returns PC_PASS.
+int pc_record(uintptr_t ptr, uintptr_t stream) {
 	uint64_t on = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 	for (int k = 0; on != 0; k++, on >>= 1) {
 		pc_device *d = (on & 1) ? device(k) : NULL;
@@ -362,7 +363,7 @@ int pc_record(uintptr_t ptr) {
 		int r = PC_PASS;
 		if ((e != NULL && e->cached) || (e == NULL && evicted(d, ptr))) {
 			r = PC_FREED;
-		} else if (e != NULL) {
+		} else if (e != NULL && e->stream != stream) {
 			e->recorded = 1;
 		}
 		pthread_mutex_unlock(&d->mu);

@@ -47,7 +47,7 @@ enum {
 PC_INTERNAL void *pc_alloc(int dev, int64_t scope, ssize_t size, uintptr_t stream, pc_block *out, int *nout, int *ncached);
 PC_INTERNAL int pc_track(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, int64_t scope, uint64_t id);
 PC_INTERNAL int pc_free(int dev, uintptr_t ptr, ssize_t size, uintptr_t stream, uint64_t *id, pc_block *out, int *nout);
-PC_INTERNAL int pc_record(uintptr_t ptr);
+PC_INTERNAL int pc_record(uintptr_t ptr, uintptr_t stream);
 PC_INTERNAL void pc_begin(int dev, int64_t scope, int track);
 PC_INTERNAL int pc_end(int dev, int64_t scope, int64_t parent, int free_live, pc_block *out);
 PC_INTERNAL int pc_set(int dev, int on, pc_block *out);

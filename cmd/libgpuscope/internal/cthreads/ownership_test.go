@@ -119,3 +119,27 @@ func TestScopesEndUnderAllocationsFromCThreads(t *testing.T) {
 		assert.Zero(t, st.Active, "flags %d: blocks live", flags)
 	}
 }
+
+// A record_stream that names the allocation's own stream does nothing
+// (foreign's RecordStream), and leaves the block to the pair cache: it
+// kept the block from the cache for good, as one recorded on another
+// stream is.
+func TestARecordOnTheOwnStreamLeavesTheBlockToThePairCache(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	var st struct {
+		Hits int64 `json:"c_pair_hits"`
+	}
+	for _, stream := range []uintptr{0, 0x5000} {
+		require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+		hits := st.Hits
+		p := cthreads.TorchAlloc(12345, stream)
+		require.NotZero(t, p)
+		cthreads.RecordStream(p, stream)
+		cthreads.TorchFree(p, 12345, stream)
+		q := cthreads.TorchAlloc(12345, stream)
+		assert.Equal(t, p, q, "stream %#x: the block freed was not served again", stream)
+		cthreads.TorchFree(q, 12345, stream)
+		require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+		assert.Equal(t, hits+1, st.Hits, "stream %#x: the pair cache did not serve it", stream)
+	}
+}

@@ -123,8 +123,10 @@ void gpuscope_cupy_stream_free(intptr_t stream, intptr_t ptr, int device);
  * until the scope ends: a thread with no scope of its own on the scope's
  * device that allocates for that stream allocates in it (PyTorch's autograd
  * thread, which runs every backward pass on the stream of its forward). A
- * thread's own scope comes first. A stream is bound to one open scope at a
- * time, 64 a device. It returns 0, or < 0 on failure.
+ * thread's own scope comes first. A scope begun inside the one a stream is
+ * bound to may bind it too, over it, until it ends (scopes nest); any
+ * other scope's bind of a bound stream fails. A device holds 64 bindings.
+ * It returns 0, or < 0 on failure.
  *
  * gpuscope_scope_stats writes the scope's counters as JSON ("path",
  * "live": its bytes with its children's, "peak", "allocations": its own

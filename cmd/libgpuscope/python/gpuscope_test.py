@@ -128,6 +128,41 @@ class Scopes(unittest.TestCase):
             lib().gpuscope_free(got[0], MiB, 0, side)
             free(got[1], 2 * MiB)
 
+    def test_a_scope_inside_a_bound_one_binds_its_stream_until_it_ends(self):
+        # Scopes nest, as PyTorch's use_mem_pool and CuPy's using_allocator
+        # do: a step's scope inside a training scope, each bound to the
+        # stream autograd works on. The inner bind was refused, so that no
+        # code could open a bound scope inside another.
+        side = 0x7300
+        got = []
+
+        def autograd():  # a thread of the framework's, with no scope
+            got.append(lib().gpuscope_alloc(MiB, 0, side))
+
+        def on_its_thread(fn):
+            t = threading.Thread(target=fn)
+            t.start()
+            t.join()
+
+        with gpuscope.scope("train", stream=side):
+            with gpuscope.scope("step", stream=side):
+                on_its_thread(autograd)
+                self.assertRegex(row("step"), r"^1\.00 MiB", "the innermost bound scope takes the stream")
+                lib().gpuscope_free(got.pop(), MiB, 0, side)
+            on_its_thread(autograd)
+            self.assertRegex(row("train"), r"^1\.00 MiB", "the stream is the outer scope's again")
+            lib().gpuscope_free(got.pop(), MiB, 0, side)
+
+            def sibling():  # another thread's scope is no scope inside train
+                try:
+                    with gpuscope.scope("other", stream=side):
+                        pass
+                except gpuscope.GpuscopeError as e:
+                    got.append(str(e))
+
+            on_its_thread(sibling)
+            self.assertRegex(got.pop(), "is bound to scope .*, which is open")
+
     def test_an_error_at_the_end_never_replaces_the_blocks_exception(self):
         inner = gpuscope.scope("inner")
         with self.assertRaises(KeyError) as caught:

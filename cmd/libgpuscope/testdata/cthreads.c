@@ -328,6 +328,13 @@ static long long live(int64_t scope) {
 	return p == NULL ? -2 : atoll(p + 7);
 }
 
+// begin_sibling begins a scope on a thread of its own, which leaves it
+// open: a sibling of the caller's scopes.
+static void *begin_sibling(void *arg) {
+	*(int64_t *)arg = gpuscope_scope_begin(0, "other");
+	return NULL;
+}
+
 static void *end_elsewhere(void *arg) {
 	CHECK(gpuscope_scope_end(*(int64_t *)arg, 0) == 0, "end from another thread");
 	return NULL;
@@ -386,15 +393,31 @@ static void thread_scopes(void) {
 	CHECK(strstr(summary(), "req") == NULL, "a request's scope is left:\n%s", text);
 
 	CHECK(gpuscope_scope_bind(mine, STREAM) == 0, "bind");
-	int64_t other = gpuscope_scope_begin(0, "other");
-	CHECK(gpuscope_scope_bind(other, STREAM) < 0, "a stream bound to two open scopes");
-	void *got[2];
+	int64_t other = 0;
 	pthread_t th;
+	pthread_create(&th, NULL, begin_sibling, &other);
+	pthread_join(th, NULL);
+	CHECK(other > 0 && gpuscope_scope_bind(other, STREAM) < 0, "a stream bound to two open sibling scopes");
+	void *got[2];
 	pthread_create(&th, NULL, scopeless, got);
 	pthread_join(th, NULL);
 	CHECK(live(mine) == 8192, "the bound stream's allocation is not in main's scope: %lld", live(mine));
 	CHECK(live(other) == 0, "other holds %lld", live(other));
 	CHECK(stat("active_blocks") == 2, "two live: %s", text);
+	gpuscope_free(got[0], 8192, 0, STREAM);
+	gpuscope_free(got[1], 8192, 0, NULL);
+	// A scope inside the bound one binds the stream over it, until it ends.
+	int64_t inner = gpuscope_scope_begin(0, "inner");
+	CHECK(gpuscope_scope_bind(inner, STREAM) == 0, "a scope inside the bound one binds its stream");
+	pthread_create(&th, NULL, scopeless, got);
+	pthread_join(th, NULL);
+	CHECK(live(inner) == 8192 && live(mine) == 8192, "the stream's allocation is not inner's: %lld", live(inner));
+	gpuscope_free(got[0], 8192, 0, STREAM);
+	gpuscope_free(got[1], 8192, 0, NULL);
+	CHECK(gpuscope_scope_end(inner, 0) == 0, "end inner");
+	pthread_create(&th, NULL, scopeless, got);
+	pthread_join(th, NULL);
+	CHECK(live(mine) == 8192, "the stream is not main's scope's again: %lld", live(mine));
 	gpuscope_free(got[0], 8192, 0, STREAM);
 	gpuscope_free(got[1], 8192, 0, NULL);
 	CHECK(gpuscope_scope_end(other, 0) == 0, "end other");

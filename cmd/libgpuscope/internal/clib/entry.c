@@ -229,20 +229,26 @@ int gpuscope_scope_bind(int64_t scope, void *stream) {
 	if (device < 0) {
 		return -1;
 	}
+	int64_t over = 0; // the scope scope is inside, which the stream is bound to
 	for (;;) {
 		int64_t other = 0;
-		switch (gs_bind(device, (uintptr_t)stream, scope, &other)) {
+		switch (gs_bind(device, (uintptr_t)stream, scope, over, &other)) {
 		case 0:
 			return 0;
 		case -1:
-			gpuscopeGoFail("gpuscope_scope_bind", "the device has 64 streams bound to scopes already: end one of those scopes first");
+			gpuscopeGoFail("gpuscope_scope_bind", "the device has 64 bindings of streams to scopes already: end one of those scopes first");
 			return -1;
 		}
-		if (gpuscopeGoScopeOpen(other)) {
+		switch (gpuscopeGoScopeWithin(scope, other)) {
+		case 1:
+			over = other; // scope is inside it: bind over it, until scope ends
+			continue;
+		case 0:
 			gpuscopeGoFailBound(scope, (uintptr_t)stream, other);
 			return -1;
 		}
 		gs_forget(other); // it ended: the stream is free
+		over = 0;
 	}
 }
 

@@ -223,11 +223,16 @@ func gpuscopeGoScopeDevice(scope C.int64_t) C.int {
 	return C.int(i)
 }
 
-// gpuscopeGoScopeOpen reports whether scope is open.
+// gpuscopeGoScopeWithin reports where scope is, for a bind of a stream
+// that other holds: 1 inside other, which is open, 0 not inside it, -1
+// where other is not open.
 //
-//export gpuscopeGoScopeOpen
-func gpuscopeGoScopeOpen(scope C.int64_t) C.int {
-	if foreign.IsOpen(int64(scope)) {
+//export gpuscopeGoScopeWithin
+func gpuscopeGoScopeWithin(scope, other C.int64_t) C.int {
+	switch open, inside := foreign.Within(int64(scope), int64(other)); {
+	case !open:
+		return -1
+	case inside:
 		return 1
 	}
 	return 0
@@ -238,7 +243,7 @@ func gpuscopeGoScopeOpen(scope C.int64_t) C.int {
 //
 //export gpuscopeGoFailBound
 func gpuscopeGoFailBound(scope C.int64_t, stream C.uintptr_t, other C.int64_t) {
-	fail("gpuscope_scope_bind", prefixed.Errorf("gpu", "stream %#x is bound to scope %d, which is open: scope %d is not bound to it", uintptr(stream), int64(other), int64(scope)))
+	fail("gpuscope_scope_bind", prefixed.Errorf("gpu", "stream %#x is bound to scope %d, which is open, and scope %d is not inside it: it is not bound to it", uintptr(stream), int64(other), int64(scope)))
 }
 
 //export gpuscopeGoScopeStats

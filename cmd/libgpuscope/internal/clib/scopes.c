@@ -42,8 +42,10 @@ static gs_thread *self(int make) {
 	return t;
 }
 
-// The streams of a device bound to scopes. Readers take no lock: a
-// sequence count, odd while a writer changes the entries, tells them to
+// The streams of a device bound to scopes. A scope begun inside the one a
+// stream is bound to may bind it too, over it, until it ends: a stream's
+// scope is the one of its entries that is deepest. Readers take no lock:
+// a sequence count, odd while a writer changes the entries, tells them to
 // read again.
 typedef struct {
 	pthread_mutex_t mu; // serializes writers
@@ -52,6 +54,7 @@ typedef struct {
 	struct {
 		uintptr_t stream;
 		int64_t id; // 0: a free entry
+		int depth;  // 1, or one more than the entry of the stream it binds over
 	} e[GS_BOUND];
 	char pad[64];
 } gs_device;
@@ -84,11 +87,17 @@ int64_t gs_bound_to(int dev, uintptr_t stream) {
 			continue; // a writer is at work
 		}
 		int64_t id = 0;
-		for (int k = 0; k < GS_BOUND; k++) {
-			if (__atomic_load_n(&b->e[k].stream, __ATOMIC_RELAXED) == stream &&
-			    __atomic_load_n(&b->e[k].id, __ATOMIC_RELAXED) != 0) {
-				id = __atomic_load_n(&b->e[k].id, __ATOMIC_RELAXED);
-				break;
+		int depth = 0, left = __atomic_load_n(&b->n, __ATOMIC_RELAXED); // entries in use not yet seen
+		for (int k = 0; k < GS_BOUND && left > 0; k++) {
+			int64_t e = __atomic_load_n(&b->e[k].id, __ATOMIC_RELAXED);
+			if (e == 0) {
+				continue;
+			}
+			left--;
+			int dk = __atomic_load_n(&b->e[k].depth, __ATOMIC_RELAXED);
+			if (dk > depth && __atomic_load_n(&b->e[k].stream, __ATOMIC_RELAXED) == stream) {
+				id = e;
+				depth = dk;
 			}
 		}
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -150,6 +159,7 @@ void gs_forget(int64_t id) {
 			if (b->e[j].id == id) {
 				__atomic_store_n(&b->e[j].id, 0, __ATOMIC_RELAXED);
 				__atomic_store_n(&b->e[j].stream, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&b->e[j].depth, 0, __ATOMIC_RELAXED);
 				__atomic_store_n(&b->n, b->n - 1, __ATOMIC_RELAXED);
 				__atomic_sub_fetch(&gs_bound, 1, __ATOMIC_RELAXED);
 			}
@@ -159,23 +169,32 @@ void gs_forget(int64_t id) {
 }
 
 // gs_bind binds stream on dev to the scope id: 0, or -1 where the device
-// has GS_BOUND streams bound, or -2 where stream is bound to another
-// scope, *other, which the caller asks Go about: if it has ended, it
-// forgets it and binds again.
-int gs_bind(int dev, uintptr_t stream, int64_t id, int64_t *other) {
+// has GS_BOUND entries, or -2 where stream is bound to another scope,
+// *other, which the caller asks Go about: if it has ended, it forgets it
+// and binds again; if id is inside it, it binds over it (over: *other,
+// where the call before returned -2 with it). Where over is not 0 and
+// stream is bound to another scope than over now, it returns -2 with that
+// one.
+int gs_bind(int dev, uintptr_t stream, int64_t id, int64_t over, int64_t *other) {
 	gs_device *b = &bound[dev];
-	int rc = -1, slot = -1;
+	int slot = -1, top = -1;
 	writeBegin(b);
-	for (int j = 0; j < GS_BOUND && rc == -1; j++) {
+	for (int j = 0; j < GS_BOUND; j++) {
 		if (b->e[j].id == 0) {
 			slot = slot < 0 ? j : slot;
-		} else if (b->e[j].stream == stream) {
-			*other = b->e[j].id;
-			rc = b->e[j].id == id ? 0 : -2;
+		} else if (b->e[j].stream == stream && (top < 0 || b->e[j].depth > b->e[top].depth)) {
+			top = j;
 		}
 	}
-	if (rc == -1 && slot >= 0) {
+	int rc = -1;
+	if (top >= 0 && b->e[top].id == id) {
+		rc = 0; // bound to it already
+	} else if (top >= 0 && b->e[top].id != over) {
+		*other = b->e[top].id;
+		rc = -2;
+	} else if (slot >= 0) {
 		__atomic_store_n(&b->e[slot].stream, stream, __ATOMIC_RELAXED);
+		__atomic_store_n(&b->e[slot].depth, top < 0 ? 1 : b->e[top].depth + 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&b->e[slot].id, id, __ATOMIC_RELAXED);
 		__atomic_store_n(&b->n, b->n + 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&gs_bound, 1, __ATOMIC_RELAXED);

@@ -12,7 +12,7 @@
 
 enum {
 	GS_DEPTH = 128, // scopes a thread may have open at once, over every device
-	GS_BOUND = 64,  // streams a device may have bound to scopes at once
+	GS_BOUND = 64,  // bindings of streams to scopes a device may have at once
 };
 
 // What clib keeps for a thread (scopes.c).
@@ -35,7 +35,7 @@ PC_INTERNAL int64_t gs_top_of(gs_thread *t, int dev);
 PC_INTERNAL int64_t gs_bound_to(int dev, uintptr_t stream);
 PC_INTERNAL int gs_push(int dev, int64_t id);
 PC_INTERNAL void gs_forget(int64_t id);
-PC_INTERNAL int gs_bind(int dev, uintptr_t stream, int64_t id, int64_t *other);
+PC_INTERNAL int gs_bind(int dev, uintptr_t stream, int64_t id, int64_t over, int64_t *other);
 PC_INTERNAL void gs_set_error(int kind, const char *msg, size_t n);
 PC_INTERNAL size_t gs_last_error(char *buf, size_t len, int *kind);
 PC_INTERNAL int gs_fork_failed(const char *call);

@@ -92,6 +92,27 @@ func IsOpen(id int64) bool {
 	return r != nil && !r.ending.Load()
 }
 
+// Within reports whether the scope other is open, and whether the scope id
+// was begun inside it, at any depth.
+func Within(id, other int64) (open, inside bool) {
+	o := lookup(other)
+	if o == nil || o.ending.Load() {
+		return false, false
+	}
+	r := lookup(id)
+	if r == nil {
+		return true, false
+	}
+	r.dev.mu.Lock() // which guards the records' tree
+	defer r.dev.mu.Unlock()
+	for p := r.parent; p != nil; p = p.parent {
+		if p == o {
+			return true, true
+		}
+	}
+	return true, false
+}
+
 // Summary returns device i's Summary, or why there is none.
 func Summary(i int) string {
 	d, err := deviceAt(i)

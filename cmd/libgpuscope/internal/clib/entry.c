@@ -85,6 +85,10 @@ void gpuscope_free(void *ptr, ssize_t size, int device, void *stream) {
 	if (gs_forked("gpuscope_free") || ptr == NULL) {
 		return; // free(NULL) does nothing
 	}
+	if (size < 0) {
+		gpuscopeGoFailSize("gpuscope_free", (uintptr_t)ptr, size); // to freeFor, < 0 is CuPy's "no size"
+		return;
+	}
 	freeFor((uintptr_t)ptr, size, device, (uintptr_t)stream);
 }
 

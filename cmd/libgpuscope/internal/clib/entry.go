@@ -133,6 +133,14 @@ func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uint
 	}
 }
 
+// gpuscopeGoFailSize fails the free named call of ptr with size bytes,
+// < 0: a size_t past SSIZE_MAX, which no allocation has.
+//
+//export gpuscopeGoFailSize
+func gpuscopeGoFailSize(call *C.char, ptr C.uintptr_t, size C.ssize_t) {
+	fail(C.GoString(call), prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x freed with %d bytes: not freed", uintptr(ptr), int64(size)))
+}
+
 //export gpuscopeGoRecordStream
 func gpuscopeGoRecordStream(ptr, stream C.uintptr_t) {
 	if err := foreign.RecordStream(uintptr(ptr), uintptr(stream)); err != nil {

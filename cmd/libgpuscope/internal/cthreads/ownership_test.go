@@ -143,3 +143,26 @@ func TestARecordOnTheOwnStreamLeavesTheBlockToThePairCache(t *testing.T) {
 		assert.Equal(t, hits+1, st.Hits, "stream %#x: the pair cache did not serve it", stream)
 	}
 }
+
+// A free whose size is negative (a size_t past SSIZE_MAX, as a caller of
+// the size_t form passes it) is no allocation's size: it frees nothing.
+// The pair cache and Go read a negative size as "none given", CuPy's, and
+// freed the block whatever its size.
+func TestAFreeOfANegativeSizeFreesNothing(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	p := cthreads.TorchAlloc(4096, 0)
+	require.NotZero(t, p)
+	n, _ := cthreads.Failures()
+	cthreads.TorchFree(p, -4096, 0)
+	after, last := cthreads.Failures()
+	assert.Equal(t, n+1, after, "the free was not refused")
+	assert.Contains(t, last, "freed with -4096 bytes: not freed")
+	cthreads.TorchFree(p, 4096, 0)
+	done, _ := cthreads.Failures()
+	assert.Equal(t, after, done, "the block was freed by the free that named a negative size")
+	var st struct {
+		Active int64 `json:"active_blocks"`
+	}
+	require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+	assert.Zero(t, st.Active)
+}

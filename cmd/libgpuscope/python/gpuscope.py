@@ -468,7 +468,9 @@ def scope(name, device=0, free_live=False, stream=None, sleepable=False):
     for the with block, for this thread: what the thread allocates through gpuscope on that device
     belongs to it, and scopes the thread opens inside it nest in it. Other
     threads' scopes are its siblings and end apart from it; a thread with
-    no scope allocates in the device's root scope. stream binds the scope
+    no scope allocates in the device's root scope. The scope is the
+    thread's, not an asyncio task's: a task that holds it across an await
+    shares it with the thread's other tasks (docs/interop.md). stream binds the scope
     to a stream (a handle, or an object with cuda_stream or ptr, as
     torch.cuda.Stream and cupy.cuda.Stream have): a thread with no scope of
     its own that allocates for that stream, such as PyTorch's autograd

@@ -347,7 +347,7 @@ def _build_shim():
     except Exception as e:  # noqa: BLE001 - any failure here is why the shim is missing
         raise GpuscopeError(f"PyTorch's headers were not found: {type(e).__name__}: {e}") from e
     tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
-    cmd = (["g++", "-O2", "-std=c++17", "-shared", "-fPIC",
+    cmd = (["g++", "-O2", f"-std={_cxx_standard(torch.__version__)}", "-shared", "-fPIC",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
            + [f"-I{p}" for p in inc] + [src, "-o", tmp] + [f"-L{p}" for p in libs]
            + ["-ltorch_cuda", "-lc10_cuda", "-lc10"] + [f"-Wl,-rpath,{p}" for p in libs])
@@ -359,6 +359,17 @@ def _build_shim():
         raise GpuscopeError(f"compiling {src} failed:\n{r.stderr[-4000:]}")
     os.replace(tmp, so)
     return so
+
+
+def _cxx_standard(version):
+    """The C++ standard PyTorch's headers of version need: C++20 from
+    PyTorch 2.13 on ("C++20 or later compatible compiler is required to use
+    ATen"), C++17 before, as its cpp_extension picks."""
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return "c++17"
+    return "c++20" if (major, minor) >= (2, 13) else "c++17"
 
 
 def _only_mine(path):

@@ -421,6 +421,28 @@ class Frameworks(unittest.TestCase):
                 self.assertEqual(0o700, os.stat(os.path.join(d, "cache", "gpuscope")).st_mode & 0o777,
                                  "the user's cache folder of gpuscope is the user's alone")
 
+    def test_the_shim_is_compiled_in_the_cxx_standard_pytorchs_headers_need(self):
+        # PyTorch 2.13 and later refuse C++17 ("C++20 or later compatible
+        # compiler is required to use ATen"); the shim was compiled with
+        # -std=c++17 whatever the PyTorch.
+        ext = types.SimpleNamespace(include_paths=lambda **kw: ["/inc"], library_paths=lambda **kw: ["/lib"])
+        for version, std in (("2.5.1+cu124", "-std=c++17"), ("2.11.0+cu130", "-std=c++17"),
+                             ("2.13.0", "-std=c++20"), ("2.14.0.dev20260901+cu130", "-std=c++20"),
+                             ("3.0.0", "-std=c++20")):
+            t = types.SimpleNamespace(__version__=version, _C=types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True),
+                                      utils=types.SimpleNamespace(cpp_extension=ext))
+            sys.modules.update({"torch": t, "torch.utils": t.utils})
+            seen = []
+
+            def compile_(cmd, **kw):
+                seen.append(cmd)
+                return types.SimpleNamespace(returncode=1, stderr="stopped here")
+
+            with tempfile.TemporaryDirectory() as d, mock.patch.dict(os.environ, {"GPUSCOPE_BUILD_DIR": d}), \
+                    mock.patch("subprocess.run", compile_), self.assertRaisesRegex(gpuscope.GpuscopeError, "stopped here"):
+                gpuscope._build_shim()
+            self.assertIn(std, seen[0], version)
+
     def test_use_cupy_raises_cupys_out_of_memory_error_past_the_cap(self):
         class OutOfMemoryError(MemoryError):
             def __init__(self, size, total, limit=0):

@@ -20,7 +20,13 @@
  * its message goes to standard error (the first 100 of them), to
  * gpuscope_last_error in the calling thread, and to the "c_last_error"
  * field of gpuscope_stats, whose "c_failures" counts them. A stream is a
- * cudaStream_t; NULL is the default stream.
+ * cudaStream_t; NULL is the legacy default stream, whose work waits for
+ * every blocking stream's. A program built with per-thread default
+ * streams means another stream by NULL on each thread, and so does
+ * cudaStreamPerThread anywhere: gpuscope takes each for one stream, so that
+ * a block freed on one thread's may serve another thread's at once (and
+ * for cudaStreamPerThread it waits for the calling thread's alone). Such
+ * a program passes streams of its own.
  *
  * In the child of a fork() every call fails at once, with a message (a free
  * quietly, since the memory is the parent's: a forked worker may drop

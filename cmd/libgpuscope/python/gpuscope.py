@@ -439,11 +439,19 @@ def use_cupy(lib_path=None):
     return alloc
 
 
+# cudaStreamLegacy (1) and cudaStreamPerThread (2): with NULL, the
+# handles of a default stream. The per-thread one names each thread's own,
+# which gpuscope cannot tell apart (it would wait for the calling thread's
+# alone): its blocks stay the legacy default stream's, whose work waits for
+# every thread's default stream.
+_PER_THREAD = 2
+
+
 def _cupy_malloc(malloc, on_stream, current_stream, oom):
-    """CuPy's allocation function: CFunctionAllocator's malloc on the
-    default stream, else on_stream(stream)'s, made once a stream (a
-    stream's ptr names it: CuPy's streams compare so); it raises oom
-    (CuPy's OutOfMemoryError) where it got NULL."""
+    """CuPy's allocation function: CFunctionAllocator's malloc on a default
+    stream, else on_stream(stream)'s, made once a stream (a stream's ptr
+    names it: CuPy's streams compare so); it raises oom (CuPy's
+    OutOfMemoryError) where it got NULL."""
     streams = {}  # a stream's ptr -> its allocation function; holds the stream
     lock = threading.Lock()
 
@@ -455,7 +463,7 @@ def _cupy_malloc(malloc, on_stream, current_stream, oom):
 
     def gpuscope_malloc(size):
         s = current_stream().ptr
-        mem = (malloc if s == 0 else streams.get(s) or stream_malloc(current_stream()))(size)
+        mem = (malloc if s <= _PER_THREAD else streams.get(s) or stream_malloc(current_stream()))(size)
         if mem.ptr == 0 and size:
             _raise_cupy_oom(size, oom)
         return mem

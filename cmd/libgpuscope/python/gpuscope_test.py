@@ -536,6 +536,17 @@ class Frameworks(unittest.TestCase):
         self.assertEqual(c.ptr, p, "a block freed under a stream serves that stream's next allocation")
         for m in (b, c):
             m.free()
+        # cudaStreamPerThread (CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1) names
+        # each thread's own default stream: gpuscope would wait on the
+        # calling thread's alone. Its blocks stay the legacy default
+        # stream's, whose work waits for every thread's.
+        streams["now"] = types.SimpleNamespace(ptr=2)
+        d = malloc(4 * MiB)
+        d.free()
+        streams["now"] = types.SimpleNamespace(ptr=0)
+        e = malloc(4 * MiB)
+        self.assertEqual(e.ptr, d.ptr, "a per-thread default stream's block is not the default stream's")
+        e.free()
         self.assertEqual(gpuscope.stats()["c_failures"], failures)
 
 _NULL_STREAM = types.SimpleNamespace(ptr=0)  # cupy.cuda.Stream.null

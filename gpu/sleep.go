@@ -380,7 +380,8 @@ func (sl *sleeper) takeBack() error {
 		return err
 	}
 	if sl.backup != nil {
-		err = sl.backup.restore(sl.dev)
+		_, mapped := sl.pages.mapped()
+		err = sl.backup.restore(sl.dev, mapped)
 	} else {
 		err = sl.zero()
 	}

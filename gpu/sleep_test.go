@@ -527,3 +527,31 @@ func TestAWakeWaitingForMemoryHoldsUpNoOtherScopesEnd(t *testing.T) {
 	require.NoError(t, <-woke)
 	holdsPattern(t, b, 4)
 }
+
+func TestAWakeRestoresOnlyThePagesTheScopeStillHas(t *testing.T) {
+	ctx := context.Background()
+	dev, faults := openTestHost(t)
+	s, b := loadSleepable(t, dev, 5, 2*slotSize)
+	err := gpu.WithScope(s.Context(), dev, func(c *gpu.Scope) error {
+		_, err := c.Alloc(4 * slotSize)
+		require.NoError(t, err)
+		return s.Sleep(ctx, gpu.KeepContents) // the scope inside ends asleep: its memory is free in the pool asleep
+	})
+	require.NoError(t, err)
+	// A stream's end reaches the pool asleep, which gives back what it
+	// caches: pages Sleep kept the contents of.
+	other, err := dev.NewScope()
+	require.NoError(t, err)
+	_, err = other.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, other.Close())
+
+	require.NoError(t, s.Wake(ctx), "the pages given back while asleep are not copied back into")
+	holdsPattern(t, b, 5)
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	require.NoError(t, s.Wake(ctx))
+	holdsPattern(t, b, 5)
+	require.NoError(t, s.Close())
+	require.NoError(t, dev.EmptyCache())
+	assert.Zero(t, faults.Used())
+}

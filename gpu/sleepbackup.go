@@ -50,7 +50,7 @@ func saveContents(d *Device, ranges []span) (*backup, error) {
 		bk.chunks = append(bk.chunks, c)
 		left -= c.size
 	}
-	if err := bk.copy(d, true); err != nil {
+	if err := bk.copy(d, true, nil); err != nil {
 		return nil, errors.Join(prefixed.Wrap("gpu", err, "copying %s to host memory to sleep", units.FormatBytes(bk.bytes)), bk.free())
 	}
 	return bk, nil
@@ -68,38 +68,33 @@ func newBackupChunk(d *Device, size int64) (backupChunk, error) {
 	return backupChunk{b: b, size: size}, nil
 }
 
-// restore copies the backup back where it was taken from, on the default
-// stream, and returns once the copies have completed.
-func (bk *backup) restore(d *Device) error {
-	if err := bk.copy(d, false); err != nil {
+// restore copies the backup back where it was taken from, into the ranges
+// mapped now (the scope's pages at Wake), on the default stream, and
+// returns once the copies have completed. A page the scope's pool gave
+// back while it slept (a scope inside it ended asleep, then a stream's
+// end emptied the pool's cache) held only free memory: it is not mapped
+// again, and nothing is copied into its addresses.
+func (bk *backup) restore(d *Device, mapped []span) error {
+	if err := bk.copy(d, false, mapped); err != nil {
 		return prefixed.Wrap("gpu", err, "copying %s back from host memory", units.FormatBytes(bk.bytes))
 	}
 	return nil
 }
 
 // copy copies every range to the chunks (save) or back, in order, and
-// waits for the copies.
-func (bk *backup) copy(d *Device, save bool) error {
-	pinned, _ := d.drv.(driver.HostAllocator)
+// waits for the copies; where only is not nil, only the parts of the
+// ranges that lie in it.
+func (bk *backup) copy(d *Device, save bool, only []span) error {
 	ci, off := 0, int64(0) // the chunk and where in it the next byte goes
 	for _, r := range bk.ranges {
 		for done := int64(0); done < r.size; {
 			c := bk.chunks[ci]
 			n := min(r.size-done, c.size-off)
-			dev := r.ptr + uintptr(done)
-			var err error
-			switch {
-			case c.b != nil && save:
-				err = pinned.CopyDtoHAsync(unsafe.Add(c.b.p, off), dev, n, 0)
-			case c.b != nil:
-				err = pinned.CopyHtoDAsync(dev, unsafe.Add(c.b.p, off), n, 0)
-			case save:
-				err = d.drv.CopyDtoH(c.mem[off:off+n], dev, 0)
-			default:
-				err = d.drv.CopyHtoD(dev, c.mem[off:off+n], 0)
-			}
-			if err != nil {
-				return errors.Join(err, d.drv.Synchronize(0))
+			piece := span{r.ptr + uintptr(done), n}
+			for _, p := range clip(piece, only) {
+				if err := bk.copyPiece(d, c, off+int64(p.ptr-piece.ptr), p, save); err != nil {
+					return errors.Join(err, d.drv.Synchronize(0))
+				}
 			}
 			done, off = done+n, off+n
 			if off == c.size {
@@ -108,6 +103,38 @@ func (bk *backup) copy(d *Device, save bool) error {
 		}
 	}
 	return d.drv.Synchronize(0)
+}
+
+// copyPiece queues the copy of the device memory p to chunk c at off
+// (save), or back.
+func (bk *backup) copyPiece(d *Device, c backupChunk, off int64, p span, save bool) error {
+	pinned, _ := d.drv.(driver.HostAllocator)
+	switch {
+	case c.b != nil && save:
+		return pinned.CopyDtoHAsync(unsafe.Add(c.b.p, off), p.ptr, p.size, 0)
+	case c.b != nil:
+		return pinned.CopyHtoDAsync(p.ptr, unsafe.Add(c.b.p, off), p.size, 0)
+	case save:
+		return d.drv.CopyDtoH(c.mem[off:off+p.size], p.ptr, 0)
+	}
+	return d.drv.CopyHtoD(p.ptr, c.mem[off:off+p.size], 0)
+}
+
+// clip returns the parts of s that lie in the ranges of in, by address
+// (in sorted by address); in nil: s whole.
+func clip(s span, in []span) []span {
+	if in == nil {
+		return []span{s}
+	}
+	var out []span
+	end := s.ptr + uintptr(s.size)
+	for _, r := range in {
+		lo, hi := max(s.ptr, r.ptr), min(end, r.ptr+uintptr(r.size))
+		if lo < hi {
+			out = append(out, span{lo, int64(hi - lo)})
+		}
+	}
+	return out
 }
 
 // free gives the chunks back to the device's cache of page-locked memory.

@@ -296,7 +296,7 @@ func (sl *sleeper) sleep(ctx context.Context, streams []uintptr, contents Conten
 
 // wake is Wake's work: it takes the scope's memory back, and where memory
 // is short makes room as an allocation does, or waits in a WaitForMemory
-// scope. Called with mu held, which it lets go of while it waits.
+// scope. Called with mu held, which it lets go of while it evicts or waits.
 func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 	d := sl.dev
 	q := &d.waiters
@@ -327,8 +327,18 @@ func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 			continue
 		}
 		cachesGone = false
-		if d.evict.has.Load() && d.evict.evictOne(d, func(*Scope, *evictState) bool { return false }, need) {
-			continue
+		if d.evict.has.Load() {
+			// The scope evicted ends its streams, which retires them in
+			// this scope's pool too, under mu: not held meanwhile.
+			var evicted bool
+			if over, err := sl.unlocked(s, func() {
+				evicted = d.evict.evictOne(d, func(*Scope, *evictState) bool { return false }, need)
+			}); over || err != nil {
+				return err
+			}
+			if evicted {
+				continue
+			}
 		}
 		oom := wakeOutOfMemory(s, need, err)
 		if !waits || neverFits(oom, need) {
@@ -336,19 +346,31 @@ func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 		}
 		// Not holding mu while it waits: the device's calls on the pool
 		// (a stream retired, EmptyCache) and the scope's end go on.
-		sl.mu.Unlock()
-		werr := q.wait(ctx, seen, front, 0)
-		sl.mu.Lock()
-		switch {
-		case werr != nil:
+		var werr error
+		if over, err := sl.unlocked(s, func() { werr = q.wait(ctx, seen, front, 0) }); werr != nil {
 			return &waitError{scope: s.Path(), size: need, ctx: werr, oom: oom}
-		case sl.ended:
-			return prefixed.Kind("gpu", ErrScopeClosed, "Wake: scope %q has ended", s.Path())
-		case !sl.sleeping.Load():
-			return nil // another Wake woke it meanwhile
+		} else if over || err != nil {
+			return err
 		}
 		front = true
 	}
+}
+
+// unlocked runs fn, a step of the Wake of s that may wait for the device's
+// calls on the pool (a stream retired) or the scope's end, without mu,
+// and reports, holding mu again, whether the Wake is over: the scope
+// ended (err) or another Wake woke it. Called with mu held.
+func (sl *sleeper) unlocked(s *Scope, fn func()) (over bool, err error) {
+	sl.mu.Unlock()
+	fn()
+	sl.mu.Lock()
+	switch {
+	case sl.ended:
+		return true, prefixed.Kind("gpu", ErrScopeClosed, "Wake: scope %q has ended", s.Path())
+	case !sl.sleeping.Load():
+		return true, nil // another Wake woke it meanwhile
+	}
+	return false, nil
 }
 
 // giveBackCaches gives back to the driver what the cache in front of the

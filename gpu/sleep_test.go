@@ -555,3 +555,21 @@ func TestAWakeRestoresOnlyThePagesTheScopeStillHas(t *testing.T) {
 	require.NoError(t, dev.EmptyCache())
 	assert.Zero(t, faults.Used())
 }
+
+func TestAWakeEvictsAScopeThatOwnsAStream(t *testing.T) {
+	ctx := context.Background()
+	dev := openHost(t, gpu.HostMemory(3*slotSize))
+	s, b := loadSleepable(t, dev, 8, 2*slotSize)
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	cache, err := dev.NewScope(gpu.Evictable(0))
+	require.NoError(t, err)
+	defer cache.Close()
+	_, err = cache.NewStream() // its end retires the stream in every Sleepable scope's pool
+	require.NoError(t, err)
+	_, err = cache.Alloc(2 * slotSize)
+	require.NoError(t, err)
+
+	require.NoError(t, s.Wake(ctx), "the eviction's end of the stream does not wait for the Wake that evicts")
+	assert.True(t, evicted(cache))
+	holdsPattern(t, b, 8)
+}

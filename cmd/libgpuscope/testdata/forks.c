@@ -52,6 +52,10 @@ static int child(void) {
 	if (gpuscope_scope_begin(0, "child") >= 0 || gpuscope_cupy_malloc(0, 4096, 0) != 0) {
 		return 4;
 	}
+	// Flags it does not know are no reason to enter Go either.
+	if (gpuscope_scope_begin_flags(0, "child", 2) >= 0 || gpuscope_scope_sleep(1, 0) == 0 || gpuscope_scope_wake(1) == 0) {
+		return 7;
+	}
 	char stats[1024];
 	gpuscope_stats(0, stats, sizeof stats);
 	if (strstr(stats, "\"error\":") == NULL) {

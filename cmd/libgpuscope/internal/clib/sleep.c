@@ -5,6 +5,9 @@
 #include "scopes.h"
 
 int64_t gpuscope_scope_begin_flags(int device, const char *name, int flags) {
+	if (gs_forked("gpuscope_scope_begin_flags")) {
+		return -1; // before any check that reports through Go
+	}
 	if (flags & ~GPUSCOPE_SLEEPABLE) {
 		gpuscopeGoFail("gpuscope_scope_begin_flags", "flags: only GPUSCOPE_SLEEPABLE (1) is known");
 		return -1;

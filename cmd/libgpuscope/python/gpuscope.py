@@ -77,6 +77,17 @@ INVALID_SIZE = 3
 
 
 _lock = threading.Lock()  # protects _lib, _path and _sleepers
+
+
+def _after_fork_in_child():
+    """Gives the child of a fork a lock of its own: a thread of the parent
+    may have held _lock at the fork, and the child has no such thread to
+    release it. (The library fails every call in the child, at once.)"""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _lib = None
 _path = None
 _sleepers = {}  # (device, name) -> the id of the sleepable scope of that name, which sleep() and wake() find

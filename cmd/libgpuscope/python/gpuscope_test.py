@@ -346,6 +346,41 @@ class Stats(unittest.TestCase):
             gpuscope.stats(device=None)
 
 
+class Fork(unittest.TestCase):
+    def test_a_child_forked_while_the_modules_lock_is_held_fails_clearly(self):
+        # The child of a fork has the lock as the parent held it, by a
+        # thread the child does not have: every call of the module (each
+        # takes it in load()) waited forever, where the library fails at
+        # once in a fork's child.
+        lib()
+        held, done = threading.Event(), threading.Event()
+
+        def holder():  # a thread of the parent's, in the module's lock at the fork
+            with gpuscope._lock:
+                held.set()
+                done.wait()
+
+        t = threading.Thread(target=holder)
+        t.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:  # the child: SIGALRM ends it where a call hangs
+            import signal
+            signal.alarm(5)
+            try:
+                gpuscope.stats()
+                os._exit(1)
+            except gpuscope.GpuscopeError as e:
+                os._exit(0 if "child of a fork" in str(e) else 2)
+            except BaseException:  # noqa: BLE001 - the child reports by its status alone
+                os._exit(3)
+        done.set()
+        t.join()
+        _, status = os.waitpid(pid, 0)
+        self.assertTrue(os.WIFEXITED(status), f"the child hung on the module's lock (status {status:#x})")
+        self.assertEqual(os.WEXITSTATUS(status), 0)
+
+
 class Loading(unittest.TestCase):
     def test_a_second_library_beside_the_first_is_refused(self):
         with self.assertRaisesRegex(gpuscope.GpuscopeError, "already loaded"):

@@ -126,6 +126,7 @@ func newDevice(drv driver.Driver, name string, o deviceOptions) (*Device, error)
 	to := scope.TreeOptions{OnRelease: d.waiters.released, Evicted: ErrEvicted}
 	if o.scrub {
 		to.Scrub = func(ptr uintptr, n int64, stream uintptr) error { return drv.Memset(ptr, 0, n, stream) }
+		d.sleep.scrubs = true
 	}
 	d.tree = scope.NewTree(p, name, to)
 	register(d)

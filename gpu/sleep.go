@@ -404,6 +404,9 @@ func (sl *sleeper) takeBack() error {
 	if sl.backup != nil {
 		_, mapped := sl.pages.mapped()
 		err = sl.backup.restore(sl.dev, mapped)
+		if err == nil && sl.dev.sleep.scrubs {
+			err = sl.scrubFreed(mapped)
+		}
 	} else {
 		err = sl.zero()
 	}
@@ -427,6 +430,27 @@ func (sl *sleeper) zero() error {
 	for _, r := range ranges {
 		if err := sl.dev.drv.Memset(r.ptr, 0, r.size, 0); err != nil {
 			return errors.Join(prefixed.Wrap("gpu", err, "zeroing %s", units.FormatBytes(r.size)), sl.dev.drv.Synchronize(0))
+		}
+	}
+	return sl.dev.drv.Synchronize(0)
+}
+
+// scrubFreed writes zeros over the free memory of the scope's pool, mapped
+// in the ranges mapped, on the default stream, and waits for them: where
+// the device scrubs what is freed (ScrubFreed), a buffer freed while the
+// scope slept (a scope inside it ended) was not, nothing being mapped
+// under it, and the copy back of its pages brought back what it held.
+func (sl *sleeper) scrubFreed(mapped []span) error {
+	for _, seg := range sl.pool.Snapshot().Segments {
+		for _, b := range seg.Blocks {
+			if b.State != pool.BlockFree && b.State != pool.BlockCached && b.State != pool.BlockPending {
+				continue
+			}
+			for _, p := range clip(span{b.Address, b.Size}, mapped) {
+				if err := sl.dev.drv.Memset(p.ptr, 0, p.size, 0); err != nil {
+					return errors.Join(prefixed.Wrap("gpu", err, "scrubbing %s freed asleep", units.FormatBytes(p.size)), sl.dev.drv.Synchronize(0))
+				}
+			}
 		}
 	}
 	return sl.dev.drv.Synchronize(0)

@@ -573,3 +573,27 @@ func TestAWakeEvictsAScopeThatOwnsAStream(t *testing.T) {
 	assert.True(t, evicted(cache))
 	holdsPattern(t, b, 8)
 }
+
+func TestScrubFreedHoldsForBuffersFreedAsleep(t *testing.T) {
+	ctx := context.Background()
+	dev := openHost(t, gpu.ScrubFreed())
+	s, b := loadSleepable(t, dev, 6, slotSize)
+	var at uintptr
+	err := gpu.WithScope(s.Context(), dev, func(c *gpu.Scope) error {
+		x, err := c.Alloc(2 * slotSize)
+		require.NoError(t, err)
+		require.NoError(t, x.CopyFromHost(pattern(9, 2*slotSize)))
+		at = x.Ptr()
+		return s.Sleep(ctx, gpu.KeepContents) // the scope inside ends asleep: x is freed with nothing mapped to zero
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Wake(ctx))
+	holdsPattern(t, b, 6)
+
+	y, err := s.Alloc(2 * slotSize)
+	require.NoError(t, err)
+	require.Equal(t, at, y.Ptr(), "the memory x had")
+	got := make([]byte, y.Size())
+	require.NoError(t, y.CopyToHost(got))
+	assert.True(t, string(got) == string(make([]byte, y.Size())), "what x held was scrubbed, though Wake copied its pages back")
+}

@@ -16,6 +16,7 @@ import (
 type sleepers struct {
 	has           atomic.Bool // a Sleepable scope was opened: the device looks here
 	sleeps, wakes atomic.Int64
+	scrubs        bool // the device scrubs what is freed (ScrubFreed): so does Wake (sleeper.scrubFreed)
 
 	mu      sync.Mutex // protects byScope
 	byScope map[*Scope]*sleeper

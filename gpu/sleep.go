@@ -71,7 +71,9 @@ const (
 // Sleep fails whole: where ctx is done, a copy or a driver call fails, the
 // scope is awake and its buffers hold what they held; but a page the
 // driver would not release stays held until Wake, and that error goes to
-// OnReleaseError (or gputest), the scope asleep all the same. A scope
+// OnReleaseError (or gputest), the scope asleep all the same; so does
+// one it could not unmap where mapping back the pages it had unmapped
+// failed too. A scope
 // asleep already fails with ErrAsleep; one not opened Sleepable with
 // ErrNotSupported. Safe for concurrent use: Sleep, Wake and the scope's
 // end take turns.
@@ -278,13 +280,19 @@ func (sl *sleeper) sleep(ctx context.Context, streams []uintptr, contents Conten
 			return nil, err
 		}
 	}
-	if err := sl.pages.unmapAll(pages); err != nil {
+	half, err := sl.pages.unmapAll(pages)
+	if err != nil && !half {
 		if bk != nil {
 			err = errors.Join(err, bk.free())
 		}
 		return nil, err
 	}
+	// Where the pages it had unmapped could not be mapped again, the
+	// memory is no longer whole: the scope sleeps on (what its buffers
+	// held is in bk, or not wanted), the pages still mapped held until
+	// Wake, and the error goes where a release's does.
 	_, stalled = sl.pages.giveBack()
+	stalled = errors.Join(err, stalled)
 	sl.backup = bk
 	if bk != nil {
 		sl.kept.Store(bk.bytes)

@@ -597,3 +597,42 @@ func TestScrubFreedHoldsForBuffersFreedAsleep(t *testing.T) {
 	require.NoError(t, y.CopyToHost(got))
 	assert.True(t, string(got) == string(make([]byte, y.Size())), "what x held was scrubbed, though Wake copied its pages back")
 }
+
+func TestASleepThatCanNeitherUnmapNorMapBackSleepsOn(t *testing.T) {
+	ctx := context.Background()
+	var dropped []error
+	dev, faults := openTestHost(t, gpu.OnReleaseError(func(err error) { dropped = append(dropped, err) }))
+	s, b := loadSleepable(t, dev, 3, 3*slotSize+4096)
+	x, err := gpu.Alloc[byte](s, 4096) // a page of the small arena: Sleep unmaps two
+	require.NoError(t, err)
+	require.NoError(t, x.CopyFromHost(pattern(4, 4096)))
+	require.NoError(t, dev.EmptyCache())
+	// The second page's unmap fails, then mapping the first back.
+	unmaps, mapFails := 0, 0
+	faults.FailWhen(func(c gputest.Call) bool {
+		if c.Op == gputest.OpUnmap {
+			unmaps++
+			return unmaps == 2
+		}
+		if c.Op == gputest.OpMap && unmaps >= 2 && mapFails == 0 {
+			mapFails++
+			return true
+		}
+		return false
+	})
+	err = s.Sleep(ctx, gpu.KeepContents)
+	faults.FailWhen(nil)
+	require.Equal(t, 1, mapFails, "the fault this test is about")
+	require.NoError(t, err, "half its memory unmapped, the scope cannot be awake: it sleeps")
+	require.True(t, s.Stats().Asleep)
+	assert.ErrorIs(t, b.CopyToHost(make([]byte, 1)), gpu.ErrAsleep, "no use reaches memory unmapped")
+	require.Len(t, dropped, 1)
+	assert.ErrorIs(t, dropped[0], gputest.ErrInjected)
+
+	require.NoError(t, s.Wake(ctx))
+	holdsPattern(t, b, 3)
+	holdsPattern(t, x.Buffer, 4)
+	require.NoError(t, s.Close())
+	require.NoError(t, dev.EmptyCache())
+	assert.Zero(t, faults.Used(), "nothing held")
+}

@@ -215,20 +215,31 @@ func (s *pageSource) mapped() (pages []*page, ranges []span) {
 
 // unmapAll unmaps pages, whose contents are saved or not wanted. Where one
 // fails, those it unmapped are mapped again (a page unmapped keeps its
-// bytes: nothing is lost), and it returns the error.
-func (s *pageSource) unmapAll(pages []*page) error {
+// bytes: nothing is lost), and it returns the error. Where mapping them
+// again fails too, half is true: those it unmapped are unmapped (mapAt
+// unmaps what it mapped), the others mapped, as the pages say.
+func (s *pageSource) unmapAll(pages []*page) (half bool, err error) {
 	for i, pg := range pages {
 		if err := s.mapper.Unmap(pg.ptr, pg.size); err != nil {
 			err = prefixed.Wrap("gpu", err, "unmapping %s to sleep", units.FormatBytes(pg.size))
-			return errors.Join(err, s.mapAt(pages[:i], nil))
+			if merr := s.mapAt(pages[:i], nil); merr != nil {
+				s.setMapped(pages[:i], false)
+				return true, errors.Join(err, merr)
+			}
+			return false, err
 		}
 	}
+	s.setMapped(pages, false)
+	return false, nil
+}
+
+// setMapped records whether pages are mapped.
+func (s *pageSource) setMapped(pages []*page, mapped bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, pg := range pages {
-		pg.mapped = false
+		pg.mapped = mapped
 	}
-	s.mu.Unlock()
-	return nil
 }
 
 // mapAt maps pages at their addresses, each with the driver's handle ids[i]
@@ -256,15 +267,16 @@ func (s *pageSource) mapAt(pages []*page, ids []uint64) error {
 	return nil
 }
 
-// giveBack releases the memory of every page that holds some, once the
-// mapped ones are unmapped: they are asleep from then on. A page the
-// driver will not release keeps its memory, and Wake maps it again as it
-// is; the error says so. It returns the bytes given back.
+// giveBack releases the memory of every page that holds some and is
+// mapped nowhere: they are asleep from then on. A page the driver will not
+// release keeps its memory, and Wake maps it again as it is; the error
+// says so. A page Sleep could not unmap stays as it is until Wake. It
+// returns the bytes given back.
 func (s *pageSource) giveBack() (int64, error) {
 	s.mu.Lock()
 	var held []*page
 	for _, pg := range s.pages {
-		if pg.id != 0 {
+		if pg.id != 0 && !pg.mapped {
 			held = append(held, pg)
 		}
 	}
@@ -335,7 +347,7 @@ func (s *pageSource) takeBack() (undo func() error, err error) {
 	}
 	s.setAwake(ids, unmapped, need, true)
 	return func() error {
-		err := s.unmapAll(unmapped)
+		_, err := s.unmapAll(unmapped)
 		if err == nil {
 			s.setAwake(ids, unmapped, need, false)
 			err = release()

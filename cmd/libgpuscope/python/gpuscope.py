@@ -589,8 +589,8 @@ def sleep(name, keep=True, device=0):
     wake as zeros (a KV cache, activations). Until wake(name) the memory
     must not be used: a kernel on it faults, and PyTorch cannot free it."""
     sid = _sleeper(name, device)
-    for fw, sync in (("torch", lambda m: m.cuda.is_initialized() and m.cuda.synchronize()),
-                     ("cupy", lambda m: m.cuda.runtime.deviceSynchronize())):
+    for fw, sync in (("torch", lambda m: m.cuda.is_initialized() and m.cuda.synchronize(device)),
+                     ("cupy", lambda m: m.cuda.Device(device).synchronize())):  # the scope's device, not the current one
         if fw in sys.modules:
             sync(sys.modules[fw])
     if load().gpuscope_scope_sleep(sid, KEEP_CONTENTS if keep else 0) != 0:

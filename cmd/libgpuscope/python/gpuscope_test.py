@@ -260,6 +260,23 @@ class Sleep(unittest.TestCase):
         gpuscope.wake("big")
         self.assertEqual(ctypes.string_at(p + 95 * MiB, 16), bytes([7]) * 16)
 
+    def test_sleep_waits_for_the_frameworks_on_its_own_device(self):
+        synced = []
+        saved = _modules(("torch", "cupy"))
+        self.addCleanup(_restore, saved)
+        sys.modules["torch"] = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            is_initialized=lambda: True, synchronize=lambda device=None: synced.append(("torch", device))))
+        device = types.SimpleNamespace(synchronize=lambda: synced.append(("cupy", "its device")))
+        sys.modules["cupy"] = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            Device=lambda i: device if i == 0 else None,
+            runtime=types.SimpleNamespace(deviceSynchronize=lambda: synced.append(("cupy", "the current one")))))
+        with gpuscope.scope("synced", sleepable=True) as sid:
+            alloc(MiB)
+        self.addCleanup(self.end, sid)
+        gpuscope.sleep("synced", device=0)
+        gpuscope.wake("synced", device=0)
+        self.assertEqual(synced, [("torch", 0), ("cupy", "its device")], "the scope's device, not the current one")
+
     def test_names_are_checked(self):
         with self.assertRaisesRegex(ValueError, "a sleepable scope has a name"):
             with gpuscope.scope(None, sleepable=True):

@@ -253,6 +253,27 @@ func TestThePressureHarnessStopsAtItsBudget(t *testing.T) {
 	require.Contains(t, packed(t, out), "./verdict.txt")
 }
 
+// TestThePressureHarnessRefusesALogdirThatHoldsFiles runs pressure-gpu.sh
+// into the LOGDIR of a run before it, as on a device kept warm between
+// calls: it refuses, replays nothing and leaves the earlier logs as they
+// were, which its verdict would have read beside its own.
+func TestThePressureHarnessRefusesALogdirThatHoldsFiles(t *testing.T) {
+	t.Parallel()
+	ran := filepath.Join(t.TempDir(), "ran")
+	cmd, logs, out := pressureRun(t, pressureBuild(t, "#!/bin/bash\ntouch "+ran+"\n"), []string{"RUNS=1"}, "free")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	earlier := []byte(`{"ooms": 1, "an earlier run": true}` + "\n")
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "free_gpuscope.jsonl"), earlier, 0o644))
+	output, err := cmd.CombinedOutput()
+	require.Equal(t, 1, exitCode(t, err), "%s", output)
+	require.Contains(t, string(output), logs+" is not empty")
+	require.NoFileExists(t, ran, "a replay ran")
+	got, err := os.ReadFile(filepath.Join(logs, "free_gpuscope.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, earlier, got)
+	require.NoFileExists(t, filepath.Join(out, "verdict.txt"))
+}
+
 // requirePython skips a test of the harness where there is no python3,
 // which its verdict needs.
 func requirePython(t *testing.T) {

@@ -290,6 +290,33 @@ func withoutEnv(env []string, names ...string) []string {
 	return out
 }
 
+// TestTheInteropHarnessRefusesALogdirThatHoldsFiles runs interop-gpu.sh
+// into the LOGDIR of a run before it, as on a device kept warm between
+// calls: it refuses and runs nothing. The report read the earlier run's
+// lines beside its own.
+func TestTheInteropHarnessRefusesALogdirThatHoldsFiles(t *testing.T) {
+	tmp := t.TempDir()
+	ran := filepath.Join(tmp, "ran")
+	bin := interopBin(t, "#!/bin/sh\ntouch "+ran+"\n")
+	logs := filepath.Join(tmp, "logs")
+	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "measure", "interop-gpu.sh"), "run", logs, filepath.Join(tmp, "out"))
+	cmd.Env = append(withoutEnv(os.Environ(), "QUICK", "PROCS"), "INTEROP_BIN="+bin, "PARTS=cublas", "BUDGET=8")
+	requireLogdirRefused(t, cmd, logs)
+	require.NoFileExists(t, ran, "a part ran")
+}
+
+// interopBin writes, in a new folder, what interop-gpu.sh build writes, for
+// a run of the part cublas alone: cublas is that script, libgpuscope.so
+// empty.
+func interopBin(t *testing.T, cublas string) string {
+	t.Helper()
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "libgpuscope.so"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "commit.txt"), []byte("test\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "cublas"), []byte(cublas), 0o755))
+	return bin
+}
+
 // TestTheInteropHarnessKeepsWhatAHungPartLeft runs interop-gpu.sh's batch
 // with one part, a program that hangs and ignores SIGTERM: the part is
 // killed 10 s after its limit, listed as failed, and the logs and the
@@ -298,17 +325,14 @@ func TestTheInteropHarnessKeepsWhatAHungPartLeft(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 on this machine: the harness's report needs one")
 	}
-	bin, tmp := t.TempDir(), t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "libgpuscope.so"), nil, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "commit.txt"), []byte("test\n"), 0o644))
+	tmp := t.TempDir()
 	pidFile := filepath.Join(tmp, "hung.pid")
-	hung := "#!/bin/bash\ntrap '' TERM\necho $$ > " + pidFile + "\necho started\nexec sleep 300\n"
+	bin := interopBin(t, "#!/bin/bash\ntrap '' TERM\necho $$ > "+pidFile+"\necho started\nexec sleep 300\n")
 	t.Cleanup(func() { // where the test fails before the harness killed it
 		if pid, err := os.ReadFile(pidFile); err == nil {
 			_ = exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run()
 		}
 	})
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "cublas"), []byte(hung), 0o755))
 
 	logs, out := filepath.Join(tmp, "logs"), filepath.Join(tmp, "out")
 	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "measure", "interop-gpu.sh"), "run", logs, out)

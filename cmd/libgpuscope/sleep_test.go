@@ -91,6 +91,36 @@ func TestTheSleepHarnessStopsAtItsBudget(t *testing.T) {
 	require.Contains(t, string(report), "STAND-IN VERDICT: FAIL")
 }
 
+// TestTheSleepHarnessRefusesALogdirThatHoldsFiles runs sleep-gpu.sh into
+// the LOGDIR of a run before it, as on a device kept warm between calls:
+// it refuses. It appended to the earlier logs, and the report printed that
+// run's FAIL lines beside its own.
+func TestTheSleepHarnessRefusesALogdirThatHoldsFiles(t *testing.T) {
+	requirePython3(t)
+	cmd, logs, outDir := sleepRun(t)
+	requireLogdirRefused(t, cmd, logs)
+	require.NoFileExists(t, filepath.Join(outDir, "report.txt"))
+}
+
+// requireLogdirRefused runs cmd, a harness's run into logs, after writing
+// an earlier run's failures.txt there: it must exit 1 saying why, and
+// leave the earlier logs as they were, with no report.
+func requireLogdirRefused(t *testing.T, cmd *exec.Cmd, logs string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	earlier := []byte("part.jsonl: exited 1 after 3 s: an earlier run's failure\n")
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "failures.txt"), earlier, 0o644))
+	output, err := cmd.CombinedOutput()
+	require.Equal(t, 1, exitStatus(t, err), "%s", output)
+	require.Contains(t, string(output), logs+" is not empty")
+	entries, err := os.ReadDir(logs)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the harness wrote into the earlier run's logs")
+	got, err := os.ReadFile(filepath.Join(logs, "failures.txt"))
+	require.NoError(t, err)
+	require.Equal(t, earlier, got)
+}
+
 // sleepRun returns sleep-gpu.sh's run over the stand-in of sleep_torch.py,
 // with env added, and its LOGDIR and OUT.
 func sleepRun(t *testing.T, env ...string) (*exec.Cmd, string, string) {

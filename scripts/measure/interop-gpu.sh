@@ -14,7 +14,8 @@
 #                                                     libgpuscope.so (-tags cuda), the
 #                                                     cublas example and its test binary
 #   scripts/measure/interop-gpu.sh run LOGDIR [OUT]   there, with PyTorch, CuPy and the
-#                                                     CUDA toolkit, no Go: builds the C++
+#                                                     CUDA toolkit, no Go (LOGDIR new or
+#                                                     empty): builds the C++
 #                                                     twin and the minimal allocator, runs
 #                                                     the batch, writes LOGDIR/report.txt,
 #                                                     whose last line is the verdict (PASS,
@@ -82,6 +83,13 @@ plan)
   ;;
 esac
 
+# A LOGDIR that holds files is refused: the parts append to their logs, and
+# the report would read an earlier run's lines beside this one's (the
+# device keeps /tmp between calls).
+if [ -e "$logs" ] && [ -n "$(ls -A "$logs")" ]; then
+  echo "interop-gpu: $logs is not empty: it may hold an earlier run's logs, which the report would read; give a new folder" >&2
+  exit 1
+fi
 mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
 if [ $dry = 0 ] && [ ! -f "$bin/libgpuscope.so" ]; then
   echo "interop-gpu: no $bin/libgpuscope.so: run build first, where Go is" >&2

@@ -39,7 +39,9 @@ except torch.cuda.OutOfMemoryError as e:
     f["past"] = "torch.cuda.OutOfMemoryError: " + str(e).splitlines()[0]
     f["past_refused"] = True
 y = torch.ones(total // 20, dtype=torch.uint8, device="cuda")
-f["under_allowed"] = int(y.sum()) == total // 20
+# Every byte 1, read with no copy of y: sum() of uint8 makes an int64 copy,
+# 8x its size, which the fraction refuses.
+f["under_allowed"] = int(y.min()) == 1 == int(y.max())
 del y
 torch.cuda.set_per_process_memory_fraction(1.0, 0)
 f["acted"] = bool(f.get("past_refused")) and f["under_allowed"]

@@ -11,7 +11,9 @@
 #                                                   commit (about 20 MB: carry it)
 #   scripts/measure/sleep-gpu.sh run LOGDIR [OUT]   there, with PyTorch (CuPy, g++ and
 #                                                   compute-sanitizer where it has them),
-#                                                   no Go; with OUT, LOGDIR is packed into
+#                                                   no Go; LOGDIR new or empty (one that
+#                                                   holds files is refused); with OUT,
+#                                                   LOGDIR is packed into
 #                                                   OUT/sleep-logs.tgz after every part and
 #                                                   report.txt copied there at the end
 #
@@ -53,6 +55,13 @@ run)
   ;;
 esac
 
+# A LOGDIR that holds files is refused: the parts append to their logs, and
+# the report would read an earlier run's lines beside this one's (the
+# device keeps /tmp between calls).
+if [ -e "$logs" ] && [ -n "$(ls -A "$logs")" ]; then
+  echo "sleep-gpu: $logs is not empty: it may hold an earlier run's logs, which the report would read; give a new folder" >&2
+  exit 1
+fi
 mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
 script=${SLEEP_TORCH:-$here/sleep_torch.py}
 if [ -z "${SLEEP_TORCH:-}" ] && [ ! -f "$bin/libgpuscope.so" ]; then

@@ -176,17 +176,23 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // granules: on a small budget, handles of a page or two would multiply the
 // driver calls and the moves for little memory.
 //
-// The largest blocks are the exception: a growth for a request of at least
-// 1/largeShare of the budget, and of fineFrom bytes or more, creates
-// handles of 1/fineShare of the budget (at least a granule), cut as pages
-// on a grid of that size from the segment's start. Such a block is freed
-// whole, and what reuses its memory are the smaller blocks that come and
-// go beside it (a language model's activations, keys and values in the
-// memory its logits had): where that memory is in handles of 1/256 of the
-// budget, every one of them that a live block still touches strands its
-// free rest, and the next large block does not fit (docs/pool.md, "The
-// largest blocks"). Pages of 1/2048 strand as little as PyTorch's 20 MiB
-// pages on a budget of 40 GB, less below.
+// Large blocks are the exception: a growth for a request of at least one
+// handle and under fineFrom bytes (where a handle is above its floor), or
+// of at least 1/largeShare of the budget and fineFrom bytes or more,
+// creates handles of 1/fineShare of the budget (at least a granule), cut as
+// pages on a grid of that size from the segment's start. Such a block is
+// freed whole, and what reuses its memory are the smaller blocks that come
+// and go beside it (a language model's activations, keys and values in the
+// memory its logits or its MLP's activations had): where that memory is in
+// handles of 1/256 of the budget, every one of them that a live block still
+// touches strands its free rest, and the next large block does not fit
+// (docs/pool.md, "Under a memory cap"). Pages of 1/2048 strand as little
+// as PyTorch's 20 MiB pages on a budget of 40 GB, less below. The two
+// ranges meet at fineFrom: on a budget of 32 GiB or more (an H100's or
+// H200's memory, used without a cap), a handle is fineFrom or more and only
+// blocks of 1/largeShare of the budget grow in pages, as before. On a budget under 2 GiB (a
+// handle at its floor), pages would be granules, a quarter of a handle,
+// for blocks a few handles large.
 //
 // Once a growth has had to move memory under the budget (memory is short,
 // see recut), every new handle is such a page, until the budget changes.
@@ -206,10 +212,21 @@ func (e *expander) handleLimit(r int64) (limit int64, pages bool) {
 	if budget <= 0 {
 		return MaxSize, false
 	}
-	if r >= budget/largeShare && r >= fineFrom || budget == e.shortAt {
+	limit = max(budget/budgetShare&^(e.gran-1), minHandleGranules*e.gran)
+	if budget == e.shortAt || largeRequest(r, limit, budget, minHandleGranules*e.gran) {
 		return e.pageSize(budget), true
 	}
-	return max(budget/budgetShare&^(e.gran-1), minHandleGranules*e.gran), false
+	return limit, false
+}
+
+// largeRequest reports whether a request of r bytes grows in pages under
+// budget, where a handle is at most limit bytes and at least floor (see
+// the shape of new handles, above).
+func largeRequest(r, limit, budget, floor int64) bool {
+	if r < fineFrom {
+		return r >= limit && limit > floor
+	}
+	return r >= budget/largeShare
 }
 
 // pageSize is the size of a page under budget: 1/fineShare of it, in whole

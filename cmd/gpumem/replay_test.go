@@ -28,7 +28,9 @@ func TestSharedTracesAsFastAsPyTorchAndAsLean(t *testing.T) {
 			assert.GreaterOrEqual(t, res.ReservedRatio, ref.Floor, "nothing beats the floor")
 			first := res.Repetitions[0]
 			assert.True(t, res.DriverNsModelled)
-			assert.LessOrEqual(t, float64(first.Ns)/1e6, ref.NativeMs, "driver time within PyTorch native's whole time, modelled")
+			if ref.NativeMs > 0 { // gpt2_train's replay was not timed
+				assert.LessOrEqual(t, float64(first.Ns)/1e6, ref.NativeMs, "driver time within PyTorch native's whole time, modelled")
+			}
 			assert.Positive(t, first.Calls["create"])
 			assert.Equal(t, first.Calls["create"], first.Calls["set_access"], "one access call per growth")
 			for i, rep := range res.Repetitions[1:] {
@@ -39,6 +41,25 @@ func TestSharedTracesAsFastAsPyTorchAndAsLean(t *testing.T) {
 			assert.Zero(t, res.PagesMoved, "with room to grow, nothing moves")
 			assert.Zero(t, res.OOMs)
 			assert.True(t, res.Expandable)
+		})
+	}
+}
+
+// Where testdata/pytorch.json has PyTorch expandable's smallest cap for a
+// trace, the replay fits under it (docs/pool.md, "Under a memory cap": on
+// gpt2_train the pool before pages for blocks of a handle or more needed
+// 1.0388 times the peak, PyTorch expandable 1.0224).
+func TestSharedTracesFitUnderPyTorchExpandablesSmallestCap(t *testing.T) {
+	for name, ref := range references(t) {
+		if ref.ExpandableCap == 0 {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			capBytes := int64(ref.ExpandableCap * float64(ref.PeakRequested))
+			res, err := runReplayOOM(t, "--max-reserved", fmt.Sprint(capBytes), traceFile(name))
+			require.NoError(t, err)
+			assert.Zero(t, res.OOMs)
+			assert.LessOrEqual(t, res.PeakReservedBytes, capBytes)
 		})
 	}
 }

@@ -1,7 +1,8 @@
 // Package workload generates allocation traces of the shapes a GPU program
 // takes: training loops, inference over growing sequences, a KV cache that
-// grows in steps, streams taking turns, mixes of them, and a language
-// model's training and serving, whose largest blocks come and go. Each is
+// grows in steps, streams taking turns, mixes of them, a language model's
+// training and serving, whose largest blocks come and go, and GPT-2's
+// training, inference and generation as PyTorch allocates them. Each is
 // deterministic for its seed, so a test or a GPU run can replay the same
 // trace anywhere; pool's tests run them at their smallest caps, and
 // pool/testdata/shapes holds them written out for PyTorch's replay.
@@ -35,6 +36,9 @@ func Shapes() []Shape {
 		{"mix", 1, Mix},
 		{"train_large_vocab", 4, TrainingLargeVocab},
 		{"infer_dynamic_logits", 4, InferenceDynamicLogits},
+		{"train_held_outputs", 3, GPT2Training},
+		{"infer_dynamic_lengths", 2, GPT2Inference},
+		{"generate_kv_concat", 1, GPT2Generation},
 	}
 }
 

@@ -87,7 +87,12 @@ func TestModelHoldsAtTheSmallestCapOfEveryGeneratedShape(t *testing.T) {
 			r := replayOps(t, src, ops, true, pool.MaxReserved(fits))
 			require.Zero(t, r.ooms)
 			assert.LessOrEqual(t, r.st.PeakReserved, fits)
-			assert.Positive(t, r.st.PagesMoved+r.st.Retries, "the smallest cap must have pressed the pool to move or release memory")
+			if sh.Name != "generate_kv_concat" {
+				// generate_kv_concat's needs no move: on a budget of its
+				// size growths are exact (no room for the next request,
+				// see expander.roundToStep), and that alone fits.
+				assert.Positive(t, r.st.PagesMoved+r.st.Retries, "the smallest cap must have pressed the pool to move or release memory")
+			}
 		})
 	}
 }
@@ -193,12 +198,15 @@ var shapeSmallestCaps = []struct {
 	// Not yet run on a GPU: the simulated source's cap against the model of
 	// PyTorch expandable's (sim.TorchExpandable), both bisected to a
 	// millionth of the peak.
-	{"train_held_outputs", 17681095133, 17777566361},
-	{"train_held_outputs_s2", 15596519621, 15663629941},
-	{"train_held_outputs_s3", 12123646707, 12199134240},
+	{"train_held_outputs", 17691584171, 17777566361},
+	{"train_held_outputs_s2", 15586041861, 15663629941},
+	{"train_held_outputs_s3", 12134131041, 12199134240},
 	{"infer_dynamic_lengths", 8665439906, 8694797104},
-	{"infer_dynamic_lengths_s2", 9441378842, 9458156357},
-	{"generate_kv_concat", 813695688, 819986432},
+	{"infer_dynamic_lengths_s2", 9284099619, 9370075919},
+	// 722 MiB, its peak reserved unconstrained on both sides: the
+	// bisection stopped 235 bytes over, within its step.
+	{"generate_kv_concat", 757071872, 757071872},
+	{"generate_kv_concat_s2", 547356932, 553648128},
 }
 
 func TestEveryGeneratedShapeFitsUnderPyTorchsSmallestCap(t *testing.T) {

@@ -114,14 +114,20 @@ func (e *expander) grow(a *arena, r int64, squeeze bool) error {
 // then fits without a growth of its own. PyTorch serves requests of 1-10
 // MiB from 20 MiB segments for the same reason. Two whole steps for every
 // such request, as before, left a stream's arena of mix a step above
-// PyTorch expandable's (docs/measurements.md, "Unconstrained").
+// PyTorch expandable's (docs/measurements.md, "Unconstrained"). Where such
+// a growth extends the free block before the hole, it ends on a line of a
+// grid of torchPage (or a step, if larger) from the segment's start, as
+// PyTorch's pages do: requests of sizes that differ, one after another (a
+// model's weights as it loads), then reserve what those pages do, where
+// steps from wherever the last growth ended left the arena up to a step
+// more (GPT-2's weights, generate_kv_concat's seed 2).
 func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64) {
 	step := e.step / e.gran
 	if step <= 1 {
 		return at, k
 	}
 	e.mu.Lock()
-	want := k
+	n := (k + step - 1) / step * step
 	if limit, _ := e.handleLimit(r); r < e.step && 2*e.step <= limit {
 		var joined int64 // the free block the growth extends
 		if at == h.ptr && h.prev != nil && h.prev.state == stateFree {
@@ -129,9 +135,13 @@ func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64
 		} else if at != h.ptr && h.next != nil && h.next.state == stateFree {
 			joined = h.next.size
 		}
-		want = max(k, e.granules(2*r-joined))
+		want := max(k, e.granules(2*r-joined))
+		n = (want + step - 1) / step * step
+		if at == h.ptr {
+			line, off := max(step, e.granules(torchPage)), int64(h.ptr-h.seg.ptr)/e.gran
+			n = (off+want+line-1)/line*line - off
+		}
 	}
-	n := (want + step - 1) / step * step
 	e.mu.Unlock()
 	if n*e.gran > h.size {
 		return at, k
@@ -141,6 +151,10 @@ func (e *expander) roundToStep(h *block, at uintptr, k, r int64) (uintptr, int64
 	}
 	return at, n
 }
+
+// torchPage is PyTorch's page for large blocks in its expandable segments
+// (kLargeBuffer): the grid that roundToStep ends small requests' growths on.
+const torchPage = 20 << 20
 
 // growth is what one growth of an arena maps, and where it takes it from.
 type growth struct {

@@ -288,3 +288,32 @@ func TestAFailedGrowthOfSeveralHandlesGivesBackWhatItCreated(t *testing.T) {
 		require.NoError(t, p.Free(keep))
 	})
 }
+
+// GPT-2 small's weights (fp32), made one by one as PyTorch loads them:
+// requests of sizes that differ, most of them under a step. Where each
+// growth ended a whole number of steps after the last, the arena ended a
+// step above PyTorch expandable's 20 MiB pages (492 MiB against 482, both
+// counting the small arena's page); growths that end on the pages' lines
+// reserve what the pages do.
+func TestAModelsWeightsLoadedOneByOneReserveNoMoreThanPyTorchsPages(t *testing.T) {
+	const w = 768 * 4
+	sizes := []int64{50257 * w, 1024 * w}
+	for range 12 {
+		sizes = append(sizes, w, w, 3*768*w, 3*w, 768*w, w, w, w, 4*768*w, 4*w, 4*768*w, w)
+	}
+	p := newPool(t, sim.New(h200Bytes, 0))
+	m := sim.NewTorchExpandable(0)
+	var bs []pool.Block
+	for i, n := range sizes {
+		b, err := p.Alloc(n)
+		require.NoError(t, err)
+		bs = append(bs, b)
+		ok, err := m.Alloc(uint64(i+1), n, 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	assert.LessOrEqual(t, p.Stats().Reserved, m.Mapped())
+	for _, b := range bs {
+		require.NoError(t, p.Free(b))
+	}
+}

@@ -274,7 +274,7 @@ func (m *gpt2) infer(x uint64) (kv []uint64, out uint64) {
 func GPT2Inference(seed uint64) []trace.Event {
 	m := &gpt2{b: newBuilder(seed), batch: 16}
 	m.load()
-	for range 40 {
+	for range 24 {
 		m.seq = 64 + m.b.r.Int64N(gpt2Ctx-63)
 		kv, x := m.inferPass()
 		nf := m.b.alloc(m.h())
@@ -329,7 +329,7 @@ func GPT2Generation(seed uint64) []trace.Event {
 		m.b.free(x)
 		m.b.transient(m.batch * gpt2Vocab * 4)
 		n := m.seq
-		for range 150 + m.b.r.Int64N(200) {
+		for range 100 + m.b.r.Int64N(150) {
 			x := m.b.alloc(m.batch * gpt2Width * 4)
 			var next []uint64
 			for range gpt2Layers {

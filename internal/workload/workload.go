@@ -38,7 +38,7 @@ func Shapes() []Shape {
 		{"infer_dynamic_logits", 4, InferenceDynamicLogits},
 		{"train_held_outputs", 3, GPT2Training},
 		{"infer_dynamic_lengths", 2, GPT2Inference},
-		{"generate_kv_concat", 1, GPT2Generation},
+		{"generate_kv_concat", 2, GPT2Generation},
 	}
 }
 

@@ -90,13 +90,13 @@ func TestTheUnittestCheckFailsWhatDidNotPass(t *testing.T) {
 }
 
 // pressureBuild writes, in a new folder, what pressure-gpu.sh build writes
-// for a stand-in run (driver.txt says sim), with gpumem and gpumem-before
-// the shell script given and two workloads in caps.txt; pressure-gpu.sh
-// run reads it through PRESSURE_DIR.
+// for a stand-in run (driver.txt says sim), with gpumem and the earlier
+// pools' gpumem-before-COMMIT the shell script given and two workloads in
+// caps.txt; pressure-gpu.sh run reads it through PRESSURE_DIR.
 func pressureBuild(t *testing.T, gpumem string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range []string{"gpumem", "gpumem-before"} {
+	for _, name := range []string{"gpumem", "gpumem-before-a682b2e", "gpumem-before-c633d74"} {
 		var b bytes.Buffer
 		w := gzip.NewWriter(&b)
 		_, err := w.Write([]byte(gpumem))

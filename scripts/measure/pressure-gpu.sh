@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # pressure-gpu.sh compares gpuscope's pool with PyTorch's caching allocator
 # under the same caps on a GPU, in one run that ends with a verdict
-# (docs/pool.md, "Under a memory cap"; issue 38). The next H200 run, in
-# one device call:
+# (docs/pool.md, "Under a memory cap"; issues 38 and 45). The next H100 or
+# H200 run, in one device call:
 #
 #   first, in the checkout the device call carries (the session's own):
 #     scripts/measure/pressure-gpu.sh build
@@ -27,20 +27,30 @@
 #
 # Time, estimated
 # from the pass times of docs/data/h200-2026-12-05-pressure-4 (where
-# smallest, free and cap12 took 181 s with RUNS=3): 250-300 s on an H200
-# with the default sections; cap20 adds as many first passes as cap12, the
-# finer steps about seven passes to each of PyTorch's 34 bisections,
-# smallest a replay a step under each of the 17 caps, before 16 replays;
-# the tables, verdict and packing after each section a few seconds each.
+# smallest, free and cap12 took 181 s with RUNS=3 over 17 workloads): 250-300
+# s on an H200 with the default sections and those 17; cap20 adds as many
+# first passes as cap12, the finer steps about seven passes to each of
+# PyTorch's 34 bisections, smallest a replay a step under each of the caps,
+# before 16 replays; the tables, verdict and packing after each section a
+# few seconds each. With gpt2_train and the GPT-2 shapes (25 workloads, 8
+# more before replays, about 290 gpumem runs of a first pass and PyTorch's
+# 50 bisections in one process): 330-450 s, inside BUDGET's 480, and if
+# not, cap20 and then cap12 are what BUDGET cuts; machine.txt gives each
+# section's start, for the next plan (the stand-in below: 30 s). On an
+# H100 (80 GB) the largest trace, gpt2_train at 17.35 GB, and the largest
+# shape, train_large_vocab at 20 GB, fit many times over; the caps are
+# bytes, not fractions of the device.
 #
 # build (any machine with Go; cuda.h and the stub libcuda from
 # scripts/cuda-sdk.sh) writes .pressure/: gpumem built with -tags cuda
-# (gzipped), gpumem-before.gz (the same built at a682b2e, the pool before
-# the pages for the largest blocks of c2db750, in a git worktree under
-# /tmp that it removes), caps.txt (gpuscope's smallest cap per workload
-# and the bisection's step, "NAME BYTES STEP", bisected on the simulated
-# source by pool's TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds
-# -caps), commit.txt and driver.txt. DRIVER=sim builds without the tag, for
+# (gzipped), gpumem-before-COMMIT.gz for each commit of before_commits (the
+# same built at a682b2e, the pool before the pages for the largest blocks
+# of c2db750, and at c633d74, before the pages for blocks of a handle or
+# more, each in a git worktree under /tmp that it removes), caps.txt
+# (gpuscope's smallest cap per workload and the bisection's step, "NAME
+# BYTES STEP", bisected on the simulated source by pool's
+# TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds -caps), commit.txt and
+# driver.txt. DRIVER=sim builds without the tag, for
 # a stand-in run where the simulated source plays the GPU (below).
 #
 # run LOGDIR OUTDIR [SECTION...] replays RUNS times (default 3), each
@@ -65,10 +75,13 @@
 #             memory: the cap is the smallest on the GPU too. That one is
 #             noted in the verdict, not gated: the acceptance is a cap at or
 #             under PyTorch's
-#   before    on the 8 language-model shape files, at PyTorch's better
-#             smallest cap (from smallest): gpumem-before's first pass
-#             (label before) and today's (today): evidence that the pool
-#             before c2db750 ran out of memory where today's does not
+#   before    at PyTorch's better smallest cap (from smallest), the first
+#             pass of an earlier pool (label before, with its commit) and
+#             today's (today): gpumem at a682b2e on the 8 language-model
+#             shape files, at c633d74 on gpt2_train and train_held_outputs'
+#             files: evidence that the pool before c2db750 (and before the
+#             pages for blocks of a handle or more) ran out of memory where
+#             today's does not
 #   samecap   on each shared trace, at each of PyTorch's two smallest caps:
 #             gpuscope's first pass and that PyTorch mode's, five times each
 #   free      unconstrained, RUNS times each, on the shared traces and every
@@ -98,8 +111,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 out=${PRESSURE_DIR:-.pressure} # PRESSURE_DIR: another build, for the harness's own tests
 usage="usage: $0 build | run LOGDIR OUTDIR [SECTION...]"
-# before is the commit of gpumem-before: c2db750's parent.
-before_commit=a682b2e
+# before_commits are the earlier pools the before section replays:
+# c2db750's parent (the largest blocks' pages, issue 38) and the parent of
+# the pages for blocks of a handle or more (issue 45).
+before_commits="a682b2e c633d74"
 # h200Bytes: the simulated device of a stand-in run, as pool's tests use.
 h200Bytes=150754820096
 case "${1:-}" in
@@ -120,12 +135,14 @@ build)
   # removed below, the remove here fails and would make the build's
   # status git's 128.)
   trap 'git worktree remove --force "$wt" 2>/dev/null || true; rm -rf "$wt"' EXIT
-  git worktree add --quiet --detach "$wt" "$before_commit"
-  (cd "$wt" && go build "${tags[@]}" -ldflags='-s -w' -o "$root/$out/gpumem-before" ./cmd/gpumem)
-  git worktree remove --force "$wt"
-  gzip -9 "$out/gpumem" "$out/gpumem-before"
+  for c in $before_commits; do
+    git worktree add --quiet --detach "$wt" "$c"
+    (cd "$wt" && go build "${tags[@]}" -ldflags='-s -w' -o "$root/$out/gpumem-before-$c" ./cmd/gpumem)
+    git worktree remove --force "$wt"
+  done
+  gzip -9 "$out"/gpumem*
   go test ./pool -count=1 -run '^TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds$' -caps "$root/$out/caps.txt"
-  echo "built $out/ ($driver): gpumem and gpumem-before ($before_commit), caps.txt for $(wc -l <"$out/caps.txt") workloads, commit $(cat "$out/commit.txt")"
+  echo "built $out/ ($driver): gpumem and gpumem-before-* ($before_commits), caps.txt for $(wc -l <"$out/caps.txt") workloads, commit $(cat "$out/commit.txt")"
   exit 0
   ;;
 run)
@@ -138,7 +155,7 @@ run)
   exit 64
   ;;
 esac
-for f in gpumem.gz gpumem-before.gz caps.txt commit.txt; do
+for f in gpumem.gz caps.txt commit.txt $(for c in $before_commits; do echo "gpumem-before-$c.gz"; done); do
   [ -e "$out/$f" ] || { echo "$0: $out/$f missing: run $0 build first (and carry $out)" >&2 && exit 1; }
 done
 sections=${*:-smallest before free cap12 cap20}
@@ -166,17 +183,22 @@ driver=$(cat "$out/driver.txt" 2>/dev/null || echo cuda)
 bin=$(mktemp -d)
 tmp=$bin # the scratch folder, under a name that replay's own bin does not hide
 trap 'rm -rf "$bin"' EXIT
-gzip -dc "$out/gpumem.gz" >"$bin/gpumem" && gzip -dc "$out/gpumem-before.gz" >"$bin/gpumem-before" && chmod +x "$bin"/* || exit 1
+for c in gpumem $(for c in $before_commits; do echo "gpumem-before-$c"; done); do
+  gzip -dc "$out/$c.gz" >"$bin/$c" || exit 1
+done
+chmod +x "$bin"/* || exit 1
 cp "$out/caps.txt" "$out/commit.txt" "$logs/" && echo "$driver" >"$logs/driver.txt"
 echo "$runs" >"$logs/runs.txt"
 torch=${TORCH_SH:-scripts/measure/torch.sh} # TORCH_SH: another, to try the script without a GPU
 shared=""
-for t in mlp_train resnet50_train vit_infer_dynamic llama_prefill_dynamic; do
+for t in mlp_train resnet50_train vit_infer_dynamic llama_prefill_dynamic gpt2_train; do
   shared="$shared cmd/gpumem/testdata/$t.csv.gz"
 done
 shapes=$(ls pool/testdata/shapes/*.csv.gz)
 seed1=$(ls pool/testdata/shapes/*.csv.gz | grep -v '_s[0-9]*\.csv\.gz$')
-lm=$(ls pool/testdata/shapes/train_large_vocab*.csv.gz pool/testdata/shapes/infer_dynamic_logits*.csv.gz)
+# The files each earlier pool of before_commits replays.
+before_a682b2e=$(ls pool/testdata/shapes/train_large_vocab*.csv.gz pool/testdata/shapes/infer_dynamic_logits*.csv.gz)
+before_c633d74="cmd/gpumem/testdata/gpt2_train.csv.gz $(ls pool/testdata/shapes/train_held_outputs*.csv.gz)"
 source_flags=(--driver "$driver")
 [ "$driver" = sim ] && source_flags+=(--capacity "$h200Bytes")
 
@@ -194,13 +216,15 @@ left() { echo $((budget - ($(date +%s) - start))); }
 # has SECTION says whether to run it: asked for, and started before BUDGET
 # seconds (default 480) have passed, so that the check and the packing
 # still come back inside the device call's 600 s; notrun.txt and
-# machine.txt name a section skipped so.
+# machine.txt name a section skipped so. machine.txt notes the second at
+# which each section asked for begins, for the next run's plan.
 has() {
   case "$pending" in *" $1 "*) ;; *) return 1 ;; esac
   pending=${pending/ $1 / }
   section=$1
   local l
   l=$(left)
+  echo "section $1 at $((budget - l)) s" >>"$logs/machine.txt"
   [ "$l" -gt 0 ] && return 0
   notrun "skipped, $((budget - l)) s gone of BUDGET=$budget"
   echo "skipped $1: $((budget - l)) s gone of BUDGET=$budget" >>"$logs/machine.txt"
@@ -418,14 +442,17 @@ print(c)' "$logs/smallest_torch.jsonl" "$1" "$2"
 }
 
 if has before; then
-  for f in $lm; do
-    inbudget "$f" || break
-    if ! cap=$(torch_cap "$f" best 2>/dev/null); then
-      echo "before: no PyTorch smallest cap for $f (run smallest first)" >>"$logs/stderr.txt"
-      continue
-    fi
-    replay "$bin/gpumem-before" before "{\"cap_bytes\": $cap, \"commit\": \"$before_commit\"}" --max-reserved "$cap" "$f" >>"$logs/before_gpuscope.jsonl"
-    gs today "{\"cap_bytes\": $cap}" --max-reserved "$cap" "$f" >>"$logs/before_gpuscope.jsonl"
+  for c in $before_commits; do
+    files=before_$c
+    for f in ${!files}; do
+      inbudget "$f" || break 2
+      if ! cap=$(torch_cap "$f" best 2>/dev/null); then
+        echo "before: no PyTorch smallest cap for $f (run smallest first)" >>"$logs/stderr.txt"
+        continue
+      fi
+      replay "$bin/gpumem-before-$c" before "{\"cap_bytes\": $cap, \"commit\": \"$c\"}" --max-reserved "$cap" "$f" >>"$logs/before_gpuscope.jsonl"
+      gs today "{\"cap_bytes\": $cap, \"commit\": \"$c\"}" --max-reserved "$cap" "$f" >>"$logs/before_gpuscope.jsonl"
+    done
   done
   section=
   save

@@ -1,6 +1,7 @@
 """Prints the Markdown tables of one run of scripts/measure/pressure-gpu.sh
 (sections smallest, free, cap12 and cap20) as docs/measurements.md shows
-them, or, with --check, the run's verdict on issue 38's comparison:
+them, or, with --check, the run's verdict on issues 38's and 45's
+comparison:
 
     python3 scripts/measure/pressure_tables.py LOGDIR
     python3 scripts/measure/pressure_tables.py --check LOGDIR
@@ -27,10 +28,12 @@ lines fails, and so does a caps.txt without workloads):
          under PyTorch's).
   ratio  gpuscope's median unconstrained peak reserved over peak requested
          at or under PyTorch expandable's (from bytes; equal is a TIE).
-It then notes, not as a gate, the before section: on how many of the
-language-model shape files gpumem at a682b2e (the pool before the pages
-for the largest blocks, c2db750) ran out of memory at PyTorch's better
-smallest cap, and on how many today's pool did, and lists the parts of
+It then notes, not as a gate, the before section, one line per earlier
+pool: on how many of its files gpumem at a682b2e (the pool before the
+pages for the largest blocks, c2db750; the language-model shape files) or
+at c633d74 (before the pages for blocks of a handle or more; gpt2_train and
+train_held_outputs) ran out of memory at PyTorch's better smallest cap, and
+on how many today's pool did, and lists the parts of
 the run that did not run (notrun.txt, which pressure-gpu.sh writes: a
 section skipped for the budget, a run stopped by a signal), one NOT RUN
 line each. A stand-in run (driver.txt says sim: the simulated source
@@ -42,6 +45,12 @@ import json
 import os
 import statistics as st
 import sys
+
+# The earlier pools of the before section (pressure-gpu.sh's
+# before_commits), first the one of lines that name none.
+BEFORE = ("a682b2e", "c633d74")
+BEFORE_WHAT = {"a682b2e": "before the largest blocks' pages, c2db750",
+               "c633d74": "before the pages for blocks of a handle or more"}
 
 # The step of bisections before they recorded it (step_bytes): a
 # 10,000th of the peak requested, in torch_replay and caps.txt alike.
@@ -300,14 +309,15 @@ def check(logs, out=sys.stdout):
             f"unconstrained peak reserved / peak requested: gpuscope {g:.6f}, PyTorch expandable {e:.6f} "
             f"(medians of {len(fs)} and {len(es)})")
 
-    before = by_trace(jsonl(os.path.join(logs, "before_gpuscope.jsonl")))
-    if before:
-        was = sorted(t for t, rs in before.items() if any(r["label"] == "before" and r["ooms"] for r in rs))
-        now = sorted(t for t, rs in before.items() if any(r["label"] == "today" and r["ooms"] for r in rs))
-        print(f"NOTE before: at PyTorch's better smallest cap, gpumem at a682b2e (before c2db750) ran out of memory on "
-              f"{len(was)} of {len(before)} language-model shape files ({', '.join(was) or 'none'}); "
+    before = jsonl(os.path.join(logs, "before_gpuscope.jsonl"))
+    for c in sorted({r.get("commit", BEFORE[0]) for r in before}):
+        rows = by_trace([r for r in before if r.get("commit", BEFORE[0]) == c])
+        was = sorted(t for t, rs in rows.items() if any(r["label"] == "before" and r["ooms"] for r in rs))
+        now = sorted(t for t, rs in rows.items() if any(r["label"] == "today" and r["ooms"] for r in rs))
+        print(f"NOTE before {c}: at PyTorch's better smallest cap, gpumem at {c} ({BEFORE_WHAT.get(c, 'an earlier pool')}) "
+              f"ran out of memory on {len(was)} of {len(rows)} files ({', '.join(was) or 'none'}); "
               f"today's pool on {len(now)} ({', '.join(now) or 'none'})", file=out)
-    else:
+    if not before:
         print("NOTE before: not run", file=out)
     notrun = read_lines(logs, "notrun.txt")
     for n in notrun:

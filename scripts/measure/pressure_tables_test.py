@@ -190,14 +190,21 @@ class Check(unittest.TestCase):
 
     def test_before_is_reported_and_not_a_gate(self):
         names = [f"train_large_vocab_s{i}" for i in range(1, 5)] + [f"infer_dynamic_logits_s{i}" for i in range(1, 5)]
-        before = {"before_gpuscope.jsonl": [gs(t, label, 1_020_000_000, ooms=int(label == "before" and t != names[0]))
-                                            for t in names for label in ("before", "today")]}
-        status, lines = self.check(self.folder({"a": 1}, workload("a"), before))
+        # Lines of a682b2e without their commit, as runs before c633d74's wrote them.
+        lines = [gs(t, label, 1_020_000_000, ooms=int(label == "before" and t != names[0]))
+                 for t in names for label in ("before", "today")]
+        gpt2 = ["gpt2_train", "train_held_outputs", "train_held_outputs_s2"]
+        lines += [dict(gs(t, label, 1_020_000_000, ooms=int(label == "before")), commit="c633d74")
+                  for t in gpt2 for label in ("before", "today")]
+        status, lines = self.check(self.folder({"a": 1}, workload("a"), {"before_gpuscope.jsonl": lines}))
         self.assertEqual(status, 0, "\n".join(lines))
         note = [x for x in lines if x.startswith("NOTE before")]
-        self.assertEqual(len(note), 1, "\n".join(lines))
-        self.assertIn("ran out of memory on 7 of 8 language-model shape files", note[0])
+        self.assertEqual(len(note), 2, "\n".join(lines))
+        self.assertIn("gpumem at a682b2e (before the largest blocks' pages, c2db750) ran out of memory on 7 of 8 files",
+                      note[0])
         self.assertIn("today's pool on 0 (none)", note[0])
+        self.assertIn("gpumem at c633d74 (before the pages for blocks of a handle or more) ran out of memory on 3 of 3 "
+                      "files (gpt2_train, train_held_outputs, train_held_outputs_s2); today's pool on 0 (none)", note[1])
 
     def test_the_tables_and_the_check_read_the_folder_alone(self):
         # A caps.txt of two columns (runs before the step was written) and

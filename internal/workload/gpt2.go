@@ -117,10 +117,7 @@ func (m *gpt2) head(x uint64, keep, kv []uint64, grads *[]uint64) uint64 {
 	b.free(shift)
 	*grads = append(*grads, b.alloc(gpt2Vocab*gpt2Width*4))
 	gh := b.alloc(h)
-	b.free(glsm)
-	b.free(nf)
-	b.free(x)
-	b.free(keep[2])
+	b.freeAll([]uint64{keep[2], x, nf, glsm}) // glsm first
 	return gh
 }
 

@@ -203,10 +203,11 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // (docs/pool.md, "Under a memory cap"). Pages of 1/2048 strand as little
 // as PyTorch's 20 MiB pages on a budget of 40 GB, less below. The two
 // ranges meet at fineFrom: on a budget of 32 GiB or more (an H100's or
-// H200's memory, used without a cap), a handle is fineFrom or more and only
-// blocks of 1/largeShare of the budget grow in pages, as before. On a budget under 2 GiB (a
-// handle at its floor), pages would be granules, a quarter of a handle,
-// for blocks a few handles large.
+// H200's memory, used without a cap) a handle is fineFrom or more, so only
+// blocks of 1/largeShare of the budget grow in pages and a first pass
+// there makes no more handles. On a budget under 2 GiB (a handle at its
+// floor) pages would be granules, a quarter of a handle, for blocks a few
+// handles large, so the first range is empty there.
 //
 // Once a growth has had to move memory under the budget (memory is short,
 // see recut), every new handle is such a page, until the budget changes.

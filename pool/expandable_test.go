@@ -292,9 +292,8 @@ func TestAFailedGrowthOfSeveralHandlesGivesBackWhatItCreated(t *testing.T) {
 // GPT-2 small's weights (fp32), made one by one as PyTorch loads them:
 // requests of sizes that differ, most of them under a step. Where each
 // growth ended a whole number of steps after the last, the arena ended a
-// step above PyTorch expandable's 20 MiB pages (492 MiB against 482, both
-// counting the small arena's page); growths that end on the pages' lines
-// reserve what the pages do.
+// step above PyTorch expandable's 20 MiB pages; growths that end on the
+// pages' lines reserve what the pages do.
 func TestAModelsWeightsLoadedOneByOneReserveNoMoreThanPyTorchsPages(t *testing.T) {
 	const w = 768 * 4
 	sizes := []int64{50257 * w, 1024 * w}

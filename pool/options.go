@@ -174,11 +174,11 @@ const DefaultGrowthStep = 10 << 20
 // Where two steps are within what one handle may strand (1/256 of the cap,
 // or of the device's memory where there is no cap; unbounded where neither
 // is known), a request smaller than the step grows the arena by room for
-// the next of its size too, so that it fits in the same growth, and where
-// it maps forward from the memory before a hole, up to a line of PyTorch's
-// 20 MiB pages (or of the step, where larger) from the arena's start: a
-// run of such requests then reserves what PyTorch's expandable segments
-// would.
+// the next of its size too, so that it fits in the same growth; where the
+// growth extends the mapped memory before a hole, it ends on a line of
+// PyTorch's 20 MiB pages (or of the step, where larger) counted from the
+// arena's start, so that a run of such requests reserves what PyTorch's
+// expandable segments would.
 // 0 grows by exactly what a request lacks, rounded to the granularity; the
 // default is [DefaultGrowthStep]; PyTorch's expandable segments grow by
 // 20 MiB. docs/measurements.md ("GrowthStep") shows the trade-off on real

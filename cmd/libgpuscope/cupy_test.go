@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,11 +32,14 @@ func TestTheCupyPairRunsOnAStandIn(t *testing.T) {
 	require.NoError(t, err)
 	cmd := exec.Command(python, filepath.Join("..", "..", "scripts", "measure", "interop_cupy.py"), "pair", freelist)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+standin, "GPUSCOPE_LIB="+filepath.Join(dir, "libgpuscope.so"),
-		"N=200", "ROUNDS=3", "PYTHONDONTWRITEBYTECODE=1")
+		"N=200", "ROUNDS=3", "PYTHONDONTWRITEBYTECODE=1", "GPUSCOPE_BUILD_DIR="+t.TempDir())
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s", out)
 	var line map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(out, &line), "%s", out)
+	// As on a GPU, use_cupy's function is compiled and reads the stream
+	// through the function CuPy's Cython exports (the stand-in's).
+	require.JSONEq(t, `"C, the stream from CuPy's C function"`, string(line["callable"]))
 	for _, size := range []string{"256", "1048576", "67108864"} {
 		var modes map[string]struct {
 			Median    float64 `json:"median_ns"`
@@ -52,5 +56,22 @@ func TestTheCupyPairRunsOnAStandIn(t *testing.T) {
 		assert.Equal(t, int64(2*3*200), g.PairAlloc, "size %s: every timed pair went to the cache", size)
 		assert.Equal(t, g.PairAlloc-1, g.PairHits, "size %s: the cache served all but the first (reading the stats before emptied it)", size)
 		assert.Zero(t, g.Failures)
+	}
+}
+
+// TestTheCupyCallBenchRuns runs scripts/measure/cupy_call_bench.py, whose
+// figures docs/interop.md cites, for a few calls: each form of use_cupy's
+// function is timed, the compiled ones included.
+func TestTheCupyCallBenchRuns(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine")
+	}
+	cmd := exec.Command(python, filepath.Join("..", "..", "scripts", "measure", "cupy_call_bench.py"), "1000")
+	cmd.Env = append(os.Environ(), "PYTHONPATH=python", "PYTHONDONTWRITEBYTECODE=1", "GPUSCOPE_BUILD_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, row := range []string{"stand-in malloc alone", "python", "c, get_current_stream", "c, capsule"} {
+		assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(row)+` +[0-9.]+ ns`, string(out))
 	}
 }

@@ -33,7 +33,7 @@ func TestThePythonModule(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
 	require.NoError(t, err, "the Python module's tests failed")
-	require.Contains(t, string(out), "Ran 39 tests")
+	require.Contains(t, string(out), "Ran 44 tests")
 	require.NotContains(t, string(out), "skipped", "the shim's tests over the stand-ins ran")
 }
 
@@ -51,14 +51,16 @@ func TestThePythonPackageInstallsFromTheClone(t *testing.T) {
 	out, err := pip.CombinedOutput()
 	require.NoError(t, err, "pip install: %s", out)
 
+	// The package builds use_cupy's function in C from the source it holds.
 	use := exec.Command(filepath.Join(venv, "bin", "python"), "-c",
-		"import gpuscope; print(gpuscope.path()); print(gpuscope.stats()['device'])")
+		"import gpuscope; print(gpuscope.path()); print(gpuscope.stats()['device']); print(gpuscope._cupy_ext()[1])")
 	use.Dir = t.TempDir() // not the source folder, which holds gpuscope.py
-	use.Env = append(env, "GPUSCOPE_HOST_MEMORY=16777216")
+	use.Env = append(env, "GPUSCOPE_HOST_MEMORY=16777216", "GPUSCOPE_BUILD_DIR="+t.TempDir())
 	out, err = use.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Len(t, lines, 2, "%s", out)
+	require.Len(t, lines, 3, "%s", out)
+	require.Equal(t, "None", lines[2], "use_cupy's function was not built in C")
 	require.True(t, strings.HasPrefix(lines[0], venv+string(filepath.Separator)), "the library it packaged: %s", lines[0])
 	require.True(t, strings.HasSuffix(lines[0], filepath.Join("gpuscope", "libgpuscope.so")), lines[0])
 	require.Regexp(t, `^host:\d+ \(host memory, 16.00 MiB\)$`, lines[1])

@@ -14,9 +14,11 @@ minimal free list per size in CuPy's form (interop_freelist.c's
 fl_cupy_malloc and fl_cupy_free) under cupy.cuda.memory.CFunctionAllocator,
 the floor of that path; and gpuscope as use_cupy sets it (the same
 CFunctionAllocator, over gpuscope_cupy_malloc and gpuscope_cupy_free, under
-the function that raises CuPy's OutOfMemoryError). It prints one JSON line
-of nanoseconds per pair, the median of ROUNDS rounds of N pairs (and their
-range), and gpuscope's counters: what the pair cache served.
+the function that raises CuPy's OutOfMemoryError), and without that function
+(gpuscope-unchecked). It prints one JSON line of nanoseconds per pair, the
+median of ROUNDS rounds of N pairs (and their range), gpuscope's counters
+(what the pair cache served) and how use_cupy's function ran ("callable":
+in C, reading the stream through CuPy's C function or not, or in Python).
 
 A pass makes each operation's input on the device, computes, and drops
 both: the allocation pattern of a program that does not keep its arrays.
@@ -121,7 +123,7 @@ def pair(freelist_so):
     modes, gs = pair_modes(freelist_so)
     names = list(modes)
     n, rounds = int(os.environ.get("N", 20000)), int(os.environ.get("ROUNDS", 7))
-    out = {"kind": "cupy_pair", "pairs": n, "rounds": rounds}
+    out = {"kind": "cupy_pair", "pairs": n, "rounds": rounds, "callable": gs._cupy_how}
     for size in SIZES:
         runs = {k: [] for k in names}
         for k in names:  # warm: each allocator caches a block of the size

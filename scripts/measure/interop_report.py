@@ -362,6 +362,9 @@ def cupy_pair_report(rows):
         return ["cupy.empty + del from Python: no results -> MISSED (NOT RUN)"]
     out = ["cupy.empty + del from Python (issue 47; ns per pair, the median over processes of each one's median "
            "of rounds taking turns)"]
+    hows = sorted({r["callable"] for r in rows if "callable" in r})
+    if hows:
+        out.append("  use_cupy's function ran in " + "; ".join(hows))
     for size in SIZES:
         s = str(size)
         med = {k: statistics.median(r[s][k]["median_ns"] for r in rows) for k in CUPY_PAIR_MODES + ("gpuscope-unchecked",)

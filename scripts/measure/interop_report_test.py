@@ -405,10 +405,13 @@ class Report(unittest.TestCase):
 
     def test_cupys_pair_shows_what_use_cupys_function_costs(self):
         rows = [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2150.0, "gpuscope-unchecked": 2110.0})]
+        rows[0]["callable"] = "C, the stream from CuPy's C function"
         out = self.logs({"cupy_pair.jsonl": rows})
         self.assertEqual(3, sum("the current stream's allocator, the check of the pointer for CuPy's OutOfMemoryError) "
                                 "costs 40 ns a pair; unchecked / freelist 1.055" in x
                                 for x in out), "\n".join(out))
+        self.assertIn("use_cupy's function ran in C, the stream from CuPy's C function",
+                      self.line(out, "use_cupy's function ran in"))
 
 
 if __name__ == "__main__":

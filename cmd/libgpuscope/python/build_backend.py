@@ -4,8 +4,8 @@ PyPI: pyproject.toml asks for no build requirement, and this file uses
 the standard library alone.
 
 A wheel holds the package gpuscope: gpuscope.py as its __init__.py,
-torch_shim.cpp, and libgpuscope.so beside them, where the module looks
-for it. The library is built from this clone with the go command
+torch_shim.cpp, cupy_call.c, and libgpuscope.so beside them, where the
+module looks for it. The library is built from this clone with the go command
 (`go build -buildmode=c-shared ./cmd/libgpuscope`, Go and the Go module
 proxy), with -tags from $GPUSCOPE_GO_TAGS (cuda: GPUs); or, where
 $GPUSCOPE_LIB names a library built before, that one is packaged and no
@@ -118,5 +118,6 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return _wheel(wheel_directory, {
         f"{NAME}/__init__.py": _read("gpuscope.py"),
         f"{NAME}/torch_shim.cpp": _read("torch_shim.cpp"),
+        f"{NAME}/cupy_call.c": _read("cupy_call.c"),
         f"{NAME}/libgpuscope.so": so,
     })

@@ -76,7 +76,7 @@ OUT_OF_MEMORY = 1
 INVALID_SIZE = 3
 
 
-_lock = threading.Lock()  # protects _lib, _path and _sleepers
+_lock = threading.Lock()  # protects _lib, _path, _sleepers and _cupy_ext_made
 
 
 def _after_fork_in_child():
@@ -326,24 +326,10 @@ def _build_shim():
     theirs in it; a folder of the cache that another user owns, or that
     others can write, is refused. Its name holds a digest of the source, so
     that a new gpuscope never loads the shim of an old one."""
-    import hashlib
-    import subprocess
-
     import torch
 
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_shim.cpp")
-    with open(src, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
-    folder = os.environ.get("GPUSCOPE_BUILD_DIR")
-    if folder:
-        os.makedirs(folder, exist_ok=True)  # the user's choice
-    else:
-        cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gpuscope")
-        folder = os.path.join(cache, f"torch-{torch.__version__}")
-        for f in (cache, folder):
-            os.makedirs(f, mode=0o700, exist_ok=True)
-            _only_mine(f)
-    so = os.path.join(folder, f"torch_shim-{digest}.so")
+    src, digest = _source("torch_shim.cpp")
+    so = os.path.join(_build_folder(f"torch-{torch.__version__}"), f"torch_shim-{digest}.so")
     if os.path.exists(so):
         return so
     try:
@@ -362,14 +348,49 @@ def _build_shim():
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
            + [f"-I{p}" for p in inc] + [src, "-o", tmp] + [f"-L{p}" for p in libs]
            + ["-ltorch_cuda", "-lc10_cuda", "-lc10"] + [f"-Wl,-rpath,{p}" for p in libs])
+    _compile(cmd, src, tmp, so)
+    return so
+
+
+def _source(name):
+    """The path of the source name beside this file, and a digest of it
+    for the name of what is built from it, so that a new gpuscope never
+    loads what an old one built."""
+    import hashlib
+
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    with open(src, "rb") as f:
+        return src, hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _build_folder(kind):
+    """The folder of what this module compiles, for kind: $GPUSCOPE_BUILD_DIR,
+    else (the user's cache)/gpuscope/kind, made, and refused where another
+    user owns it or others can write it (_only_mine)."""
+    folder = os.environ.get("GPUSCOPE_BUILD_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)  # the user's choice
+        return folder
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gpuscope")
+    folder = os.path.join(cache, kind)
+    for f in (cache, folder):
+        os.makedirs(f, mode=0o700, exist_ok=True)
+        _only_mine(f)
+    return folder
+
+
+def _compile(cmd, src, tmp, so):
+    """Runs cmd, a compiler's command that builds src into tmp, and moves
+    tmp to so; raises GpuscopeError with the compiler's errors."""
+    import subprocess
+
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
-        raise GpuscopeError(f"g++ could not run: {e}") from e
+        raise GpuscopeError(f"{cmd[0]} could not run: {e}") from e
     if r.returncode != 0:
         raise GpuscopeError(f"compiling {src} failed:\n{r.stderr[-4000:]}")
     os.replace(tmp, so)
-    return so
 
 
 def _cxx_standard(version):
@@ -422,7 +443,11 @@ def use_cupy(lib_path=None):
     cupy.cuda.memory.OutOfMemoryError, with gpuscope's message as a note
     and its cause: CuPy's CFunctionAllocator takes a NULL for an array at
     address 0, so the callable given to cupy.cuda.set_allocator checks the
-    pointer first.
+    pointer first. That callable runs in C (cupy_call.c, beside this file,
+    which use_cupy compiles with cc against this Python's headers, once,
+    into the folder where use_torch builds its shim); where it cannot be
+    built, use_cupy warns (GpuscopeWarning) with why, and it runs in Python,
+    a Python call more for every CuPy allocation.
 
     CuPy's pool keeps a block freed under a stream for that stream's later
     allocations, since kernels queued there may still read it; its
@@ -435,19 +460,53 @@ def use_cupy(lib_path=None):
     for the process's life (CuPy destroys a stream when its object goes)."""
     import cupy
 
+    global _cupy_how
     lib = load(lib_path)
-    addr = ctypes.cast(lib.gpuscope_cupy_malloc, ctypes.c_void_p).value
-    free = ctypes.cast(lib.gpuscope_cupy_free, ctypes.c_void_p).value
-    alloc = cupy.cuda.memory.CFunctionAllocator(0, addr, free, lib)
+    ext, why = _cupy_ext()
+    if ext is None:
+        warnings.warn(f"gpuscope: CuPy's allocation function runs in Python ({why}): each CuPy allocation "
+                      "pays a Python call more than in C", GpuscopeWarning, stacklevel=2)
+
+    def addr(name):
+        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+    malloc, stream_malloc = addr("gpuscope_cupy_malloc"), addr("gpuscope_cupy_stream_malloc")
+    if ext is not None:  # cupy_call.c's over them, which tell it of a NULL
+        malloc, stream_malloc = ext.wrap(malloc, stream_malloc)
+    alloc = cupy.cuda.memory.CFunctionAllocator(0, malloc, addr("gpuscope_cupy_free"), lib)
 
     def on_stream(stream):
-        malloc = ctypes.cast(lib.gpuscope_cupy_stream_malloc, ctypes.c_void_p).value
-        free = ctypes.cast(lib.gpuscope_cupy_stream_free, ctypes.c_void_p).value
-        return cupy.cuda.memory.CFunctionAllocator(stream.ptr, malloc, free, (lib, stream)).malloc
+        return cupy.cuda.memory.CFunctionAllocator(stream.ptr, stream_malloc, addr("gpuscope_cupy_stream_free"),
+                                                   (lib, stream)).malloc
 
-    cupy.cuda.set_allocator(_cupy_malloc(alloc.malloc, on_stream, cupy.cuda.get_current_stream,
-                                         cupy.cuda.memory.OutOfMemoryError))
+    malloc = _cupy_malloc(alloc.malloc, on_stream, cupy.cuda.get_current_stream, cupy.cuda.memory.OutOfMemoryError,
+                          capsule=_cupy_stream_capsule(), ext=ext)
+    cupy.cuda.set_allocator(malloc)
+    _cupy_how = ("C, the stream from CuPy's C function" if getattr(malloc, "c_stream", False) else
+                 "C, the stream from cupy.cuda.get_current_stream" if ext is not None else f"Python: {why}")
     return alloc
+
+
+# How use_cupy's allocation function runs, for the harness's report: in C
+# (cupy_call.c), reading the stream through CuPy's C function or not, or in
+# Python, and why.
+_cupy_how = "use_cupy() was not called"
+
+
+def _cupy_stream_capsule():
+    """CuPy's C function that returns the calling thread's current stream
+    (get_current_stream_ptr, which its pool calls), as the capsule its
+    Cython module exports for cimport; None where it exports none."""
+    import importlib
+
+    for name in ("cupy_backends.cuda.stream", "cupy.cuda.stream"):
+        try:
+            capi = getattr(importlib.import_module(name), "__pyx_capi__", {})
+        except ImportError:
+            continue
+        if "get_current_stream_ptr" in capi:
+            return capi["get_current_stream_ptr"]
+    return None
 
 
 # cudaStreamLegacy (1) and cudaStreamPerThread (2): with NULL, the
@@ -458,11 +517,14 @@ def use_cupy(lib_path=None):
 _PER_THREAD = 2
 
 
-def _cupy_malloc(malloc, on_stream, current_stream, oom):
+def _cupy_malloc(malloc, on_stream, current_stream, oom, capsule=None, ext=None):
     """CuPy's allocation function: CFunctionAllocator's malloc on a default
     stream, else on_stream(stream)'s, made once a stream (a stream's ptr
     names it: CuPy's streams compare so); it raises oom (CuPy's
-    OutOfMemoryError) where it got NULL."""
+    OutOfMemoryError) where it got NULL. With ext, cupy_call.c's module
+    (_cupy_ext), it is ext.Malloc, which does the same in C, reading the
+    stream through capsule (_cupy_stream_capsule) where it is CuPy's C
+    function; else a Python function."""
     streams = {}  # a stream's ptr -> its allocation function; holds the stream
     lock = threading.Lock()
 
@@ -472,13 +534,67 @@ def _cupy_malloc(malloc, on_stream, current_stream, oom):
                 streams[stream.ptr] = on_stream(stream)
             return streams[stream.ptr]
 
+    def raise_oom(size):
+        _raise_cupy_oom(size, oom)
+
+    if ext is not None:
+        return ext.Malloc(malloc, streams, lambda: stream_malloc(current_stream()), current_stream, capsule, raise_oom)
+
     def gpuscope_malloc(size):
         s = current_stream().ptr
         mem = (malloc if s <= _PER_THREAD else streams.get(s) or stream_malloc(current_stream()))(size)
         if mem.ptr == 0 and size:
-            _raise_cupy_oom(size, oom)
+            raise_oom(size)
         return mem
     return gpuscope_malloc
+
+
+_cupy_ext_made = None  # (module, why): _cupy_ext's, once
+
+
+def _cupy_ext():
+    """cupy_call.c (beside this file) compiled against this Python's headers
+    and loaded, once a process, and None; or None and why it could not be.
+
+    The library goes where use_torch's shim goes (_build_folder), its name
+    holding a digest of the source and this Python's extension suffix."""
+    global _cupy_ext_made
+    with _lock:
+        if _cupy_ext_made is None:
+            try:
+                _cupy_ext_made = _load_ext("_gpuscope_cupy", _build_cupy_ext()), None
+            except (GpuscopeError, OSError, ImportError) as e:
+                _cupy_ext_made = None, str(e)
+        return _cupy_ext_made
+
+
+def _build_cupy_ext():
+    import shutil
+    import sysconfig
+
+    src, digest = _source("cupy_call.c")
+    so = os.path.join(_build_folder("python"), f"cupy_call-{digest}{sysconfig.get_config_var('EXT_SUFFIX')}")
+    if os.path.exists(so):
+        return so
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        raise GpuscopeError(f"no Python.h in {include}: this Python's headers (a python3-dev package) are not installed")
+    cc = os.environ.get("CC", "").split() or [shutil.which("cc") or shutil.which("gcc") or "cc"]
+    tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
+    _compile(cc + ["-O2", "-shared", "-fPIC", f"-I{include}", src, "-o", tmp], src, tmp, so)
+    return so
+
+
+def _load_ext(name, so):
+    """Loads the extension module name from the file so."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, so)
+    spec = importlib.util.spec_from_file_location(name, so, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def _raise_cupy_oom(size, oom):

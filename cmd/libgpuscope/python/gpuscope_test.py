@@ -495,41 +495,6 @@ class Frameworks(unittest.TestCase):
                 gpuscope._build_shim()
             self.assertIn(std, seen[0], version)
 
-    def test_use_cupy_raises_cupys_out_of_memory_error_past_the_cap(self):
-        class OutOfMemoryError(MemoryError):
-            def __init__(self, size, total, limit=0):
-                super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes).")
-
-        class CFunctionAllocator:  # CuPy's: an array at whatever malloc returned, 0 too
-            def __init__(self, param, malloc, free, owner):
-                self.m = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_size_t, ctypes.c_int)(malloc)
-                self.f = ctypes.CFUNCTYPE(None, ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_int)(free)
-
-            def malloc(self, size):
-                return types.SimpleNamespace(ptr=self.m(0, size, 0) if size else 0)
-
-        seen = {}
-        memory = types.SimpleNamespace(CFunctionAllocator=CFunctionAllocator, OutOfMemoryError=OutOfMemoryError)
-        sys.modules["cupy"] = types.SimpleNamespace(
-            cuda=types.SimpleNamespace(memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f),
-                                       get_current_stream=lambda: _NULL_STREAM))
-        a = gpuscope.use_cupy()
-        malloc = seen["allocator"]
-        gpuscope.empty_cache()
-        gpuscope.set_max_reserved(gpuscope.stats()["reserved"] + 2 * MiB)
-        try:
-            with self.assertRaises(OutOfMemoryError) as caught:
-                malloc(64 * MiB)
-            self.assertIn("cap", str(caught.exception.__cause__))
-            self.assertTrue(any("cap" in n for n in getattr(caught.exception, "__notes__", [])))
-            self.assertEqual(malloc(0).ptr, 0, "size 0 is no failure")
-            mem = malloc(MiB)  # under the cap, after
-            self.assertNotEqual(mem.ptr, 0)
-            a.f(0, mem.ptr, 0)
-        finally:
-            gpuscope.set_max_reserved(0)
-
-
     def test_use_cupy_hands_cupy_function_pointers_that_allocate(self):
         seen = {}
 
@@ -561,52 +526,205 @@ class Frameworks(unittest.TestCase):
         self.assertEqual(gpuscope.stats()["allocated"], before)
         self.assertEqual(malloc(0, 0, 0), 0, "size 0 is refused with NULL")
 
-    def test_use_cupy_keeps_a_streams_blocks_on_it_as_cupys_pool_does(self):
+
+class CupyMalloc(unittest.TestCase):
+    """use_cupy's allocation function, in each form it runs in: "python"
+    (where cupy_call.c cannot be built), "c" (built, CuPy exporting no C
+    function for the stream) and "c, capsule" (the stream from CuPy's C
+    function, as CuPy's pool reads it), over a stand-in CuPy whose
+    CFunctionAllocator calls the library's functions as CuPy does."""
+
+    FORMS = ("python", "c", "c, capsule")
+
+    def setUp(self):
+        self.saved = _modules(("cupy", "cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.stream"))
+        self.now = _NULL_STREAM  # the calling thread's current stream
+
+    def tearDown(self):
+        _restore(self.saved)
+        gpuscope.set_max_reserved(0)
+
+    def use_cupy(self, form, oom=MemoryError, current_stream=None, allocator=None, signature=b"intptr_t (void)"):
+        """use_cupy over the stand-in, in form, with CFunctionAllocator the
+        class allocator where given, and CuPy's C function (in "c, capsule")
+        exported under signature; returns the function CuPy was given."""
+        seen = {}
+        memory = types.SimpleNamespace(CFunctionAllocator=allocator or _CupyCFunctionAllocator, OutOfMemoryError=oom)
+        sys.modules["cupy"] = types.SimpleNamespace(cuda=types.SimpleNamespace(
+            memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f),
+            get_current_stream=current_stream or (lambda: self.now)))
+        for name in ("cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.stream"):
+            sys.modules[name] = types.ModuleType(name)
+        if form == "c, capsule":
+            sys.modules["cupy_backends.cuda.stream"].__pyx_capi__ = {
+                "get_current_stream_ptr": self.capsule(signature, lambda: self.now.ptr)}
+        if form == "python":
+            with mock.patch.object(gpuscope, "_cupy_ext", lambda: (None, "no compiler, in this test")), \
+                    self.assertWarnsRegex(gpuscope.GpuscopeWarning, r"runs in Python \(no compiler, in this test\)"):
+                gpuscope.use_cupy()
+        else:
+            gpuscope.use_cupy()
+        return seen["allocator"]
+
+    def capsule(self, name, fn):
+        """A capsule of the C function intptr_t (void) that calls fn, as
+        Cython exports one, named name."""
+        self._keep = (ctypes.create_string_buffer(name), ctypes.CFUNCTYPE(ctypes.c_ssize_t)(fn))
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        return new(ctypes.cast(self._keep[1], ctypes.c_void_p), ctypes.addressof(self._keep[0]), None)
+
+    def test_it_raises_cupys_out_of_memory_error_past_the_cap(self):
+        class OutOfMemoryError(MemoryError):
+            def __init__(self, size, total, limit=0):
+                super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes).")
+
+        for form in self.FORMS:
+            with self.subTest(form):
+                malloc = self.use_cupy(form, OutOfMemoryError)
+                gpuscope.empty_cache()
+                gpuscope.set_max_reserved(gpuscope.stats()["reserved"] + 2 * MiB)
+                for stream in (_NULL_STREAM, types.SimpleNamespace(ptr=0x7300)):
+                    self.now = stream
+                    with self.assertRaises(OutOfMemoryError) as caught:
+                        malloc(64 * MiB)
+                    self.assertIn("cap", str(caught.exception.__cause__))
+                    self.assertTrue(any("cap" in n for n in getattr(caught.exception, "__notes__", [])))
+                    self.assertEqual(malloc(0).ptr, 0, "size 0 is no failure")
+                    mem = malloc(MiB)  # under the cap, after
+                    self.assertNotEqual(mem.ptr, 0)
+                    mem.free()
+                self.now = _NULL_STREAM
+                gpuscope.set_max_reserved(0)
+
+    def test_a_null_counted_inside_another_allocation_is_not_its_refusal(self):
+        # The C form reads the MemoryPointer's ptr only where gpuscope
+        # returned NULL during the call: the NULL may be that of an
+        # allocation that ran inside it (a finalizer's, as CuPy builds the
+        # MemoryPointer), and the call's own allocation may fail while one
+        # inside it succeeds.
+        inner = []
+
+        class Allocator(_CupyCFunctionAllocator):
+            def malloc(self, size):
+                mem = super().malloc(size)
+                if inner:
+                    inner.pop()()
+                return mem
+
+        for form in self.FORMS:
+            with self.subTest(form):
+                malloc = self.use_cupy(form, allocator=Allocator)
+                gpuscope.empty_cache()
+                gpuscope.set_max_reserved(gpuscope.stats()["reserved"] + 4 * MiB)
+
+                def refused():
+                    with self.assertRaises(MemoryError):
+                        malloc(64 * MiB)
+
+                inner.append(refused)
+                mem = malloc(MiB)
+                self.assertNotEqual(mem.ptr, 0)
+                self.assertEqual(inner, [], "the inner allocation ran")
+                got = []
+                inner.append(lambda: got.append(malloc(MiB)))
+                with self.assertRaises(MemoryError):
+                    malloc(64 * MiB)
+                self.assertNotEqual(got[0].ptr, 0)
+                inner.append(refused)
+                self.assertEqual(malloc(0).ptr, 0, "a call of size 0, inside which an allocation was refused")
+                for m in (mem, got[0]):
+                    m.free()
+                gpuscope.set_max_reserved(0)
+
+    def test_a_streams_blocks_stay_on_it_as_in_cupys_pool(self):
         # CuPy's pool gives a block freed under stream S only to later
         # allocations under S. CFunctionAllocator passes no stream: a block
         # that kernels on S still read when CuPy freed it served the next
         # allocation on any stream at once.
-        streams = {"now": types.SimpleNamespace(ptr=0)}
-        memory = types.SimpleNamespace(CFunctionAllocator=_CupyCFunctionAllocator, OutOfMemoryError=MemoryError)
-        seen = {}
-        sys.modules["cupy"] = types.SimpleNamespace(cuda=types.SimpleNamespace(
-            memory=memory, set_allocator=lambda f: seen.setdefault("allocator", f),
-            get_current_stream=lambda: streams["now"]))
-        gpuscope.use_cupy()
-        malloc = seen["allocator"]
-        failures = gpuscope.stats()["c_failures"]
-        side = types.SimpleNamespace(ptr=0x7200)  # a cupy.cuda.Stream
-        streams["now"] = side
-        a = malloc(4 * MiB)
-        p = a.ptr
-        a.free()  # CuPy drops the array while S's kernels may still read it
-        streams["now"] = types.SimpleNamespace(ptr=0)  # back on the default stream
-        b = malloc(4 * MiB)
-        self.assertNotEqual(b.ptr, p, "a block freed under a side stream served the default stream at once")
-        streams["now"] = side
-        c = malloc(4 * MiB)
-        self.assertEqual(c.ptr, p, "a block freed under a stream serves that stream's next allocation")
-        for m in (b, c):
-            m.free()
-        # cudaStreamPerThread (CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1) names
-        # each thread's own default stream: gpuscope would wait on the
-        # calling thread's alone. Its blocks stay the legacy default
-        # stream's, whose work waits for every thread's.
-        streams["now"] = types.SimpleNamespace(ptr=2)
-        d = malloc(4 * MiB)
-        d.free()
-        streams["now"] = types.SimpleNamespace(ptr=0)
-        e = malloc(4 * MiB)
-        self.assertEqual(e.ptr, d.ptr, "a per-thread default stream's block is not the default stream's")
-        e.free()
-        self.assertEqual(gpuscope.stats()["c_failures"], failures)
+        for form in self.FORMS:
+            with self.subTest(form):
+                malloc = self.use_cupy(form)
+                failures = gpuscope.stats()["c_failures"]
+                side = types.SimpleNamespace(ptr=0x7200)  # a cupy.cuda.Stream
+                self.now = side
+                a = malloc(4 * MiB)
+                p = a.ptr
+                a.free()  # CuPy drops the array while S's kernels may still read it
+                self.now = _NULL_STREAM
+                b = malloc(4 * MiB)
+                self.assertNotEqual(b.ptr, p, "a block freed under a side stream served the default stream at once")
+                self.now = side
+                c = malloc(4 * MiB)
+                self.assertEqual(c.ptr, p, "a block freed under a stream serves that stream's next allocation")
+                for m in (b, c):
+                    m.free()
+                # cudaStreamPerThread (CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1)
+                # names each thread's own default stream: gpuscope would wait
+                # on the calling thread's alone. Its blocks stay the legacy
+                # default stream's, whose work waits for every thread's.
+                self.now = types.SimpleNamespace(ptr=2)
+                d = malloc(4 * MiB)
+                d.free()
+                self.now = _NULL_STREAM
+                e = malloc(4 * MiB)
+                self.assertEqual(e.ptr, d.ptr, "a per-thread default stream's block is not the default stream's")
+                e.free()
+                self.assertEqual(gpuscope.stats()["c_failures"], failures)
+
+    def test_each_form_says_how_it_runs(self):
+        for form, c_stream, how in (("python", None, "Python: no compiler, in this test"),
+                                    ("c", False, "C, the stream from cupy.cuda.get_current_stream"),
+                                    ("c, capsule", True, "C, the stream from CuPy's C function")):
+            with self.subTest(form):
+                self.assertEqual(getattr(self.use_cupy(form), "c_stream", None), c_stream)
+                self.assertEqual(gpuscope._cupy_how, how)
+
+    def test_a_capsule_of_another_signature_is_not_called(self):
+        # A CuPy whose Cython exports get_current_stream_ptr with another
+        # signature: the C form reads the stream from get_current_stream.
+        malloc = self.use_cupy("c, capsule", signature=b"intptr_t (int)")
+        self.assertFalse(malloc.c_stream)
+        self.now = types.SimpleNamespace(ptr=0x7400)
+        mem = malloc(MiB)
+        self.assertNotEqual(mem.ptr, 0)
+        mem.free()
+
+    def test_where_it_cannot_be_built_the_error_says_why(self):
+        with tempfile.TemporaryDirectory() as d, mock.patch.dict(os.environ, {"GPUSCOPE_BUILD_DIR": d, "CC": "false"}):
+            with self.assertRaisesRegex(gpuscope.GpuscopeError, r"compiling .*cupy_call\.c failed"):
+                gpuscope._build_cupy_ext()
+            with mock.patch("sysconfig.get_paths", lambda: {"include": d}), \
+                    self.assertRaisesRegex(gpuscope.GpuscopeError, r"no Python.h in .*python3-dev"):
+                gpuscope._build_cupy_ext()
+            self.assertEqual(os.listdir(d), [], "a failed build leaves nothing")
+
+    def test_its_calls_are_cupys(self):
+        # One argument, the size; an error of CuPy's stream lookup passes up.
+        for form in self.FORMS:
+            with self.subTest(form):
+                def broken():
+                    raise RuntimeError("cudaErrorNoDevice")
+
+                malloc = self.use_cupy(form, current_stream=broken)
+                if form == "c, capsule":
+                    mem = malloc(MiB)  # its stream comes from CuPy's C function
+                    mem.free()
+                else:
+                    with self.assertRaisesRegex(RuntimeError, "cudaErrorNoDevice"):
+                        malloc(MiB)
+                for args in ((), (MiB, 0)):
+                    with self.assertRaises(TypeError):
+                        malloc(*args)
+
 
 _NULL_STREAM = types.SimpleNamespace(ptr=0)  # cupy.cuda.Stream.null
 
 
 class _CupyCFunctionAllocator:
     """cupy.cuda.memory.CFunctionAllocator: malloc(param, size, device) for
-    an array, and free(param, ptr, device) when CuPy drops it (free())."""
+    an array (none for size 0: its ptr is 0), and free(param, ptr, device)
+    when CuPy drops it (free())."""
 
     def __init__(self, param, malloc, free, owner):
         self.param, self.owner = param, owner

@@ -1,0 +1,1 @@
+"""A stand-in of CuPy's cupy_backends, for testdata/cupystandin's cupy."""

@@ -420,12 +420,21 @@ static void thread_scopes(void) {
 	CHECK(live(mine) == 8192, "the stream is not main's scope's again: %lld", live(mine));
 	gpuscope_free(got[0], 8192, 0, STREAM);
 	gpuscope_free(got[1], 8192, 0, NULL);
+	// The end of scope 0, which is no scope, fails and leaves the bindings
+	// as they were: it forgot every free one as a binding of 0, and the
+	// device's count of bindings went below zero, hiding the stream's.
+	CHECK(gpuscope_scope_end(0, 0) != 0, "scope 0 ended");
+	pthread_create(&th, NULL, scopeless, got);
+	pthread_join(th, NULL);
+	CHECK(live(mine) == 8192, "after an end of scope 0 the stream is not main's scope's: %lld", live(mine));
+	gpuscope_free(got[0], 8192, 0, STREAM);
+	gpuscope_free(got[1], 8192, 0, NULL);
 	CHECK(gpuscope_scope_end(other, 0) == 0, "end other");
 	CHECK(gpuscope_scope_end(mine, 0) == 0, "end main");
 	int64_t again = gpuscope_scope_begin(0, "again");
 	CHECK(gpuscope_scope_bind(again, STREAM) == 0, "the stream of a scope that ended is free");
 	CHECK(gpuscope_scope_end(again, 0) == 0, "end again");
-	CHECK(stat("c_failures") == before + 1, "failures: %s", text);
+	CHECK(stat("c_failures") == before + 2, "failures: %s", text);
 
 	// A scope ended by another thread: its thread allocates in the root.
 	int64_t s = gpuscope_scope_begin(0, "ended-elsewhere");
@@ -436,7 +445,7 @@ static void thread_scopes(void) {
 	gpuscope_stats(0, text, sizeof text);
 	CHECK(strstr(text, "\"scope\":\"libgpuscope\"") != NULL, "not in the root: %s", text);
 	gpuscope_free(p, 512, 0, NULL);
-	CHECK(stat("c_failures") == before + 1, "failures: %s", text);
+	CHECK(stat("c_failures") == before + 2, "failures: %s", text);
 
 	// The thread's last failure, and whether it was for want of memory.
 	char msg[4096];

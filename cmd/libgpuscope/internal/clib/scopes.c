@@ -137,7 +137,12 @@ static void writeEnd(gs_device *b) {
 // gs_forget forgets the scope id, which has ended: the calling thread's
 // stack drops it, and the streams bound to it are bound no more. (Another
 // thread's stack drops it at that thread's next call that finds it ended.)
+// No scope's id is under 1: 0 marks a free binding, which forgetting 0
+// would count as one bound no more (gpuscope_scope_end(0), which fails).
 void gs_forget(int64_t id) {
+	if (id < 1) {
+		return;
+	}
 	gs_thread *t = self(0);
 	if (t != NULL) {
 		int k = 0;

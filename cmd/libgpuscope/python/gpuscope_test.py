@@ -345,6 +345,16 @@ class Cap(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"a cap is from 0"):
             gpuscope.set_max_reserved(Index(-1))
 
+    def test_a_fraction_that_can_never_work_names_cs_call_alone(self):
+        # C called gpuscope_set_memory_fraction: the message named Go's
+        # SetMaxReservedFraction after the C call's name.
+        for fraction, said in ((1.5, "1.5"), (0.0, "0"), (-0.25, "-0.25"), (float("nan"), "NaN")):
+            self.assertEqual(lib().gpuscope_set_memory_fraction(0, fraction), -1, fraction)
+            msg, kind = gpuscope._last_failure()
+            self.assertEqual(msg, "gpuscope_set_memory_fraction: gpu: invalid size: a fraction of the device must be in "
+                                  f"(0, 1], not {said}")
+            self.assertEqual(kind, gpuscope.INVALID_SIZE)
+
     def test_an_allocation_past_the_cap_advises_pythons_call(self):
         gpuscope.set_max_reserved(2 * MiB)
         self.assertIsNone(alloc(4 * MiB))

@@ -153,8 +153,12 @@ func EmptyCache(i int) error {
 
 // SetMemoryFraction caps what device i's pool reserves at fraction of the
 // device's memory (gpu.Device.SetMaxReservedFraction), as PyTorch's
-// set_per_process_memory_fraction asks.
+// set_per_process_memory_fraction asks. A fraction out of (0, 1] is
+// refused here, in words that name no Go call: the caller made C's.
 func SetMemoryFraction(i int, fraction float64) error {
+	if !(fraction > 0 && fraction <= 1) {
+		return prefixed.Kind("gpu", gpu.ErrInvalidSize, "a fraction of the device must be in (0, 1], not %v", fraction)
+	}
 	d, err := deviceAt(i)
 	if err != nil {
 		return err

@@ -17,9 +17,11 @@
  *
  * Every call is safe from any thread, at once. A call that fails returns
  * NULL, 0 or a negative value, or nothing for the frees, and loses nothing:
- * its message goes to standard error (the first 100 of them), to
- * gpuscope_last_error in the calling thread, and to the "c_last_error"
- * field of gpuscope_stats, whose "c_failures" counts them. A stream is a
+ * its message goes to standard error (the first 100 written; a binding
+ * that raises each as its language's error turns that off,
+ * gpuscope_print_failures), to gpuscope_last_error in the calling thread,
+ * and to the "c_last_error" field of gpuscope_stats, whose "c_failures"
+ * counts them. A stream is a
  * cudaStream_t; NULL is the legacy default stream, whose work waits for
  * every blocking stream's. A program built with per-thread default
  * streams means another stream by NULL on each thread, and so does
@@ -223,6 +225,15 @@ size_t gpuscope_summary(int device, char *buf, size_t len);
  * and its kind into *kind (where kind is not NULL); 0 and kind 0 where the
  * thread has had no failure. A call that succeeds leaves it as it was. */
 size_t gpuscope_last_error(char *buf, size_t len, int *kind);
+
+/* gpuscope_print_failures(0) stops writing to standard error the failures
+ * of the calls that return one (NULL, 0 or < 0), in the whole process, for
+ * a binding that raises each with its message, as PyTorch's and CuPy's
+ * allocators raise theirs and print nothing (gpuscope.py turns it off as it
+ * loads the library); a free or gpuscope_record_stream that fails, which
+ * returns nothing, is written still. gpuscope_print_failures(1) writes them
+ * again, as at load. It returns 0. */
+int gpuscope_print_failures(int on);
 
 #ifdef __cplusplus
 }

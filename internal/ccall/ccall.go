@@ -26,19 +26,38 @@ func Size(n uint64) (int64, error) {
 }
 
 var failures struct {
-	n    atomic.Int64
-	last atomic.Pointer[string]
+	n       atomic.Int64
+	printed atomic.Int64
+	quiet   atomic.Bool
+	last    atomic.Pointer[string]
 }
 
 // MaxPrinted is how many failures are written to standard error; the rest
 // are counted.
 const MaxPrinted = 100
 
-// Fail records the failure of the C call named call.
-func Fail(call string, err error) {
+// Fail records the failure of the C call named call, and writes it to
+// standard error.
+func Fail(call string, err error) { record(call, err, true) }
+
+// FailTold is Fail for a call that tells its caller it failed (by what it
+// returns, and the message where the caller can read it): under
+// SetQuiet(true) it is recorded and not written.
+func FailTold(call string, err error) { record(call, err, !failures.quiet.Load()) }
+
+// SetQuiet makes FailTold write nothing (on), for a caller that raises each
+// failure it is told of with the message, as a binding in another
+// language does; or write as Fail does (off, as at the start).
+func SetQuiet(on bool) { failures.quiet.Store(on) }
+
+func record(call string, err error, print bool) {
 	msg := call + ": " + err.Error()
 	failures.last.Store(&msg)
-	switch n := failures.n.Add(1); {
+	failures.n.Add(1)
+	if !print {
+		return
+	}
+	switch n := failures.printed.Add(1); {
 	case n < MaxPrinted:
 		fmt.Fprintln(os.Stderr, "gpuscope:", msg)
 	case n == MaxPrinted:

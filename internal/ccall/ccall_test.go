@@ -2,10 +2,13 @@ package ccall_test
 
 import (
 	"errors"
+	"io"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/gpuscope/gpuscope/internal/ccall"
@@ -23,6 +26,29 @@ func TestFailCountsAndKeepsTheLast(t *testing.T) {
 	after, last := ccall.Failures()
 	assert.Equal(t, n+2, after)
 	assert.Equal(t, "gpuscope_free: gpu: freed", last)
+}
+
+// Under SetQuiet(true) a failure the caller is told of is counted and
+// kept, not written; one of a call that tells nothing still is.
+func TestQuietWritesOnlyWhatTheCallerIsNotTold(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = w
+	n, _ := ccall.Failures()
+	ccall.SetQuiet(true)
+	ccall.FailTold("gpuscope_alloc", errors.New("gpu: out of memory"))
+	ccall.Fail("gpuscope_free", errors.New("gpu: not allocated"))
+	ccall.SetQuiet(false)
+	ccall.FailTold("gpuscope_scope_end", errors.New("gpu: no such scope"))
+	os.Stderr = saved
+	require.NoError(t, w.Close())
+	written, err := io.ReadAll(r)
+	require.NoError(t, err)
+	after, last := ccall.Failures()
+	assert.Equal(t, n+3, after)
+	assert.Equal(t, "gpuscope_scope_end: gpu: no such scope", last)
+	assert.Equal(t, "gpuscope: gpuscope_free: gpu: not allocated\ngpuscope: gpuscope_scope_end: gpu: no such scope\n", string(written))
 }
 
 // A size_t beyond int64 is no size of any device's: refused as invalid.

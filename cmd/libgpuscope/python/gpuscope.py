@@ -124,6 +124,10 @@ def load(lib_path=None):
         # The library's messages advise this module's calls, not C's.
         lib.gpuscope_name_call(b"gpuscope_set_max_reserved", b"gpuscope.set_max_reserved")
         lib.gpuscope_name_call(b"gpuscope_empty_cache", b"gpuscope.empty_cache")
+        # Each failure of a call that says it failed is raised, with the
+        # message (this module's calls, use_torch's shim, use_cupy's
+        # function): the library need not write it to standard error too.
+        lib.gpuscope_print_failures(0)
         _lib, _path = lib, want
         return lib
 
@@ -172,6 +176,8 @@ def _declare(lib):
     lib.gpuscope_name_call.argtypes = [c.c_char_p, c.c_char_p]
     lib.gpuscope_last_error.restype = c.c_size_t
     lib.gpuscope_last_error.argtypes = [c.c_char_p, c.c_size_t, c.POINTER(c.c_int)]
+    lib.gpuscope_print_failures.restype = c.c_int
+    lib.gpuscope_print_failures.argtypes = [c.c_int]
     for name in ("gpuscope_stats", "gpuscope_summary"):
         fn = getattr(lib, name)
         fn.restype = c.c_size_t
@@ -276,6 +282,9 @@ def use_torch(lib_path=None, shim=True):
             why = str(e)
     if h is None:
         _shim, _shim_why = None, why
+        # PyTorch's wrapper alone stores a refused allocation's NULL and
+        # raises nothing: the library writes the failures again.
+        load().gpuscope_print_failures(1)
         if shim:
             warnings.warn(
                 f"gpuscope: PyTorch runs without gpuscope's shim ({why}): an allocation past the cap gives "

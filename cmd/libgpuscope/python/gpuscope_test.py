@@ -364,6 +364,31 @@ class Cap(unittest.TestCase):
         self.assertNotIn("Device.SetMaxReserved", msg)
 
 
+class Failures(unittest.TestCase):
+    def written(self, code):
+        """What a process that imports gpuscope and runs code writes to
+        standard error."""
+        import subprocess
+
+        r = subprocess.run([sys.executable, "-c", "import ctypes, gpuscope\n" + code], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(gpuscope.__file__))))
+        return r.stderr
+
+    def test_a_failure_raised_is_not_written_too(self):
+        # PyTorch's allocator raises its errors and prints nothing; the
+        # library wrote each failure this module raises to standard error.
+        err = self.written("try:\n    gpuscope.set_max_reserved(1000)\nexcept ValueError as e:\n    print('raised', e)")
+        self.assertEqual(err, "")
+        # A free tells its caller nothing: its failure is written.
+        err = self.written("gpuscope.load().gpuscope_free(ctypes.c_void_p(0x1000), 64, 0, None)")
+        self.assertRegex(err, r"^gpuscope: gpuscope_free: .*0x1000")
+        # Where PyTorch runs over its wrapper alone, whose allocations
+        # raise nothing, the library writes the failures again.
+        err = self.written("gpuscope.load().gpuscope_print_failures(1)\n"
+                           "gpuscope.load().gpuscope_set_max_reserved(0, 1000)")
+        self.assertRegex(err, r"^gpuscope: gpuscope_set_max_reserved: .*below one page")
+
+
 class Stats(unittest.TestCase):
     def test_a_device_that_does_not_exist_raises_never_returns_an_error(self):
         for call in (gpuscope.stats, gpuscope.summary):
@@ -455,6 +480,12 @@ class Frameworks(unittest.TestCase):
         self.assertIs(seen["current"], got)
         self.assertEqual(gpuscope.torch_shim()["wired"], False)
         self.assertIn("PyTorch's headers were not found", gpuscope.torch_shim()["why"])
+        with mock.patch.object(gpuscope, "_lib", mock.Mock(wraps=lib())) as spy:
+            with tempfile.TemporaryDirectory() as d, mock.patch.dict(os.environ, {"GPUSCOPE_BUILD_DIR": d}), \
+                    self.assertWarns(gpuscope.GpuscopeWarning):
+                gpuscope.use_torch()
+            spy.gpuscope_print_failures.assert_called_with(1)  # PyTorch's failures raise nothing: written
+        lib().gpuscope_print_failures(0)
 
     def test_the_shim_is_loaded_from_no_folder_others_can_write(self):
         # use_torch loads the shim it built before: from a folder that

@@ -308,3 +308,11 @@ size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len) {
 }
 
 size_t gpuscope_last_error(char *buf, size_t len, int *kind) { return gs_last_error(buf, len, kind); }
+
+int gpuscope_print_failures(int on) {
+	if (gs_forked("gpuscope_print_failures")) {
+		return -1;
+	}
+	gpuscopeGoPrintFailures(on);
+	return 0;
+}

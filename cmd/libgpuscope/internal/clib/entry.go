@@ -35,11 +35,20 @@ const (
 	invalidSize  = 3 // GPUSCOPE_INVALID_SIZE
 )
 
-// fail records the failure of the C call named call: counted and kept for
-// gpuscope_stats (ccall.Fail), and kept as the calling thread's last error
-// for gpuscope_last_error, with its kind.
-func fail(call string, err error) {
-	ccall.Fail(call, err)
+// fail records the failure of the C call named call, which tells its
+// caller (NULL, 0 or < 0): counted and kept for gpuscope_stats, written to
+// standard error unless gpuscope_print_failures(0) asked not to
+// (ccall.FailTold), and kept as the calling thread's last error for
+// gpuscope_last_error, with its kind.
+func fail(call string, err error) { record(call, err, ccall.FailTold) }
+
+// failUntold is fail for a call that returns nothing (a free,
+// record_stream), whose failure is written always: nothing else tells the
+// caller.
+func failUntold(call string, err error) { record(call, err, ccall.Fail) }
+
+func record(call string, err error, count func(string, error)) {
+	count(call, err)
 	msg := call + ": " + err.Error()
 	kind := C.int(otherFailure)
 	switch {
@@ -129,7 +138,7 @@ func gpuscopeGoFail(call, msg *C.char) {
 //export gpuscopeGoFree
 func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uintptr_t, id C.uint64_t) {
 	if err := foreign.FreeID(int(device), uintptr(ptr), uint64(id), int64(size), uintptr(stream)); err != nil {
-		fail("gpuscope_free", err)
+		failUntold("gpuscope_free", err)
 	}
 }
 
@@ -138,13 +147,13 @@ func gpuscopeGoFree(ptr C.uintptr_t, size C.ssize_t, device C.int, stream C.uint
 //
 //export gpuscopeGoFailSize
 func gpuscopeGoFailSize(call *C.char, ptr C.uintptr_t, size C.ssize_t) {
-	fail(C.GoString(call), prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x freed with %d bytes: not freed", uintptr(ptr), int64(size)))
+	failUntold(C.GoString(call), prefixed.Kind("gpu", gpu.ErrInvalidSize, "%#x freed with %d bytes: not freed", uintptr(ptr), int64(size)))
 }
 
 //export gpuscopeGoRecordStream
 func gpuscopeGoRecordStream(ptr, stream C.uintptr_t) {
 	if err := foreign.RecordStream(uintptr(ptr), uintptr(stream)); err != nil {
-		fail("gpuscope_record_stream", err)
+		failUntold("gpuscope_record_stream", err)
 	}
 }
 
@@ -175,7 +184,7 @@ func gpuscopeGoCupyMalloc(param C.intptr_t, size C.size_t, device C.int, scope C
 //export gpuscopeGoCupyFree
 func gpuscopeGoCupyFree(_ C.intptr_t, ptr C.uintptr_t, device C.int, id C.uint64_t) {
 	if err := foreign.FreeID(int(device), uintptr(ptr), uint64(id), -1, 0); err != nil {
-		fail("gpuscope_cupy_free", err)
+		failUntold("gpuscope_cupy_free", err)
 	}
 }
 
@@ -293,6 +302,9 @@ func gpuscopeGoNameCall(c, name *C.char) C.int {
 	}
 	return 0
 }
+
+//export gpuscopeGoPrintFailures
+func gpuscopeGoPrintFailures(on C.int) { ccall.SetQuiet(on == 0) }
 
 //export gpuscopeGoSetMemoryFraction
 func gpuscopeGoSetMemoryFraction(device C.int, fraction C.double) C.int {

@@ -226,12 +226,12 @@ size_t gpuscope_summary(int device, char *buf, size_t len);
  * thread has had no failure. A call that succeeds leaves it as it was. */
 size_t gpuscope_last_error(char *buf, size_t len, int *kind);
 
-/* gpuscope_print_failures(0) stops writing to standard error the failures
- * of the calls that return one (NULL, 0 or < 0), in the whole process, for
- * a binding that raises each with its message, as PyTorch's and CuPy's
- * allocators raise theirs and print nothing (gpuscope.py turns it off as it
- * loads the library); a free or gpuscope_record_stream that fails, which
- * returns nothing, is written still. gpuscope_print_failures(1) writes them
+/* gpuscope_print_failures with on 0 stops writing to standard error the
+ * failures of the calls that return one (NULL, 0 or < 0), in the whole
+ * process, for a binding that raises each with its message, as PyTorch's
+ * and CuPy's allocators raise theirs and print nothing (gpuscope.py turns
+ * it off as it loads the library); a free or gpuscope_record_stream that
+ * fails, which returns nothing, is written still. With on 1 it writes them
  * again, as at load. It returns 0. */
 int gpuscope_print_failures(int on);
 

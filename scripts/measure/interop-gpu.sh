@@ -225,10 +225,14 @@ else
     t python3 -c 'import torch, cupy; print("torch", torch.__version__, "cupy", cupy.__version__)'
     nproc
     echo "PROCS=$rounds BUDGET=$budget QUICK=${QUICK:-} PARTS=$parts"
+    # use_cupy compiles its allocation function against Python's headers.
+    t python3 -c 'import os, sysconfig; h = os.path.join(sysconfig.get_paths()["include"], "Python.h"); print(h, "exists" if os.path.exists(h) else "is missing")'
+
     echo "CUDA folder (CUDA_HOME, else the first /usr/local/cuda*): ${cuda:-none}"
     [ ! -x "$cuda/bin/nvcc" ] || t "$cuda/bin/nvcc" --version | tail -2
     ! command -v compute-sanitizer || t compute-sanitizer --version | tail -1
   } >"$logs/machine.txt" 2>&1
+  echo "$parts" >"$logs/parts.txt" # the report reads the targets of these parts alone
   torchdir=$(t python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   abi=$(t python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 fi

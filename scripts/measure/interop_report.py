@@ -447,23 +447,46 @@ def cublas_report(path):
             f"{'passed' if ok else 'did not pass'} -> {verdict(ok)}"]
 
 
+# interop-gpu.sh's parts, as PARTS names them; SHIM_PARTS, those that use
+# PyTorch's shim (shim.txt), which the harness builds where PARTS names one.
+ALL_PARTS = ("streams", "server", "hooks", "both", "torch", "pair", "pyalloc", "cupy", "cublas", "sanitizer")
+SHIM_PARTS = ("streams", "server", "hooks", "both", "torch", "pyalloc", "sanitizer")
+
+
 def report(d):
     """The report of the logs in folder d, as lines: what the last run
-    missed or never ran first."""
-    out = shim_report(f"{d}/shim.txt") + [""]
-    out += streams_report(lines(f"{d}/streams.jsonl"), f"{d}/streams.jsonl.err") + [""]
-    out += server_report(lines(f"{d}/server.jsonl")) + [""]
-    out += hooks_report(lines(f"{d}/hooks.jsonl")) + [""]
-    out += both_report(lines(f"{d}/both.txt")) + [""]
-    for part in (torch_report(lines(f"{d}/torch.jsonl")), pair_report(lines(f"{d}/pair.jsonl")),
-                 pyalloc_report(lines(f"{d}/pyalloc.jsonl")), cupy_report(lines(f"{d}/cupy.jsonl")),
-                 cupy_pair_report(lines(f"{d}/cupy_pair.jsonl"))):
-        out += part + [""]
-    out += sanitizer_report(f"{d}/sanitizer.txt")
-    out += cublas_report(f"{d}/cublas_test.txt")
-    if os.path.exists(f"{d}/pair_bench.txt"):
-        out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
-        out += ["  " + x.rstrip() for x in text(f"{d}/pair_bench.txt").splitlines() if x.strip()]
+    missed or never ran first. Where parts.txt (the harness's PARTS) names
+    some parts only, the targets of the others are left out, and a line
+    says which."""
+    asked = text(f"{d}/parts.txt").split() if os.path.exists(f"{d}/parts.txt") else None
+    # Each part's section, its part names, and whether a blank line follows.
+    sections = [
+        (SHIM_PARTS, lambda: shim_report(f"{d}/shim.txt"), True),
+        (("streams",), lambda: streams_report(lines(f"{d}/streams.jsonl"), f"{d}/streams.jsonl.err"), True),
+        (("server",), lambda: server_report(lines(f"{d}/server.jsonl")), True),
+        (("hooks",), lambda: hooks_report(lines(f"{d}/hooks.jsonl")), True),
+        (("both",), lambda: both_report(lines(f"{d}/both.txt")), True),
+        (("torch",), lambda: torch_report(lines(f"{d}/torch.jsonl")), True),
+        (("pair",), lambda: pair_report(lines(f"{d}/pair.jsonl")), True),
+        (("pyalloc",), lambda: pyalloc_report(lines(f"{d}/pyalloc.jsonl")), True),
+        (("cupy",), lambda: cupy_report(lines(f"{d}/cupy.jsonl")), True),
+        (("cupy",), lambda: cupy_pair_report(lines(f"{d}/cupy_pair.jsonl")), True),
+        (("sanitizer",), lambda: sanitizer_report(f"{d}/sanitizer.txt"), False),
+        (("cublas",), lambda: cublas_report(f"{d}/cublas_test.txt"), False),
+    ]
+    out = []
+    for parts, section, blank in sections:
+        if asked is None or any(p in asked for p in parts):
+            out += section() + [""] * blank
+    if asked is None or "pair" in asked:
+        if os.path.exists(f"{d}/pair_bench.txt"):
+            out.append("libgpuscope's pair_bench (C), 256 B, 1 MiB, 64 MiB:")
+            out += ["  " + x.rstrip() for x in text(f"{d}/pair_bench.txt").splitlines() if x.strip()]
+    while out and not out[-1]:
+        out.pop()
+    left = [p for p in ALL_PARTS if asked is not None and p not in asked]
+    if left:
+        out += ["", f"Parts not asked for (PARTS={' '.join(asked)}), not read: {' '.join(left)}"]
     for name, what in (("failures.txt", "Parts that failed"), ("skipped.txt", "Parts the budget left out")):
         if os.path.exists(f"{d}/{name}"):
             out += ["", what + ":"] + ["  " + x.rstrip() for x in text(f"{d}/{name}").splitlines() if x.strip()]

@@ -379,6 +379,26 @@ class Report(unittest.TestCase):
         # A run with nothing: every target not run is MISSED.
         self.assertRegex(interop_report.overall(self.logs({})), r"^VERDICT: FAIL: \d+ MISSED \(0 met\)$")
 
+    def test_a_run_of_some_parts_is_read_for_those_alone(self):
+        # PARTS="hooks both cupy": the parts left out are no target of the
+        # run's, whose verdict is of those it ran.
+        files = {"shim.txt": ["/build/torch_shim-0123.so"], "hooks.jsonl": [hooks_row()],
+                 "both.txt": [both_row(), torch_past(), AFTER],
+                 "cupy.jsonl": [cupy_row("pool", 0, 10.0), cupy_row("gpuscope", 0, 10.1)],
+                 "cupy_pair.jsonl": [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2150.0})]}
+        out = self.logs(dict(files, **{"parts.txt": ["hooks both cupy"]}))
+        self.assertRegex(interop_report.overall(out), r"^VERDICT: PASS: \d+ targets met$", "\n".join(out))
+        self.assertEqual("Parts not asked for (PARTS=hooks both cupy), not read: streams server torch pair pyalloc cublas "
+                         "sanitizer", out[-1])
+        self.assertFalse(any("NOT RUN" in x for x in out), "\n".join(out))
+        self.assertRegex(interop_report.overall(self.logs(files)), r"^VERDICT: FAIL: \d+ MISSED")  # every part asked
+        del files["hooks.jsonl"]
+        out = self.logs(dict(files, **{"parts.txt": ["hooks both cupy"]}))
+        self.assertIn("PyTorch's hooks through the shim: no result -> MISSED (NOT RUN)", out)
+        self.assertRegex(interop_report.overall(out), r"^VERDICT: FAIL: 1 MISSED")
+        out = self.logs(dict(files, **{"parts.txt": [" ".join(interop_report.ALL_PARTS)]}))
+        self.assertFalse(any(x.startswith("Parts not asked for") for x in out), "\n".join(out))
+
     def test_cupy_time_is_of_the_medians(self):
         rows = [{"mode": m, "round": r, "ops": 4, "passes": 1, "pass_ms": [t], "pass_ms_min": t,
                  "peak_reserved": {"pool": 2e9, "gpuscope": 1e9}[m], "digest": "d"}

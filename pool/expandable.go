@@ -190,24 +190,31 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // granules: on a small budget, handles of a page or two would multiply the
 // driver calls and the moves for little memory.
 //
-// Large blocks are the exception: a growth for a request of at least one
-// handle and under fineFrom bytes (where a handle is above its floor), or
-// of at least 1/largeShare of the budget and fineFrom bytes or more,
-// creates handles of 1/fineShare of the budget (at least a granule), cut as
-// pages on a grid of that size from the segment's start. Such a block is
-// freed whole, and what reuses its memory are the smaller blocks that come
-// and go beside it (a language model's activations, keys and values in the
-// memory its logits or its MLP's activations had): where that memory is in
-// handles of 1/256 of the budget, every one of them that a live block still
-// touches strands its free rest, and the next large block does not fit
-// (docs/pool.md, "Under a memory cap"). Pages of 1/2048 strand as little
-// as PyTorch's 20 MiB pages on a budget of 40 GB, less below. The two
-// ranges meet at fineFrom: on a budget of 32 GiB or more (an H100's or
-// H200's memory, used without a cap) a handle is fineFrom or more, so only
-// blocks of 1/largeShare of the budget grow in pages and a first pass
-// there makes no more handles. On a budget under 2 GiB (a handle at its
-// floor) pages would be granules, a quarter of a handle, for blocks a few
-// handles large, so the first range is empty there.
+// Large blocks are the exception. Where a handle is above its floor and
+// under fineFrom bytes (a budget of 2.5 to 32 GiB, with 2 MiB granules), a
+// growth for a request of at least torchPage bytes or one handle, whichever
+// is less, creates handles of 1/fineShare of the budget (at least a
+// granule), cut as pages on a grid of that size from the segment's start;
+// on any budget, so does one for a request of fineFrom bytes and
+// 1/largeShare of the budget or more. Such a block is freed whole, and what
+// reuses its memory are the smaller blocks that come and go beside it (a
+// language model's activations, keys and values in the memory its logits,
+// its MLP's activations or its hidden states had): in a handle of its own
+// size, every handle that a live block still touches strands its free
+// rest, more than one of PyTorch's 20 MiB pages, and the next large block
+// does not fit (docs/pool.md, "Under a memory cap"). Pages of 1/2048
+// strand as little as PyTorch's pages on a budget of 40 GB, less below.
+// Blocks from fineFrom to 1/largeShare of the budget and blocks of 20 MiB
+// to a handle grew in handles until GPT-2's training at 12 and 10 x 1,024
+// tokens, where they stranded (GPT2Training's seeds 5 and 6). On a budget
+// of 32 GiB or more (an H100's or H200's memory, used without a cap) a
+// handle is fineFrom or more, so only blocks of 1/largeShare of the budget
+// grow in pages and a first pass there makes no more handles; under a cap
+// that large, GPT-2's training at 20-32 x 1,024 tokens needs 3-4% of its
+// peak more than PyTorch expandable (docs/pool.md). Where a handle is at
+// its floor (a budget under 2.5 GiB) pages would be granules, a quarter of
+// a handle, for blocks a few handles large, so only the second range
+// holds there.
 //
 // Once a growth has had to move memory under the budget (memory is short,
 // see recut), every new handle is such a page, until the budget changes.
@@ -238,10 +245,10 @@ func (e *expander) handleLimit(r int64) (limit int64, pages bool) {
 // budget, where a handle is at most limit bytes and at least floor (see
 // the shape of new handles, above).
 func largeRequest(r, limit, budget, floor int64) bool {
-	if r < fineFrom {
-		return r >= limit && limit > floor
+	if limit > floor && limit < fineFrom && r >= min(limit, torchPage) {
+		return true
 	}
-	return r >= budget/largeShare
+	return r >= fineFrom && r >= budget/largeShare
 }
 
 // pageSize is the size of a page under budget: 1/fineShare of it, in whole

@@ -142,13 +142,8 @@ func TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			ops := all[name]
-			torchCap, _ := torchSmallestCap(t, ops, bisectionStep)
-			ours, _, step := smallestDevice(t, ops, bisectionStep)
+			ours, step := fitsUnderTheModel(t, ops)
 			fmt.Fprintf(&caps, "%s %d %d\n", name, ours, step)
-			// Within a step over is a tie: each bisection stops within a
-			// step over its smallest cap, and on mix both smallest caps
-			// are the same 1195 pages of 2 MiB.
-			assert.LessOrEqual(t, ours, torchCap+step, "the smallest cap, to the bisection's step")
 			_, torchFree := torchFits(t, ops, 0)
 			free := replayOps(t, sim.New(h200Bytes, 0), ops, false)
 			assert.LessOrEqual(t, free.st.PeakReserved, torchFree, "the peak reserved unconstrained")
@@ -156,6 +151,38 @@ func TestEveryWorkloadFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
 	}
 	if *capsFile != "" {
 		require.NoError(t, os.WriteFile(*capsFile, caps.Bytes(), 0o644))
+	}
+}
+
+// fitsUnderTheModel asserts that the pool's smallest device for ops is at
+// or under the model's smallest cap, to the bisection's step, and returns
+// it and the step.
+func fitsUnderTheModel(t *testing.T, ops []traceOp) (ours, step int64) {
+	t.Helper()
+	torchCap, _ := torchSmallestCap(t, ops, bisectionStep)
+	ours, _, step = smallestDevice(t, ops, bisectionStep)
+	// Within a step over is a tie: each bisection stops within a step over
+	// its smallest cap, and on mix both smallest caps are the same 1195
+	// pages of 2 MiB.
+	assert.LessOrEqual(t, ours, torchCap+step, "the smallest cap, to the bisection's step (%.5f and %.5f of the peak)",
+		float64(ours)/float64(peakRequested(ops)), float64(torchCap)/float64(peakRequested(ops)))
+	return ours, step
+}
+
+// GPT-2's training at batches past the shape files' (workload.GPT2TrainingAt:
+// 12 and 10 sequences of 1,024 tokens) fits in what the model of PyTorch
+// expandable needs too, on budgets of 21-26 GB, where a handle is 80-94
+// MiB. With pages only for blocks of a handle or more under 128 MiB, the
+// MLP's activations at 12 x 1,024 (144 MiB, above 128 MiB and under 1/64
+// of the cap) and the hidden states at 10 x 1,024 (30 MiB, under a handle)
+// grew in handles of their own size, whose free rest smaller blocks
+// stranded: 1.0385 and 1.0170 of the peak against the model's 1.0180 and
+// 1.0149.
+func TestGPT2TrainingAtOtherBatchesFitsInWhatPyTorchExpandableNeeds(t *testing.T) {
+	for _, batch := range []int64{12, 10} {
+		t.Run(fmt.Sprint(batch, " x 1024"), func(t *testing.T) {
+			fitsUnderTheModel(t, eventOps(workload.GPT2TrainingAt(batch, 1024)))
+		})
 	}
 }
 

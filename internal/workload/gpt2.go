@@ -209,7 +209,13 @@ func (m *gpt2) step(first bool, grads []uint64) {
 // is, must fit around (docs/pool.md, "Under a memory cap").
 func GPT2Training(seed uint64) []trace.Event {
 	run := gpt2Runs[(seed+uint64(len(gpt2Runs))-1)%uint64(len(gpt2Runs))]
-	m := &gpt2{b: newBuilder(seed), batch: run[0], seq: run[1]}
+	return GPT2TrainingAt(run[0], run[1])
+}
+
+// GPT2TrainingAt is GPT2Training at a batch of batch sequences of seq
+// tokens: nothing in it is random.
+func GPT2TrainingAt(batch, seq int64) []trace.Event {
+	m := &gpt2{b: newBuilder(1), batch: batch, seq: seq}
 	m.load()
 	for step := range 3 {
 		keep, x := m.embed()

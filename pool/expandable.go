@@ -204,17 +204,17 @@ func requestEnd(h *block, at uintptr, r int64) uintptr {
 // rest, more than one of PyTorch's 20 MiB pages, and the next large block
 // does not fit (docs/pool.md, "Under a memory cap"). Pages of 1/2048
 // strand as little as PyTorch's pages on a budget of 40 GB, less below.
-// Blocks from fineFrom to 1/largeShare of the budget and blocks of 20 MiB
-// to a handle grew in handles until GPT-2's training at 12 and 10 x 1,024
-// tokens, where they stranded (GPT2Training's seeds 5 and 6). On a budget
-// of 32 GiB or more (an H100's or H200's memory, used without a cap) a
-// handle is fineFrom or more, so only blocks of 1/largeShare of the budget
-// grow in pages and a first pass there makes no more handles; under a cap
-// that large, GPT-2's training at 20-32 x 1,024 tokens needs 3-4% of its
-// peak more than PyTorch expandable (docs/pool.md). Where a handle is at
-// its floor (a budget under 2.5 GiB) pages would be granules, a quarter of
-// a handle, for blocks a few handles large, so only the second range
-// holds there.
+// GPT-2's training at 4-16 x 1,024 tokens (workload.GPT2TrainingAt) fits
+// under PyTorch expandable's cap so: its hidden states (12-48 MiB) and its
+// MLP's activations (48-192 MiB) are such blocks. On a budget of 32 GiB or
+// more (an H100's or H200's memory, used without a cap) a handle is
+// fineFrom or more, so only blocks of 1/largeShare of the budget grow in
+// pages and a first pass there makes no more handles; under a cap that
+// large, GPT-2's training at 20-32 x 1,024 tokens needs 3-4% of its peak
+// more than PyTorch expandable (docs/measurements.md, "The smallest cap
+// each side fits in"). Where a handle is at its floor (a budget under 2.5
+// GiB) pages would be granules, a quarter of a handle, for blocks a few
+// handles large, so only the second range holds there.
 //
 // Once a growth has had to move memory under the budget (memory is short,
 // see recut), every new handle is such a page, until the budget changes.

@@ -45,7 +45,9 @@ var (
 	// buffers fail with.
 	ErrEvicted = prefixed.New("gpu", "scope evicted")
 	// ErrAsleep: the scope, or the buffer's scope, is asleep (see
-	// [Sleepable]): its memory went back to the driver until Wake.
+	// [Sleepable]): its memory went back to the driver until Wake. Every
+	// use of a buffer asleep fails with it ([Scope.Sleep] lists them) but
+	// [Scope.Free], which touches no memory and succeeds.
 	ErrAsleep = errdefs.Asleep
 )
 

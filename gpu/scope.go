@@ -294,7 +294,9 @@ func (s *Scope) afterOutOfMemory(size int64, err error) (scope.Ref, int64, error
 	return ref, left, err
 }
 
-// Free releases b before the scope ends, back to the pool.
+// Free releases b before the scope ends, back to the pool. A buffer of a
+// [Sleepable] scope asleep is freed too, touching no memory (see
+// [Scope.Sleep]): the memory under it was given back already.
 func (s *Scope) Free(b Buffer) error {
 	if err := s.owns(b.dev, b.view, "freed"); err != nil {
 		return err

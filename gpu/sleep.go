@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -53,10 +55,14 @@ const (
 // Sleep gives the device memory under the buffers of a [Sleepable] scope,
 // and of the scopes inside it, back to the driver, and keeps their
 // addresses reserved. Until [Scope.Wake], every use of them fails with
-// ErrAsleep and touches no memory: copies, views, Use, kernel launches,
-// Free and Keep; so do allocations in the scopes, and Ptr returns 0. The
-// scopes stay open: one that ends asleep releases its buffers without
-// waking.
+// ErrAsleep and touches no memory: copies, views, Use, kernel launches and
+// Keep; so do allocations in the scopes, and Ptr returns 0. The scopes
+// stay open: one that ends asleep releases its buffers without waking.
+// [Scope.Free] of a buffer asleep succeeds, and touches no memory either:
+// its memory goes back to the scope's own pool as free, a page that then
+// holds no buffer is no longer the scope's (Wake neither maps it again
+// nor copies into it), and it is scrubbed at Wake on a [ScrubFreed]
+// device.
 //
 // Sleep first waits for the Use calls and copies running on the buffers
 // to return (it must not be called from inside one), then for the work
@@ -109,8 +115,8 @@ func (s *Scope) Sleep(ctx context.Context, contents Contents) error {
 // Wake maps new device memory under the buffers of a [Sleepable] scope
 // that sleeps, at the addresses they had, and copies back what Sleep kept
 // (KeepContents); buffers whose contents were discarded read zeros. Their
-// uses work again once it returns. A scope that is awake is left as it
-// is.
+// uses work again once it returns. What buffers freed asleep held is not
+// copied back. A scope that is awake is left as it is.
 //
 // Wake takes the memory as an allocation would: under the device's cap,
 // after the cache in front of the pool and the caches of the device's
@@ -411,7 +417,7 @@ func (sl *sleeper) takeBack() error {
 	}
 	if sl.backup != nil {
 		_, mapped := sl.pages.mapped()
-		err = sl.backup.restore(sl.dev, mapped)
+		err = sl.backup.restore(sl.dev, sl.live(mapped))
 		if err == nil && sl.dev.sleep.scrubs {
 			err = sl.scrubFreed(mapped)
 		}
@@ -429,6 +435,34 @@ func (sl *sleeper) takeBack() error {
 		sl.kept.Store(0)
 	}
 	return nil
+}
+
+// live returns the parts of the ranges mapped (sorted by address) that
+// the scope's buffers hold, by address, neighbours joined: what a Wake
+// copies back. A buffer freed asleep is not there: its memory is free, and
+// what it held is nobody's (zeroed where the device scrubs, scrubFreed).
+// Never nil: nil would be every range whole (clip).
+func (sl *sleeper) live(mapped []span) []span {
+	var held []span
+	for _, seg := range sl.pool.Snapshot().Segments {
+		for _, b := range seg.Blocks {
+			if b.State == pool.BlockAllocated {
+				held = append(held, span{b.Address, b.Size})
+			}
+		}
+	}
+	slices.SortFunc(held, func(a, b span) int { return cmp.Compare(a.ptr, b.ptr) })
+	out := []span{}
+	for _, h := range held {
+		for _, p := range clip(h, mapped) {
+			if n := len(out); n > 0 && out[n-1].ptr+uintptr(out[n-1].size) == p.ptr {
+				out[n-1].size += p.size
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // zero writes zeros over the memory mapped under the scope's pool, on the

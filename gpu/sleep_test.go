@@ -136,7 +136,6 @@ func TestEveryUseOfABufferAsleepFailsWithErrAsleep(t *testing.T) {
 	calls["Use"] = b.Use(func(uintptr) error { t.Error("Use ran asleep"); return nil })
 	_, calls["View"] = b.View(0, 10)
 	calls["RecordUse"] = b.RecordUse(st)
-	calls["Free"] = s.Free(b)
 	calls["Slice.CopyFromHost"] = x.CopyFromHost(make([]float32, 64))
 	_, calls["Slice.View"] = x.View(0, 1)
 	_, calls["Alloc"] = s.Alloc(512)
@@ -153,6 +152,60 @@ func TestEveryUseOfABufferAsleepFailsWithErrAsleep(t *testing.T) {
 	require.NoError(t, s.Wake(ctx))
 	holdsPattern(t, b, 1)
 	require.NoError(t, s.Free(b))
+}
+
+func TestAFreeAsleepTouchesNoMemoryAndWakeTakesBackOnlyWhatLiveBuffersHold(t *testing.T) {
+	ctx := context.Background()
+	dev, faults := openTestHost(t)
+	s, a := loadSleepable(t, dev, 1, 3*slotSize, gpu.Name("kv"))
+	b, err := s.Alloc(4 * slotSize)
+	require.NoError(t, err)
+	require.NoError(t, b.CopyFromHost(pattern(2, b.Size())))
+	st, err := s.NewStream()
+	require.NoError(t, err)
+	x, err := gpu.Alloc[byte](s, 4096)
+	require.NoError(t, err)
+	require.NoError(t, x.RecordUse(st), "used on another stream: its free would record an event there")
+	y, err := gpu.Alloc[byte](s, 4096) // in x's page
+	require.NoError(t, err)
+	require.NoError(t, y.CopyFromHost(pattern(3, 4096)))
+	require.NoError(t, dev.EmptyCache())
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	before := dev.Stats()
+	t.Logf("asleep: %d released, %d kept", before.SleepingReleased, before.SleepingKept)
+
+	var calls []gputest.Call
+	faults.FailWhen(func(c gputest.Call) bool { calls = append(calls, c); return false })
+	require.NoError(t, s.Free(b), "a free asleep")
+	require.NoError(t, s.Free(x.Buffer), "a free asleep of a buffer another stream used")
+	assert.Empty(t, calls, "a free asleep calls no driver: it touches no memory and waits for no stream")
+	after := dev.Stats()
+	t.Logf("after: %d released", after.SleepingReleased)
+	assert.Equal(t, before.Sleeping-b.Size()-4096, after.Sleeping, "what sleeps went down by what was freed")
+	assert.Equal(t, int64(2), after.SleepingBuffers)
+	assert.Equal(t, a.Size()+4096, s.Stats().Live)
+	assert.Zero(t, after.Allocated)
+	assert.Less(t, after.SleepingReleased, before.SleepingReleased, "the pages that held only what was freed are no longer the scope's to take back")
+	assert.ErrorIs(t, s.Free(b), gpu.ErrFreed)
+	assert.Zero(t, b.Ptr())
+
+	calls = nil
+	require.NoError(t, s.Wake(ctx))
+	faults.FailWhen(nil)
+	var created, copied int64
+	for _, c := range calls {
+		switch {
+		case c.Op == gputest.OpAlloc && c.Method == "Create":
+			created += c.Size
+		case c.Op == gputest.OpCopy:
+			copied += c.Size
+		}
+	}
+	assert.Equal(t, after.SleepingReleased, created, "Wake takes back what the stats said")
+	assert.Equal(t, a.Size()+4096, copied, "Wake copies back what the live buffers hold, not what was freed asleep beside them")
+	assert.Equal(t, created, faults.Used())
+	holdsPattern(t, a, 1)
+	holdsPattern(t, y.Buffer, 3)
 }
 
 func TestScopesInsideASleepableOneSleepWithIt(t *testing.T) {
@@ -596,6 +649,90 @@ func TestScrubFreedHoldsForBuffersFreedAsleep(t *testing.T) {
 	got := make([]byte, y.Size())
 	require.NoError(t, y.CopyToHost(got))
 	assert.True(t, string(got) == string(make([]byte, y.Size())), "what x held was scrubbed, though Wake copied its pages back")
+}
+
+func TestABlockFreedAsleepBesideALiveOneInItsPage(t *testing.T) {
+	ctx := context.Background()
+	dev, faults := openTestHost(t, gpu.ScrubFreed())
+	s, err := dev.NewScope(gpu.Sleepable())
+	require.NoError(t, err)
+	freed, err := gpu.Alloc[byte](s, 8192)
+	require.NoError(t, err)
+	other, err := gpu.Alloc[byte](s, 8192) // the same page of the small arena
+	require.NoError(t, err)
+	require.NoError(t, freed.CopyFromHost(pattern(1, 8192)))
+	require.NoError(t, other.CopyFromHost(pattern(2, 8192)))
+	at := freed.Ptr()
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	released := dev.Stats().SleepingReleased
+	require.NoError(t, s.Free(freed.Buffer))
+	assert.Equal(t, released, dev.Stats().SleepingReleased, "the page still holds the other block: it wakes with it")
+	require.NoError(t, s.Wake(ctx))
+	holdsPattern(t, other.Buffer, 2)
+
+	again, err := gpu.Alloc[byte](s, 8192)
+	require.NoError(t, err)
+	require.Equal(t, at, again.Ptr(), "the memory the freed block had")
+	got := make([]byte, 8192)
+	require.NoError(t, again.CopyToHost(got))
+	assert.Equal(t, make([]byte, 8192), got, "what the block freed asleep held is scrubbed, not copied back")
+
+	// The page's other block, freed awake, then a cycle with the page
+	// holding the new one alone.
+	require.NoError(t, again.CopyFromHost(pattern(3, 8192)))
+	require.NoError(t, s.Free(other.Buffer))
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	require.NoError(t, s.Wake(ctx))
+	holdsPattern(t, again.Buffer, 3)
+	require.NoError(t, s.Sleep(ctx, gpu.DiscardContents))
+	require.NoError(t, s.Free(again.Buffer))
+	assert.Zero(t, dev.Stats().SleepingReleased, "the page held nothing more: given back asleep")
+	require.NoError(t, s.Wake(ctx))
+	assert.Zero(t, faults.Used(), "nothing to take back")
+	require.NoError(t, s.Close())
+	require.NoError(t, dev.EmptyCache())
+	assert.Zero(t, faults.Used())
+}
+
+func TestFreesRacingSleepAndWakeEachFreeOnceAndLoseNothing(t *testing.T) {
+	ctx := context.Background()
+	dev, faults := openTestHost(t, gpu.ScrubFreed())
+	s, kept := loadSleepable(t, dev, 7, slotSize)
+	const n = 64
+	bufs := make(chan gpu.Buffer, n)
+	for i := range n {
+		b, err := s.Alloc(int64(4096 + i*100000)) // small and large, sharing pages with each other and kept
+		require.NoError(t, err)
+		bufs <- b
+	}
+	close(bufs)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for b := range bufs {
+				if err := s.Free(b); err != nil {
+					t.Errorf("a free racing Sleep and Wake: %v", err)
+				}
+			}
+		})
+	}
+	for i := range 10 {
+		require.NoError(t, s.Sleep(ctx, gpu.Contents(i%2)))
+		require.NoError(t, s.Wake(ctx))
+		if i%2 == 1 {
+			holdsPattern(t, kept, 7)
+		}
+		require.NoError(t, kept.CopyFromHost(pattern(7, kept.Size())))
+	}
+	wg.Wait()
+	assert.Equal(t, kept.Size(), s.Stats().Live)
+	require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+	assert.Equal(t, kept.Size(), dev.Stats().Sleeping)
+	require.NoError(t, s.Wake(ctx))
+	holdsPattern(t, kept, 7)
+	require.NoError(t, s.Close())
+	require.NoError(t, dev.EmptyCache())
+	assert.Zero(t, faults.Used())
 }
 
 func TestASleepThatCanNeitherUnmapNorMapBackSleepsOn(t *testing.T) {

@@ -69,13 +69,13 @@ func newBackupChunk(d *Device, size int64) (backupChunk, error) {
 }
 
 // restore copies the backup back where it was taken from, into the ranges
-// mapped now (the scope's pages at Wake), on the default stream, and
-// returns once the copies have completed. A page the scope's pool gave
-// back while it slept (a scope inside it ended asleep, then a stream's
-// end emptied the pool's cache) held only free memory: it is not mapped
-// again, and nothing is copied into its addresses.
-func (bk *backup) restore(d *Device, mapped []span) error {
-	if err := bk.copy(d, false, mapped); err != nil {
+// only (sorted by address: what the scope's buffers hold of the pages
+// mapped at Wake), on the default stream, and returns once the copies have
+// completed. Memory freed while the scope slept (a Free, a scope inside it
+// that ended) is not copied into: what it held is nobody's, and a page
+// that held nothing else was given back asleep and is not mapped again.
+func (bk *backup) restore(d *Device, only []span) error {
+	if err := bk.copy(d, false, only); err != nil {
 		return prefixed.Wrap("gpu", err, "copying %s back from host memory", units.FormatBytes(bk.bytes))
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpuscope/gpuscope/gpu/driver"
 	"github.com/gpuscope/gpuscope/internal/errdefs"
@@ -24,11 +25,19 @@ import (
 // While the scope sleeps or wakes, its pool makes no call (the scope
 // refuses allocations, and its releases and the device's EmptyCache wait);
 // while it is asleep, the pool's unmapping and releasing of pages asleep
-// is bookkeeping, with no driver call.
+// is bookkeeping, with no driver call, and so are its events (idle).
 type pageSource struct {
 	driver.Driver
 	mapper driver.PageMapper
 	device *pool.Pool // the device's pool, charged with the pages that hold memory
+
+	// idle is set while the scope is asleep: no work uses the pool's
+	// memory (Sleep waited for every stream that used it, and every use is
+	// refused), so that an event the pool records meanwhile, at a free of
+	// a block other streams used or a stream's retirement, has completed
+	// as it is recorded: a free asleep waits for no stream, and calls no
+	// driver. Changed by Sleep and Wake, while no free runs.
+	idle atomic.Bool
 
 	mu     sync.Mutex       // protects the fields below and the pages'
 	pages  map[uint64]*page // by the id the pool knows
@@ -173,6 +182,44 @@ func (s *pageSource) Unmap(ptr uintptr, size int64) error {
 	return nil
 }
 
+// doneEvent is the event pageSource hands the pool while idle: one that
+// has completed, which no driver hands out (a CUDA event is a pointer,
+// the host driver's a count).
+const doneEvent = ^uintptr(0)
+
+// RecordEvent implements driver.Driver: while idle, an event that has
+// completed, with no driver call.
+func (s *pageSource) RecordEvent(stream uintptr) (uintptr, error) {
+	if s.idle.Load() {
+		return doneEvent, nil
+	}
+	return s.Driver.RecordEvent(stream)
+}
+
+// EventDone implements driver.Driver.
+func (s *pageSource) EventDone(ev uintptr) (bool, error) {
+	if ev == doneEvent {
+		return true, nil
+	}
+	return s.Driver.EventDone(ev)
+}
+
+// WaitEvent implements driver.Driver.
+func (s *pageSource) WaitEvent(ev uintptr) error {
+	if ev == doneEvent {
+		return nil
+	}
+	return s.Driver.WaitEvent(ev)
+}
+
+// DestroyEvent implements driver.Driver.
+func (s *pageSource) DestroyEvent(ev uintptr) error {
+	if ev == doneEvent {
+		return nil
+	}
+	return s.Driver.DestroyEvent(ev)
+}
+
 // Alloc implements driver.Driver: the pool of a sleepable scope maps pages
 // only (pool.ExpandAlways), so that every byte it holds can sleep.
 func (s *pageSource) Alloc(size int64) (uintptr, error) {
@@ -268,11 +315,12 @@ func (s *pageSource) mapAt(pages []*page, ids []uint64) error {
 }
 
 // giveBack releases the memory of every page that holds some and is
-// mapped nowhere: they are asleep from then on. A page the driver will not
-// release keeps its memory, and Wake maps it again as it is; the error
-// says so. A page Sleep could not unmap stays as it is until Wake. It
-// returns the bytes given back.
+// mapped nowhere: they are asleep from then on, and the source idle. A
+// page the driver will not release keeps its memory, and Wake maps it
+// again as it is; the error says so. A page Sleep could not unmap stays as
+// it is until Wake. It returns the bytes given back.
 func (s *pageSource) giveBack() (int64, error) {
+	s.idle.Store(true)
 	s.mu.Lock()
 	var held []*page
 	for _, pg := range s.pages {
@@ -358,6 +406,7 @@ func (s *pageSource) takeBack() (undo func() error, err error) {
 
 // setAwake records what takeBack did (awake) or undid (not awake).
 func (s *pageSource) setAwake(ids map[*page]uint64, mapped []*page, need int64, awake bool) {
+	s.idle.Store(!awake)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pg, id := range ids {

@@ -337,14 +337,16 @@ func (n *node) uncharge(size int64, stop *node) {
 }
 
 // detach checks that n owns the allocation r names, live, and takes it off
-// the list, marking it with state to. The state of the allocations on n's
-// list changes only under n.mu, so that Close, Free and Keep agree on who
-// ends each one. Called with n.mu held.
+// the list, marking it with state to. A Free (to freed) takes an
+// allocation asleep too: its memory is the domain's pool's, and goes back
+// there untouched (slot.releaseToDomain). The state of the allocations on
+// n's list changes only under n.mu, so that Close, Free, Keep, Sleep and
+// Wake agree on who ends each one. Called with n.mu held.
 func (n *node) detach(r Ref, to uint64) error {
 	if r.slot == nil {
 		return prefixed.Kind("scope", errdefs.WrongScope, "zero buffer")
 	}
-	if err := r.err(); err != nil {
+	if err := r.err(); err != nil && (err != errRefAsleep || to != freed) {
 		return err
 	}
 	sl := r.slot
@@ -356,8 +358,8 @@ func (n *node) detach(r Ref, to uint64) error {
 	case o != n:
 		return prefixed.Kind("scope", errdefs.WrongScope, "owned by another scope, freed through %q", n.pathName())
 	}
-	if to != live && !sl.mark(to) {
-		panic("scope: bug: an allocation on a scope's list is not live")
+	if to != live && !sl.mark(to) && !sl.markFrom(asleep, to) {
+		panic("scope: bug: an allocation on a scope's list is neither live nor asleep")
 	}
 	n.allocs.remove(&sl.link)
 	if to == live {
@@ -525,7 +527,7 @@ func (n *node) releaseAllocations(errs []error) []error {
 		// Uncharged first, as Free does: the release wakes allocations
 		// that wait for room (OnRelease), a limit's among them.
 		n.uncharge(sl.charged, sl.reservedIn)
-		err := sl.releaseMemory(n.tree)
+		err := sl.releaseMemory(n.tree, false)
 		if err != nil {
 			errs = append(errs, prefixed.Wrap("scope", err, "scope %q: releasing %d bytes at %#x", n.pathName(), sl.size, sl.ptr))
 		}
@@ -543,6 +545,11 @@ func (n *node) releaseAllocations(errs []error) []error {
 		n.mu.Lock()
 		n.spare = ended
 		n.mu.Unlock()
+	}
+	if n.dom != nil && last != nil {
+		if err := n.dom.giveBackAsleep(); err != nil {
+			errs = append(errs, prefixed.Wrap("scope", err, "scope %q: giving back the memory it released asleep", n.pathName()))
+		}
 	}
 	return errs
 }

@@ -168,6 +168,11 @@ func (s Scope) Alloc(size int64) (Ref, error) {
 // twice, or through a scope that does not own it, is an error that changes
 // nothing.
 //
+// An allocation of a sleepable scope asleep (Sleep) is freed too, as
+// bookkeeping: its memory goes back to the domain's pool, free, unscrubbed
+// (nothing is mapped under it), and the pool gives back to its source what
+// then holds no allocation (see Sleep).
+//
 // Once Free has taken the allocation it is freed, whatever happens to its
 // memory after: an error from giving memory back to the device (a driver
 // that fails to free) says so, and the allocation is not to be freed again
@@ -200,7 +205,7 @@ func (s Scope) Free(r Ref) error {
 		// the scope's ancestors (the last release from a reservation).
 		n.releasing++
 		n.mu.Unlock()
-		err = sl.releaseMemory(n.tree)
+		err = sl.releaseMemory(n.tree, true)
 		sl.clear()
 		n.tree.slots.give([]*slot{sl})
 		n.releaseFinished()

@@ -67,8 +67,13 @@ func (d *domain) noteStream(stream uintptr) {
 
 // Sleep makes every allocation of the scope and of the scopes inside it
 // unusable, and calls fn, which is to give the memory under them back: a
-// use (WithPtr, Ptr, RecordUse, Free, Keep) fails with gpu.ErrAsleep from
-// then on, and so do allocations and reservations in them, until Wake.
+// use (WithPtr, Ptr, RecordUse, Keep) fails with gpu.ErrAsleep from then
+// on, and so do allocations and reservations in them, until Wake. A Free
+// succeeds, touching no memory: the allocation's memory goes back to the
+// domain's pool as free, and the pool gives back to its source what then
+// holds no allocation (EmptyCache), as the end of a scope inside it
+// asleep does; the pool's source is to take that as bookkeeping, the
+// memory being given back already.
 // The scope must have been opened with a pool of its own
 // (Options.Pool). Before it calls fn it waits for the holders of the
 // allocations to leave (a WithPtr whose fn runs), as the scope's end
@@ -142,6 +147,20 @@ func (s Scope) Wake(fn func() error) error {
 	d.walk(func(sl *slot) { sl.markFrom(asleep, live) })
 	d.asleep.Store(false)
 	return nil
+}
+
+// giveBackAsleep gives back to the source of the domain's pool what the
+// pool holds free, where the domain is asleep: memory released asleep (by
+// the end of a scope inside it, as by a Free, slot.releaseToDomain) is
+// worth nothing cached, and Wake would take again the pages it holds.
+// Awake it does nothing: the pool caches as any.
+func (d *domain) giveBackAsleep() error {
+	d.memMu.RLock()
+	defer d.memMu.RUnlock()
+	if !d.asleep.Load() {
+		return nil
+	}
+	return d.pool.EmptyCache()
 }
 
 // domainRoot returns the domain of the scope, which must be its root:

@@ -26,6 +26,17 @@ func newDomainPool(t *testing.T) *pool.Pool {
 	return p
 }
 
+// scrubbingTree returns a tree that scrubs what its scopes release,
+// closed when the test ends, with the count of its scrubs.
+func scrubbingTree(t *testing.T) (*scope.Tree, *atomic.Int32) {
+	t.Helper()
+	scrubs := new(atomic.Int32)
+	p, err := pool.New(sim.New(0, 0))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	return scope.NewTree(p, "sim", scope.TreeOptions{Scrub: func(uintptr, int64, uintptr) error { scrubs.Add(1); return nil }}), scrubs
+}
+
 func TestASleepingDomainRefusesEveryUseUntilItWakes(t *testing.T) {
 	tr := newTree(t)
 	dp := newDomainPool(t)
@@ -55,7 +66,6 @@ func TestASleepingDomainRefusesEveryUseUntilItWakes(t *testing.T) {
 	asleep(a.WithPtr(0, func(uintptr, uintptr) error { t.Error("a use ran while asleep"); return nil }), "a use")
 	assert.Zero(t, a.Ptr(), "no address while asleep")
 	asleep(b.RecordUse(3), "RecordUse")
-	asleep(child.Free(b), "Free")
 	asleep(child.Keep(b), "Keep")
 	_, err = s.Alloc(512)
 	asleep(err, "an allocation in the sleeping scope")
@@ -80,6 +90,87 @@ func TestASleepingDomainRefusesEveryUseUntilItWakes(t *testing.T) {
 	require.NoError(t, s.Free(b))
 	_, err = child.End()
 	require.NoError(t, err)
+}
+
+func TestAFreeAsleepGivesTheMemoryBackToTheDomainUntouched(t *testing.T) {
+	tr, scrubs := scrubbingTree(t)
+	dp := newDomainPool(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	defer s.End()
+	child, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	a, err := s.Alloc(4 << 20)
+	require.NoError(t, err)
+	b, err := child.Alloc(24 << 20) // a segment of its own
+	require.NoError(t, err)
+	c, err := child.Alloc(1000)
+	require.NoError(t, err)
+	require.NoError(t, s.Sleep(func([]uintptr) error { return nil }))
+	held := dp.Stats().Reserved
+
+	require.NoError(t, child.Free(b), "a free asleep")
+	assert.Zero(t, scrubs.Load(), "nothing is mapped under it: nothing to scrub")
+	assert.Equal(t, int64(1024), child.Stats().Live)
+	assert.Equal(t, int64(4<<20+1024), s.Stats().Live)
+	assert.Equal(t, int64(2), dp.Stats().ActiveBlocks)
+	assert.Less(t, dp.Stats().Reserved, held, "the pool gave back what the free left holding nothing")
+	assert.ErrorIs(t, child.Free(b), errdefs.Freed, "freed once")
+	assert.ErrorIs(t, b.WithPtr(0, func(uintptr, uintptr) error { return nil }), errdefs.Freed)
+	assert.ErrorIs(t, c.WithPtr(0, func(uintptr, uintptr) error { return nil }), errdefs.Asleep, "the others still sleep")
+	held = dp.Stats().Reserved
+	_, err = child.End()
+	require.NoError(t, err)
+	assert.Less(t, dp.Stats().Reserved, held, "a scope's end asleep gives back what it held too")
+
+	require.NoError(t, s.Wake(func() error { return nil }))
+	assert.NotZero(t, a.Ptr())
+	require.NoError(t, s.Free(a), "awake")
+	assert.Equal(t, int32(1), scrubs.Load(), "an awake domain's memory is scrubbed as any")
+	assert.Zero(t, dp.Stats().ActiveBlocks)
+}
+
+func TestFreesRacingSleepAndWakeEachFreeOnce(t *testing.T) {
+	tr := newTree(t)
+	dp := newDomainPool(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	defer s.End()
+	const n = 200
+	refs := make(chan scope.Ref, n)
+	for range n {
+		r, err := s.Alloc(64 << 10)
+		require.NoError(t, err)
+		refs <- r
+	}
+	close(refs)
+	start, done := make(chan struct{}), make(chan error, 4)
+	for range 4 {
+		go func() {
+			<-start // from the first Sleep on: the first frees find it asleep
+			var err error
+			for r := range refs {
+				if err = s.Free(r); err != nil {
+					break
+				}
+			}
+			done <- err
+		}()
+	}
+	for i := range 20 {
+		require.NoError(t, s.Sleep(func([]uintptr) error {
+			if i == 0 {
+				close(start)
+			}
+			return nil
+		}))
+		require.NoError(t, s.Wake(func() error { return nil }))
+	}
+	for range 4 {
+		require.NoError(t, <-done, "a free awake, asleep, or while the memory changed")
+	}
+	assert.Zero(t, s.Stats().Live)
+	assert.Zero(t, dp.Stats().ActiveBlocks)
 }
 
 func TestASleepThatFailsLeavesEverythingUsable(t *testing.T) {
@@ -107,11 +198,7 @@ func TestASleepThatFailsLeavesEverythingUsable(t *testing.T) {
 }
 
 func TestAScopeThatEndsAsleepReleasesWithoutTouchingItsMemory(t *testing.T) {
-	var scrubs atomic.Int32
-	p, err := pool.New(sim.New(0, 0))
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, p.Close()) }()
-	tr := scope.NewTree(p, "sim", scope.TreeOptions{Scrub: func(uintptr, int64, uintptr) error { scrubs.Add(1); return nil }})
+	tr, scrubs := scrubbingTree(t)
 	dp := newDomainPool(t)
 	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
 	require.NoError(t, err)

@@ -142,21 +142,28 @@ func (t *Tree) waitForLeave(sl *slot) {
 // they do before the scope ends (a copy, a kernel launch). Memory of a
 // sleepable domain goes back to the domain's pool, while no Sleep or Wake
 // changes it, and is not scrubbed where the domain is asleep: nothing is
-// mapped under it.
-func (sl *slot) releaseMemory(t *Tree) error {
+// mapped under it. A Free's (alone: not one of a scope's end, which
+// gives back once for all, domain.giveBackAsleep) has the pool give back
+// what it then holds free, where the domain is asleep.
+func (sl *slot) releaseMemory(t *Tree, alone bool) error {
 	t.waitForHolder(sl)
 	if d := sl.dom; d != nil {
-		return sl.releaseToDomain(t, d)
+		return sl.releaseToDomain(t, d, alone)
 	}
 	return sl.releaseTo(t, t.pool, true)
 }
 
 // releaseToDomain is releaseMemory for an allocation of domain d, while
 // no Sleep or Wake changes its memory.
-func (sl *slot) releaseToDomain(t *Tree, d *domain) error {
+func (sl *slot) releaseToDomain(t *Tree, d *domain, alone bool) error {
 	d.memMu.RLock()
 	defer d.memMu.RUnlock()
-	return sl.releaseTo(t, d.pool, !d.asleep.Load())
+	asleep := d.asleep.Load()
+	err := sl.releaseTo(t, d.pool, !asleep)
+	if asleep && alone {
+		err = errors.Join(err, d.pool.EmptyCache())
+	}
+	return err
 }
 
 // releaseTo returns the memory of a marked allocation that nobody holds

@@ -158,7 +158,8 @@ size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len);
  * maps again at the same addresses. A sleepable scope inside another
  * sleepable scope is refused. Its end with flags 0 passes nothing on:
  * where libraries still hold buffers in it, it stays open under its id,
- * no thread's, so that it can sleep and wake, until an end with
+ * no thread's, so that it can sleep and wake, until an end finds none
+ * held (once the libraries freed them, asleep or awake) or is given
  * GPUSCOPE_FREE_LIVE (a scope it is inside does not end before it). The
  * pair cache keeps none of its blocks, nor of the scopes begun inside it.
  *
@@ -167,11 +168,14 @@ size_t gpuscope_scope_stats(int64_t scope, char *buf, size_t len);
  * streams is the caller's to wait for: torch.cuda.synchronize()), then,
  * with GPUSCOPE_KEEP_CONTENTS, copies what they hold to page-locked host
  * memory, and gives their device memory back; without it, they wake as
- * zeros. While the scope sleeps, an allocation in it fails, and so does a
- * free of one of its buffers, which stays the scope's until it ends: a
- * library must not touch them. On the host device the memory given back
- * can be allocated by another scope until the first wakes. It fails whole:
- * the scope is awake and holds what it held.
+ * zeros. While the scope sleeps, an allocation in it fails, and a library
+ * must not use its buffers; a free of one (gpuscope_free,
+ * gpuscope_cupy_free, PyTorch's through use_torch's shim) succeeds and
+ * touches no memory, whatever stream it names: what the buffer held is
+ * not copied back, and memory that then holds no buffer is not the
+ * scope's to wake. On the host device the memory given back can be
+ * allocated by another scope until the first wakes. It fails whole: the
+ * scope is awake and holds what it held.
  *
  * gpuscope_scope_wake maps new memory under the scope's buffers at their
  * addresses and copies back what sleep kept; where the device (or the cap)

@@ -712,7 +712,9 @@ def sleep(name, keep=True, device=0):
     copied to page-locked host memory, and the device memory goes back to
     the driver, its addresses kept. keep=False drops the contents: they
     wake as zeros (a KV cache, activations). Until wake(name) the memory
-    must not be used: a kernel on it faults, and PyTorch cannot free it."""
+    must not be used: a kernel on it faults. A tensor freed meanwhile (del,
+    the garbage collector) is freed: its memory is no longer the scope's
+    to wake, and nothing is copied back into it."""
     sid = _sleeper(name, device)
     for fw, sync in (("torch", lambda m: m.cuda.is_initialized() and m.cuda.synchronize(device)),
                      ("cupy", lambda m: m.cuda.Device(device).synchronize())):  # the scope's device, not the current one

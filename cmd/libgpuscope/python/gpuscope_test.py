@@ -851,6 +851,19 @@ class TorchShim(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "memory fraction"):
             t.cuda.set_per_process_memory_fraction(1.5, 0)
 
+    def test_a_tensor_freed_asleep_through_the_shim_is_freed(self):
+        t = self.torch
+        with gpuscope.scope("cache", sleepable=True) as sid:
+            p = t.empty(4 * MiB)
+        gpuscope.sleep("cache", keep=False)
+        failures = gpuscope.stats()["c_failures"]
+        t.free(p)
+        st = gpuscope.stats()
+        self.assertEqual(st["c_failures"], failures, st["c_last_error"])
+        self.assertEqual(st["sleeping"], 0)
+        self.assertEqual(lib().gpuscope_scope_end(sid, 0), 0)
+        self.assertIsNone(row("cache"), "it held nothing: it ended")
+
     def test_record_stream_reaches_gpuscope(self):
         t = self.torch
         p = t.empty(MiB)
@@ -909,7 +922,8 @@ def _standin_torch(h, folder):
             change_current_allocator=lambda a: h.standin_use(a.alloc, a.free)),
         empty_cache=lambda: call(h.standin_empty_cache),
         set_per_process_memory_fraction=lambda f, d: call(h.standin_set_memory_fraction, c.c_double(f), d),
-        graph_capture=lambda: call(h.standin_graph_capture))
+        graph_capture=lambda: call(h.standin_graph_capture),
+        is_initialized=lambda: True, synchronize=lambda device=None: None)  # gpuscope.sleep's
     t = types.SimpleNamespace(
         __version__="standin", _C=types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True),
         utils=types.SimpleNamespace(cpp_extension=ext), cuda=cuda, empty=empty,

@@ -6,9 +6,11 @@
 // thread's), put to sleep keeping its contents,
 // its memory taken by another scope meanwhile (a wake then fails whole, out
 // of memory), woken with the same bytes at the same address, put to sleep
-// dropping them (it wakes as zeros), a free while asleep refused, and ended
-// with GPUSCOPE_FREE_LIVE. It prints "ok" and exits 0 where every step did
-// what gpuscope.h says. cmd/libgpuscope's TestScopesSleepFromC runs it.
+// dropping them (it wakes as zeros), its buffer freed asleep (the memory it
+// held is no longer the scope's to wake), an end with a buffer CuPy's form
+// allocated in it still live (it stays open), and ended with
+// GPUSCOPE_FREE_LIVE. It prints "ok" and exits 0 where every step did what
+// gpuscope.h says. cmd/libgpuscope's TestScopesSleepFromC runs it.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,12 +99,19 @@ int main(void) {
 
 	CHECK(gpuscope_scope_sleep(s, 2) < 0, "an unknown flag of sleep");
 	CHECK(gpuscope_scope_begin_flags(0, "x", 4) < 0, "an unknown flag of begin");
+	intptr_t c = gpuscope_cupy_malloc((intptr_t)s, 4096, 0);
+	CHECK(c != 0, "CuPy's form allocates in the scope its param names");
 	CHECK(gpuscope_scope_sleep(s, 0) == 0, "sleep");
-	long long failures = figure("c_failures");
+	long long failures = figure("c_failures"), released = figure("sleeping_released");
 	gpuscope_free(p, (ssize_t)n, 0, NULL);
-	CHECK(figure("c_failures") == failures + 1, "a free while asleep fails");
-	CHECK(gpuscope_scope_wake(s) == 0, "wake");
-	CHECK(gpuscope_scope_end(s, GPUSCOPE_FREE_LIVE) == 0, "the end, freeing what it holds");
+	CHECK(figure("c_failures") == failures, "a free while asleep succeeds");
+	CHECK(figure("sleeping") == 4096, "\"sleeping\" counts what is left");
+	CHECK(figure("sleeping_released") < released, "the pages that held only the buffer freed are not the scope's to wake");
+	gpuscope_free(p, (ssize_t)n, 0, NULL);
+	CHECK(figure("c_failures") == failures + 1, "a second free fails");
+	CHECK(gpuscope_scope_end(s, 0) == 0 && gpuscope_scope_wake(s) == 0, "an end with a buffer live leaves it open: it wakes");
+	CHECK(gpuscope_scope_sleep(s, 0) == 0, "sleep");
+	CHECK(gpuscope_scope_end(s, GPUSCOPE_FREE_LIVE) == 0, "the end asleep, freeing what it holds");
 	CHECK(gpuscope_scope_wake(s) < 0, "a wake of a scope that ended");
 	CHECK(figure("allocated") == 0 && figure("sleeping_scopes") == 0, "nothing left");
 	printf("ok\n");

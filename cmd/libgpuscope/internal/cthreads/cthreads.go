@@ -19,6 +19,7 @@ void c_free(uintptr_t ptr, long size, uintptr_t stream);
 void c_record_stream(uintptr_t ptr, uintptr_t stream);
 int c_track_after_end(int dev);
 long c_ends_under_allocations(int threads, int rounds, int flags);
+int c_frees_racing_sleep(int64_t scope, const uintptr_t *ptrs, long n, long size, int threads, int cycles);
 size_t pc_places(int dev);
 uintptr_t ctx_once(void *ctx, void *alloc, void *free, int op, uintptr_t ptr, size_t size);
 #include "gpuscope.h"
@@ -160,6 +161,15 @@ func TrackAfterEnd(dev int) int { return int(C.c_track_after_end(C.int(dev))) }
 // one failed.
 func EndsUnderAllocations(threads, rounds, flags int) int64 {
 	return int64(C.c_ends_under_allocations(C.int(threads), C.int(rounds), C.int(flags)))
+}
+
+// FreesRacingSleep frees ptrs, buffers of size bytes allocated for the
+// default stream, from threads C threads while the calling goroutine's
+// thread puts the sleepable scope id to sleep and wakes it cycles times
+// (sleeps.c), and returns how many of those sleeps and wakes failed.
+func FreesRacingSleep(id int64, ptrs []uintptr, size int64, threads, cycles int) int {
+	return int(C.c_frees_racing_sleep(C.int64_t(id), (*C.uintptr_t)(unsafe.Pointer(&ptrs[0])), C.long(len(ptrs)),
+		C.long(size), C.int(threads), C.int(cycles)))
 }
 
 // TablePlaces returns how many places the pair cache's table of device 0

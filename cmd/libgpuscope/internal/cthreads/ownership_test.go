@@ -19,9 +19,9 @@ func onOneThread(t *testing.T) {
 }
 
 // A scope begun inside a sleepable one lives in its memory: while that
-// sleeps, a free of one of its buffers fails and so does an allocation in
-// it, as they do in the sleepable scope itself (the buffer stays the
-// scope's until it ends). The pair cache kept such a free and served the
+// sleeps, an allocation in it fails, as in the sleepable scope itself,
+// and a free of one of its buffers is bookkeeping in Go, which the pair
+// cache keeps no part of. The pair cache kept such a free and served the
 // next allocation of its size from memory given back to the driver.
 func TestThePairCacheKeepsNothingOfAScopeInsideASleepableOne(t *testing.T) {
 	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
@@ -33,21 +33,65 @@ func TestThePairCacheKeepsNothingOfAScopeInsideASleepableOne(t *testing.T) {
 	const size = 1 << 20
 	p := cthreads.TorchAlloc(size, 0)
 	require.NotZero(t, p)
+	q := cthreads.TorchAlloc(size, 0)
+	require.NotZero(t, q)
 	require.True(t, cthreads.Sleep(s))
 
+	var st struct {
+		Sleeping int64 `json:"sleeping"`
+		Buffers  int64 `json:"sleeping_buffers"`
+	}
 	n, _ := cthreads.Failures()
 	cthreads.TorchFree(p, size, 0)
+	cthreads.TorchFree(q, size, 0x6000) // naming another stream, as after a record_stream
 	after, last := cthreads.Failures()
-	assert.Equal(t, n+1, after, "a free while asleep fails")
-	assert.Contains(t, last, "gpuscope_free")
+	assert.Equal(t, n, after, "a free while asleep failed: %s", last)
+	require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+	assert.Zero(t, st.Sleeping, "the frees asleep are in the figures")
+	assert.Zero(t, st.Buffers)
 	assert.Zero(t, cthreads.TorchAlloc(size, 0), "an allocation in a scope asleep was served")
-
 	done, _ := cthreads.Failures()
 	assert.Equal(t, after+1, done, "the allocation asleep failed")
+	cthreads.TorchFree(p, size, 0)
+	again, last := cthreads.Failures()
+	assert.Equal(t, done+1, again, "a second free of a block freed asleep")
+	assert.Contains(t, last, "no live allocation")
 
 	require.True(t, cthreads.Wake(s))
-	require.True(t, cthreads.EndScopeKeeping(inner)) // p, refused asleep, stays the scopes' until they end
-	require.True(t, cthreads.EndScope(s))
+	require.True(t, cthreads.EndScopeKeeping(inner))
+	require.True(t, cthreads.EndScopeKeeping(s), "it holds nothing: it ends")
+	assert.False(t, cthreads.Wake(s), "it ended")
+}
+
+// Frees from C threads race a sleep and a wake of their scope, from
+// another thread: each frees its buffer once, none fails, and what sleeps
+// at the end is what was not freed.
+func TestFreesFromCThreadsRacingSleepAndWake(t *testing.T) {
+	t.Setenv("GPUSCOPE_HOST_MEMORY", "268435456")
+	onOneThread(t)
+	s := cthreads.BeginSleepable("racing")
+	require.Positive(t, s)
+	const size, kept = 64 << 10, 3 << 20
+	k := cthreads.TorchAlloc(kept, 0)
+	require.NotZero(t, k)
+	ptrs := make([]uintptr, 256)
+	for i := range ptrs {
+		ptrs[i] = cthreads.TorchAlloc(size, 0)
+		require.NotZero(t, ptrs[i])
+	}
+	n, _ := cthreads.Failures()
+	assert.Zero(t, cthreads.FreesRacingSleep(s, ptrs, size, 4, 20), "a sleep or a wake failed")
+	after, last := cthreads.Failures()
+	assert.Equal(t, n, after, "a free racing a sleep or a wake failed: %s", last)
+	require.True(t, cthreads.Sleep(s))
+	var st struct {
+		Sleeping int64 `json:"sleeping"`
+	}
+	require.NoError(t, json.Unmarshal(cthreads.Stats(0), &st))
+	assert.Equal(t, int64(kept), st.Sleeping, "what sleeps is what was not freed")
+	require.True(t, cthreads.Wake(s))
+	cthreads.TorchFree(k, kept, 0)
+	require.True(t, cthreads.EndScopeKeeping(s))
 }
 
 // A block the pair cache evicted waits, with up to 31 others, for the next

@@ -1,6 +1,8 @@
 package foreign
 
 import (
+	"errors"
+
 	"github.com/gpuscope/gpuscope/gpu"
 	"github.com/gpuscope/gpuscope/internal/prefixed"
 )
@@ -233,8 +235,11 @@ func free(i int, ptr uintptr, id uint64, size int64, stream uintptr) (late bool,
 	if stream != e.stream {
 		// Freed for work on another stream than its allocation's: that
 		// stream uses it too, and the pool reuses it only once its work
-		// queued before the free has completed.
-		if err := e.rec.recordUse(e.buf, stream); err != nil {
+		// queued before the free has completed. Asleep, no work may use
+		// it (nothing is mapped under it; the sleep's caller waited for
+		// the work of streams the scope does not know): the free, which
+		// touches no memory, needs no record.
+		if err := e.rec.recordUse(e.buf, stream); err != nil && !errors.Is(err, gpu.ErrAsleep) {
 			return false, prefixed.Wrap("gpu", err, "freeing %#x for stream %#x, which it was not allocated for: not freed", ptr, stream)
 		}
 	}

@@ -41,6 +41,7 @@ __all__ = [
     "scope",
     "sleep",
     "wake",
+    "end",
     "stats",
     "scope_stats",
     "summary",
@@ -76,7 +77,7 @@ OUT_OF_MEMORY = 1
 INVALID_SIZE = 3
 
 
-_lock = threading.Lock()  # protects _lib, _path, _sleepers and _cupy_ext_made
+_lock = threading.Lock()  # protects _lib, _path, _sleepers, _in_block and _cupy_ext_made
 
 
 def _after_fork_in_child():
@@ -90,7 +91,8 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 _lib = None
 _path = None
-_sleepers = {}  # (device, name) -> the id of the sleepable scope of that name, which sleep() and wake() find
+_sleepers = {}  # (device, name) -> the id of the sleepable scope of that name, which sleep(), wake() and end() find
+_in_block = set()  # the ids of the sleepable scopes whose with block runs: their block ends them, not end()
 
 
 def _default_path():
@@ -639,7 +641,7 @@ def scope(name, device=0, free_live=False, stream=None, sleepable=False):
     back to the driver, keeping the addresses (a tensor's data_ptr()), and
     wake(name) maps memory at them again. Its end passes nothing on: where
     the libraries still hold memory in it, it stays open under its name,
-    no longer the thread's, to sleep and wake, until the process ends (or
+    no longer the thread's, to sleep and wake, until end(name) (or
     free_live=True frees what it holds at the end of the block).
 
     An error at the scope's end never replaces an exception of the block:
@@ -660,23 +662,28 @@ def scope(name, device=0, free_live=False, stream=None, sleepable=False):
     if sid <= 0:
         raise _failure(f"scope({name!r}, device={device})", "gpuscope_scope_begin")
     try:
-        if stream is not None and lib.gpuscope_scope_bind(sid, _stream_handle(stream)) != 0:
-            raise GpuscopeError(f"gpuscope: scope {name!r} could not be bound to stream {stream!r}: {_last_error()[0]}")
-    except BaseException:
-        lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0)
-        raise
-    try:
-        yield sid
-    except BaseException as e:
+        try:
+            if stream is not None and lib.gpuscope_scope_bind(sid, _stream_handle(stream)) != 0:
+                raise GpuscopeError(f"gpuscope: scope {name!r} could not be bound to stream {stream!r}: {_last_error()[0]}")
+        except BaseException:
+            lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0)
+            raise
+        try:
+            yield sid
+        except BaseException as e:
+            if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
+                note = f"gpuscope: scope {name!r} on device {device} also failed to end: {_last_error()[0]}"
+                if hasattr(e, "add_note"):
+                    e.add_note(note)
+                else:
+                    print(note, file=sys.stderr)
+            raise
         if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
-            note = f"gpuscope: scope {name!r} on device {device} also failed to end: {_last_error()[0]}"
-            if hasattr(e, "add_note"):
-                e.add_note(note)
-            else:
-                print(note, file=sys.stderr)
-        raise
-    if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
-        raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not end: {_last_error()[0]}")
+            raise GpuscopeError(f"gpuscope: scope {name!r} on device {device} did not end: {_last_error()[0]}")
+    finally:
+        if sleepable:
+            with _lock:
+                _in_block.discard(sid)  # end(name) may end it from now on
 
 
 def _begin_sleepable(lib, name, device):
@@ -690,6 +697,7 @@ def _begin_sleepable(lib, name, device):
         if sid <= 0:
             raise _failure(f"scope({name!r}, device={device}, sleepable=True)", "gpuscope_scope_begin_flags")
         _sleepers[(device, name)] = sid
+        _in_block.add(sid)
         return sid
 
 
@@ -731,6 +739,40 @@ def wake(name, device=0):
     contents kept, for a later wake."""
     if load().gpuscope_scope_wake(_sleeper(name, device)) != 0:
         raise _failure(f"wake({name!r})", "gpuscope_scope_wake")
+
+
+def end(name, free_live=False, device=0):
+    """Ends the sleepable scope name that its with block left open
+    because PyTorch or CuPy still held memory in it, asleep or awake, as
+    gpuscope_scope_end does: what it holds goes back to the device's pool
+    without a wake, and sleep(name), wake(name) and end(name) find it no
+    more. Where they still hold memory in it (drop the tensors first: a
+    tensor freed asleep is freed), it stays open and GpuscopeError says
+    how much; free_live=True frees that memory all the same, for tensors
+    that are no longer used (a later free of one fails and is counted).
+    A scope whose block is running ends with its block; one that ended
+    there, holding nothing, is no longer open: both are GpuscopeError."""
+    device = _device(device)
+    sid = _sleeper(name, device)
+    with _lock:
+        if sid in _in_block:
+            raise GpuscopeError(f"gpuscope: end({name!r}): its with block is running, and ends it")
+    lib = load()
+    if not free_live:
+        try:
+            held = scope_stats(sid)
+        except GpuscopeError as e:
+            msg = _last_error()[0].removeprefix("gpuscope_scope_stats: ")
+            raise GpuscopeError(f"gpuscope: end({name!r}): {msg}") from e
+        if held["live"] > 0:
+            raise GpuscopeError(f"gpuscope: end({name!r}): PyTorch or CuPy still hold {held['live']} bytes in scope "
+                                f"{held['path']!r}: it stays open; drop them first, or end({name!r}, free_live=True) "
+                                "frees them")
+    if lib.gpuscope_scope_end(sid, FREE_LIVE if free_live else 0) != 0:
+        raise _failure(f"end({name!r}, free_live={free_live})", "gpuscope_scope_end")
+    with _lock:
+        if _sleepers.get((device, name)) == sid:
+            del _sleepers[(device, name)]
 
 
 def _stream_handle(stream):

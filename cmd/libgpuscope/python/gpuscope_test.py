@@ -277,6 +277,48 @@ class Sleep(unittest.TestCase):
         gpuscope.wake("synced", device=0)
         self.assertEqual(synced, [("torch", 0), ("cupy", "its device")], "the scope's device, not the current one")
 
+    def test_a_tensor_freed_asleep_is_freed_and_end_ends_the_scope_left_open(self):
+        with gpuscope.scope("kv", sleepable=True) as sid:
+            p, q = alloc(8 * MiB), alloc(8 * MiB)
+            c = lib().gpuscope_cupy_malloc(0, MiB, 0)
+            with self.assertRaisesRegex(gpuscope.GpuscopeError, r"end\('kv'\): its with block is running"):
+                gpuscope.end("kv")
+        self.assertIsNotNone(row("kv"), "left open, holding memory")
+        gpuscope.sleep("kv", keep=False)
+        failures = gpuscope.stats()["c_failures"]
+        free(p, 8 * MiB)  # the garbage collector drops a tensor
+        lib().gpuscope_cupy_free(0, c, 0)
+        st = gpuscope.stats()
+        self.assertEqual(st["c_failures"], failures, st["c_last_error"])
+        self.assertEqual(st["sleeping"], 8 * MiB, "the frees asleep are in the figures")
+        self.assertEqual(gpuscope.scope_stats(sid)["live"], 8 * MiB)
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"end\('kv'\): PyTorch or CuPy still hold 8388608 bytes"):
+            gpuscope.end("kv")
+        self.assertEqual(gpuscope.stats()["sleeping_scopes"], 1, "it stays open, asleep")
+        free(q, 8 * MiB)
+        gpuscope.end("kv")
+        st = gpuscope.stats()
+        self.assertEqual((st["sleeping"], st["sleeping_scopes"]), (0, 0))
+        self.assertIsNone(row("kv"), "it ended")
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, "no sleepable scope named 'kv'"):
+            gpuscope.end("kv")
+
+    def test_end_with_free_live_frees_what_is_still_held(self):
+        with gpuscope.scope("weights", sleepable=True):
+            p = alloc(4 * MiB)
+        gpuscope.end("weights", free_live=True)
+        self.assertIsNone(row("weights"))
+        failures = gpuscope.stats()["c_failures"]
+        free(p, 4 * MiB)
+        self.assertEqual(gpuscope.stats()["c_failures"], failures + 1, "its memory was freed at the end")
+        with gpuscope.scope("empty", sleepable=True):
+            pass
+        with self.assertRaisesRegex(gpuscope.GpuscopeError, r"end\('empty'\): .*no such scope open"):
+            gpuscope.end("empty")  # it held nothing: its block ended it
+        with gpuscope.scope("plain"):
+            with self.assertRaisesRegex(gpuscope.GpuscopeError, "no sleepable scope named 'plain'"):
+                gpuscope.end("plain")
+
     def test_names_are_checked(self):
         with self.assertRaisesRegex(ValueError, "a sleepable scope has a name"):
             with gpuscope.scope(None, sleepable=True):

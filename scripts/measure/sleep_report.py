@@ -12,7 +12,9 @@ that only its sleep left free is allocated by another allocator; Wake
 gives the same data_ptr() and the same output bit for bit, after the
 first cycle and after all of them; the cycles hold the driver's free
 memory within 64 MiB, gpuscope's reserved bytes and its page-locked memory
-flat; a KV cache dropped asleep wakes as zeros; a Sleep and a Wake of the
+flat; a KV cache dropped asleep wakes as zeros; a tensor freed asleep is
+freed (what sleeps goes down by its bytes, no failure) and the tensor
+beside it wakes at its address with its bytes; a Sleep and a Wake of the
 steady cycles (the median) copy at half the host link's speed at least,
 measured in the same run (the first Sleep also makes the page-locked
 memory, and is shown apart); compute-sanitizer finds no error in a small
@@ -150,6 +152,17 @@ def discard_lines(evs):
                                                f"as zeros: {d['zeros']}")]
 
 
+def free_asleep_lines(evs):
+    f = first(evs, "free_asleep")
+    if f is None:
+        return [line(None, "free asleep: the run freed no tensor asleep")]
+    ok = f["failures"] == 0 and f["sleeping_drop"] == f["bytes"] and f["same_ptr"] and f["kept"]
+    return [line(ok, f"a tensor of {gb(f['bytes'])} freed asleep: what sleeps went down by {gb(f['sleeping_drop'])}, "
+                     f"{f['failures']} failures; the one beside it woke at its address: {f['same_ptr']}, with its bytes: "
+                     f"{f['kept']}"),
+            f"INFO what the wake took again went down by {gb(f['released_drop'])} at the free"]
+
+
 def tms_lines(logdir):
     t = first(events(os.path.join(logdir, "tms.jsonl")), "tms")
     if t is None:
@@ -184,7 +197,8 @@ def report(logdir):
     out = [f"machine: {machine.get('gpu', 'unknown')}, torch {machine.get('torch', '?')}"]
     out += weights_lines(evs) + sleep_lines(evs) + check_lines(evs, cycles)
     lines_, cyc = cycle_lines(evs)
-    out += lines_ + discard_lines(evs) + speed_lines(evs, cyc) + tms_lines(logdir) + sanitizer_lines(logdir)
+    out += lines_ + discard_lines(evs) + free_asleep_lines(evs) + speed_lines(evs, cyc) + tms_lines(logdir)
+    out += sanitizer_lines(logdir)
     for e in errors:
         out.append(line(False, f"the {e['mode']} run failed: {e['error']}"))
     for name in ("failures.txt", "notrun.txt"):

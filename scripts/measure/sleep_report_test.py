@@ -39,6 +39,8 @@ def good_run(cycles=20):
     evs += [
         {"event": "check", "cycle": cycles, "same_ptrs": True, "same_output": True},
         {"event": "discard", "sleep_seconds": 0.01, "wake_seconds": 0.02, "bytes": GiB, "same_ptr": True, "zeros": True},
+        {"event": "free_asleep", "bytes": 256 << 20, "sleeping_drop": 256 << 20, "released_drop": 256 << 20, "failures": 0,
+         "same_ptr": True, "kept": True},
         {"event": "done", "stats": figures(GiB, 0)},
     ]
     return evs
@@ -72,6 +74,7 @@ class Report(unittest.TestCase):
         self.assertEqual(out[-1], "VERDICT: PASS")
         self.assertLine(out, "PASS ", "free memory rose by")
         self.assertLine(out, "PASS ", "20 cycles hold flat")
+        self.assertLine(out, "PASS ", "freed asleep: what sleeps went down by 0.27 GB, 0 failures")
         self.assertLine(out, "PASS ", "of the link")
         self.assertLine(out, "NOT RUN ", "torch_memory_saver is not installed")
         self.assertLine(out, "PASS ", "compute-sanitizer")
@@ -86,9 +89,11 @@ class Report(unittest.TestCase):
             "sleep gave": lambda e: e[3]["after"].update(driver_free=GiB + int(HELD * 0.98)),
             "while asleep": lambda e: e[4].update(bytes=GiB // 2),
             "after the first wake": lambda e: e[6].update(same_ptrs=False),
-            "after 20 cycles": lambda e: e[-3].update(same_output=False),
+            "after 20 cycles": lambda e: e[-4].update(same_output=False),
             "cycles hold flat": lambda e: e[10]["awake"].update(driver_free=GiB - (128 << 20)),
-            "KV cache": lambda e: e[-2].update(zeros=False),
+            "KV cache": lambda e: e[-3].update(zeros=False),
+            "freed asleep": lambda e: e[-2].update(failures=1),
+            "with its bytes": lambda e: e[-2].update(kept=False),
             "wake keeping": lambda e: [c.update(wake_seconds=1.0) for c in e if c.get("event") == "cycle"],
         }
         for what, change in cases.items():

@@ -15,7 +15,9 @@ cudaMalloc through ctypes) allocating what the scope gave back, writing it
 and freeing it; gpuscope.wake("weights"); the weights' data_ptr() and the
 model's output, compared bit for bit; --cycles more cycles with the
 driver's and gpuscope's figures after each; a KV cache in a sleepable scope
-put to sleep without its contents, which must wake as zeros.
+put to sleep without its contents, which must wake as zeros; a tensor freed
+while its scope sleeps, beside one that must wake with its bytes, and the
+scope then ended (gpuscope.end).
 """
 import argparse
 import ctypes
@@ -189,9 +191,34 @@ def run_gpuscope(args):
     w = timed(gpuscope.wake, "kv")
     emit(event="discard", sleep_seconds=s, wake_seconds=w, bytes=kv.numel() * 4, same_ptr=kv.data_ptr() == at,
          zeros=all(float(v) == 0 for v in torch.aminmax(kv)))  # count_nonzero copies kv: a bool, then an int64
-    del kv, layers, ref, x
+    del kv
+    free_asleep(torch, gpuscope)
+    del layers, ref, x
     torch.cuda.synchronize()
     emit(event="done", stats=figures(torch, gpuscope))
+
+
+def free_asleep(torch, gpuscope):
+    """A tensor freed while its scope sleeps (the garbage collector, a
+    framework dropping a KV cache) is freed, with no failure: what sleeps
+    goes down by its bytes, and what Wake takes again by the pages it held
+    alone; the other tensor wakes at its address with its bytes, and the
+    scope, empty, ends."""
+    with gpuscope.scope("pair", sleepable=True):
+        kept = torch.full(((256 << 20) // 4,), 5.0, device="cuda")
+        dropped = torch.full(((256 << 20) // 4,), 7.0, device="cuda")
+    at, freed = kept.data_ptr(), dropped.numel() * 4
+    gpuscope.sleep("pair", keep=True)
+    before = gpuscope.stats()
+    del dropped
+    after = gpuscope.stats()
+    gpuscope.wake("pair")
+    emit(event="free_asleep", bytes=freed, sleeping_drop=before["sleeping"] - after["sleeping"],
+         released_drop=before["sleeping_released"] - after["sleeping_released"],
+         failures=after["c_failures"] - before["c_failures"], same_ptr=kept.data_ptr() == at,
+         kept=all(float(v) == 5.0 for v in torch.aminmax(kept)))
+    del kept
+    gpuscope.end("pair")
 
 
 def run_tms(args):

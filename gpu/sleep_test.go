@@ -694,6 +694,45 @@ func TestABlockFreedAsleepBesideALiveOneInItsPage(t *testing.T) {
 	assert.Zero(t, faults.Used())
 }
 
+func TestAWakeThatFoundNoRoomFitsOnceBuffersAreFreedAsleep(t *testing.T) {
+	ctx := context.Background()
+	refused := make(chan struct{}, 10)
+	dev := openHost(t, gpu.HostMemory(6*slotSize), gpu.OnOutOfMemory(func(error) { refused <- struct{}{} }))
+	other, err := dev.NewScope()
+	require.NoError(t, err)
+	defer other.Close()
+	for _, waits := range []bool{false, true} {
+		for len(refused) > 0 {
+			<-refused // the round before's
+		}
+		var opts []gpu.ScopeOption
+		if waits {
+			opts = append(opts, gpu.WaitForMemory())
+		}
+		s, a := loadSleepable(t, dev, 4, 2*slotSize, opts...)
+		kv, err := s.Alloc(3 * slotSize)
+		require.NoError(t, err)
+		require.NoError(t, dev.EmptyCache())
+		require.NoError(t, s.Sleep(ctx, gpu.KeepContents))
+		x, err := other.Alloc(3 * slotSize)
+		require.NoError(t, err)
+		woke := make(chan error, 1)
+		go func() { woke <- s.Wake(ctx) }()
+		<-refused // the KV cache and the weights do not fit beside the other scope
+		if !waits {
+			require.ErrorIs(t, <-woke, gpu.ErrOutOfMemory)
+		}
+		require.NoError(t, s.Free(kv), "the KV cache dropped while asleep")
+		if !waits {
+			go func() { woke <- s.Wake(ctx) }()
+		}
+		require.NoError(t, <-woke, "the weights alone fit (waits %v)", waits)
+		holdsPattern(t, a, 4)
+		require.NoError(t, other.Free(x))
+		require.NoError(t, s.Close())
+	}
+}
+
 func TestFreesRacingSleepAndWakeEachFreeOnceAndLoseNothing(t *testing.T) {
 	ctx := context.Background()
 	dev, faults := openTestHost(t, gpu.ScrubFreed())

@@ -215,13 +215,16 @@ func (d *Device) EmptyCache() error {
 // once what is cached and makes later allocations that would need more
 // memory fail with ErrOutOfMemory; live buffers are never touched. A
 // negative cap fails with ErrInvalidSize and changes nothing. See
-// [pool.Pool.SetMaxReserved].
+// [pool.Pool.SetMaxReserved]. The pools of [Sleepable] scopes take the cap
+// as the device's pool does, and so cut their handles as it does; one
+// asleep takes it as it wakes.
 func (d *Device) SetMaxReserved(bytes int64) error {
 	if err := d.usable(); err != nil {
 		return err
 	}
 	d.flushExternal() // a lower cap gives back what is cached: this too
 	err := d.pool.SetMaxReserved(bytes)
+	d.sleep.capChanged() // the Sleepable scopes' pools follow it
 	if bytes > 0 && d.pool.Stats().Reserved > bytes {
 		_, serr := d.sleep.emptyCaches(nil) // and what the Sleepable scopes' pools cache
 		err = errors.Join(err, serr)
@@ -241,6 +244,7 @@ func (d *Device) SetMaxReservedFraction(f float64) error {
 	}
 	d.flushExternal()
 	err := d.pool.SetMaxReservedFraction(f)
+	d.sleep.capChanged()
 	d.waiters.released()
 	return deviceError(err)
 }

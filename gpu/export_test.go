@@ -13,3 +13,6 @@ func DeviceError(err error) error { return deviceError(err) }
 func EvictOne(d *Device, size int64) bool {
 	return d.evict.evictOne(d, func(*Scope, *evictState) bool { return false }, size)
 }
+
+// SleeperMaxReserved is the cap of the pool of s, a Sleepable scope.
+func SleeperMaxReserved(s *Scope) int64 { return s.dev.sleep.of(s).pool.MaxReserved() }

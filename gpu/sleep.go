@@ -27,7 +27,8 @@ import (
 //
 // The buffers of the scope and of the scopes inside it live in memory no
 // other scope shares: a pool of the scope's own, whose pages the device's
-// cap (MaxReserved) covers with the device's pool while they hold memory.
+// cap (MaxReserved) covers with the device's pool while they hold memory,
+// and which cuts its handles under the cap as the device's pool does.
 // A buffer cannot be kept out of the scope ([Scope.Keep] stops there with
 // ErrNotKept), nor does a reservation outside it serve its allocations; a
 // Sleepable scope inside another is refused. It needs a device that maps
@@ -92,7 +93,7 @@ func (s *Scope) Sleep(ctx context.Context, contents Contents) error {
 		return prefixed.Errorf("gpu", "Sleep: unknown Contents %d", contents)
 	}
 	sl.mu.Lock()
-	defer sl.mu.Unlock()
+	defer sl.unlock()
 	if sl.ended {
 		return prefixed.Kind("gpu", ErrScopeClosed, "Sleep: scope %q has ended", s.Path())
 	}
@@ -134,7 +135,7 @@ func (s *Scope) Wake(ctx context.Context) error {
 		return err
 	}
 	sl.mu.Lock()
-	defer sl.mu.Unlock()
+	defer sl.unlock()
 	if sl.ended {
 		return prefixed.Kind("gpu", ErrScopeClosed, "Wake: scope %q has ended", s.Path())
 	}
@@ -177,12 +178,15 @@ type sleeper struct {
 
 	sleeping atomic.Bool  // asleep: changed under mu, read without it by Stats
 	kept     atomic.Int64 // the bytes backup holds
+	// capStale is set where the device's cap changed and the pool may not
+	// have it yet (see capChanged).
+	capStale atomic.Bool
 	// ending is done once the scope's end has begun: a Wake waiting for
 	// memory stops then.
 	ending    context.Context
 	endingNow context.CancelCauseFunc
 
-	mu     sync.Mutex // serializes Sleep, Wake, the scope's end and the device's calls on the pool; protects the fields below
+	mu     sync.Mutex // serializes Sleep, Wake, the scope's end and the device's calls on the pool; protects the fields below. Let go of by unlock
 	ended  bool       // the scope is ending: Sleep and Wake refuse
 	backup *backup    // what Sleep kept; nil while awake, or where it discarded
 }
@@ -195,7 +199,11 @@ func newSleeper(d *Device) (*sleeper, error) {
 		return nil, prefixed.Kind("gpu", ErrNotSupported, "Sleepable: device %s maps no pages", d.name)
 	}
 	src := newPageSource(d.drv, m, d.pool)
-	p, err := pool.New(src, pool.Expand(pool.ExpandAlways))
+	opts := []pool.Option{pool.Expand(pool.ExpandAlways)}
+	if c := capOf(d, src); c > 0 {
+		opts = append(opts, pool.MaxReserved(c)) // the device's: see followCap
+	}
+	p, err := pool.New(src, opts...)
 	if err != nil {
 		return nil, deviceError(err)
 	}
@@ -235,6 +243,7 @@ func (sl *sleeper) attach(s *Scope) error {
 		return err
 	}
 	sl.dev.sleep.add(s, sl)
+	sl.capChanged() // where the device's cap changed since newSleeper read it
 	return nil
 }
 
@@ -244,7 +253,7 @@ func (sl *sleeper) attach(s *Scope) error {
 func (sl *sleeper) end() error {
 	sl.endingNow(errScopeEnding)
 	sl.mu.Lock()
-	defer sl.mu.Unlock()
+	defer sl.unlock()
 	sl.ended = true
 	return nil
 }
@@ -255,7 +264,7 @@ func (sl *sleeper) end() error {
 func (sl *sleeper) final(s *Scope) error {
 	sl.dev.sleep.remove(s)
 	sl.mu.Lock()
-	defer sl.mu.Unlock()
+	defer sl.unlock()
 	var err error
 	if sl.backup != nil {
 		err = sl.backup.free()
@@ -330,6 +339,7 @@ func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 		if err == nil {
 			sl.sleeping.Store(false)
 			d.sleep.wakes.Add(1)
+			sl.followCap() // a cap set while it slept
 			return nil
 		}
 		if !isOutOfMemory(err) {
@@ -375,7 +385,7 @@ func (sl *sleeper) wake(ctx context.Context, s *Scope) error {
 // and reports, holding mu again, whether the Wake is over: the scope
 // ended (err) or another Wake woke it. Called with mu held.
 func (sl *sleeper) unlocked(s *Scope, fn func()) (over bool, err error) {
-	sl.mu.Unlock()
+	sl.unlock()
 	fn()
 	sl.mu.Lock()
 	switch {

@@ -95,7 +95,7 @@ func (ss *sleepers) emptyCaches(except *sleeper) (bool, error) {
 			errs = append(errs, sl.pool.EmptyCache())
 			freed = freed || sl.pool.Stats().Reserved < before
 		}
-		sl.mu.Unlock()
+		sl.unlock()
 	}
 	return freed, errors.Join(errs...)
 }
@@ -125,7 +125,7 @@ func (ss *sleepers) retireStream(stream uintptr) error {
 	for _, sl := range ss.all() {
 		sl.mu.Lock()
 		errs = append(errs, sl.pool.RetireStream(stream))
-		sl.mu.Unlock()
+		sl.unlock()
 	}
 	return errors.Join(errs...)
 }

@@ -239,6 +239,7 @@ func outOfMemory(ctx context.Context, d *Device, path string, size int64, err er
 		// page (pool.Pool.Charge), with the device's figures.
 		e.Device = device
 	}
+	e.Device = d.capFigures(e.Device)
 	within := withinLimit(e.Limit)
 	sites := map[string]int64{}         // allocation site -> bytes live from it
 	for _, s := range d.tree.Scopes() { // parents before their children

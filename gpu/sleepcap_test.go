@@ -264,3 +264,31 @@ func TestCapsRacingSleepWakeAndEndLeaveThePoolWithTheDevicesCap(t *testing.T) {
 	}
 	assert.True(t, slices.Contains(caps, dev.MaxReserved()))
 }
+
+// A Sleepable scope's pool meets the device's cap before the device's
+// pool does where what it holds leaves no room: the error shows what the
+// cap covers on the device, not the scope's part of it.
+func TestAnAllocationTheCapRefusesInASleepableScopeShowsTheDevicesFigures(t *testing.T) {
+	dev, _ := openLargeHost(t, gpu.MaxReserved(64<<20))
+	other, err := dev.NewScope(gpu.Name("server"))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, other.Close()) }()
+	_, err = other.Alloc(10 << 20)
+	require.NoError(t, err)
+	weights, err := dev.NewScope(gpu.Name("weights"), gpu.Sleepable())
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, weights.Close()) }()
+	_, err = weights.Alloc(48 << 20)
+	require.NoError(t, err)
+
+	_, err = weights.Alloc(32 << 20)
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	var oom *gpu.OOMError
+	require.ErrorAs(t, err, &oom)
+	require.NotNil(t, oom.Device)
+	st := dev.Stats()
+	assert.Equal(t, st.Reserved, oom.Device.Reserved, "what the cap covers")
+	assert.Equal(t, st.Allocated, oom.Device.Allocated)
+	assert.Contains(t, err.Error(), "the pool's cap of 64.00 MiB")
+	assert.Contains(t, err.Error(), gpu.Bytes(st.Reserved).String()+" reserved under it")
+}

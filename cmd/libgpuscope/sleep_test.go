@@ -129,7 +129,7 @@ func sleepRun(t *testing.T, env ...string) (*exec.Cmd, string, string) {
 	standIn, err := filepath.Abs(filepath.Join("testdata", "sleep_standin.py"))
 	require.NoError(t, err)
 	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "measure", "sleep-gpu.sh"), "run", logs, out)
-	cmd.Env = append(withoutEnv(os.Environ(), "BUDGET", "GIB", "CYCLES"), append(env, "SLEEP_TORCH="+standIn, "PYTHONDONTWRITEBYTECODE=1")...)
+	cmd.Env = append(withoutEnv(os.Environ(), "BUDGET", "GIB", "CYCLES", "CAP_GIB"), append(env, "SLEEP_TORCH="+standIn, "PYTHONDONTWRITEBYTECODE=1")...)
 	return cmd, logs, out
 }
 

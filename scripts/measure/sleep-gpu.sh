@@ -24,7 +24,9 @@
 # for is listed in notrun.txt. SLEEP_TORCH names another script to run in
 # sleep_torch.py's place, whose parts need a second each (the harness's
 # tests run a stand-in); GIB and CYCLES change the model's size and the
-# cycles.
+# cycles, CAP_GIB (default 0, none) caps the device first
+# (gpuscope.set_max_reserved): under 2.5-32 GiB the scope's pool grows in
+# pages, which sleep and wake release and map one by one.
 #
 # On the device, with .sleepgpu carried:
 #
@@ -71,7 +73,7 @@ fi
 export GPUSCOPE_LIB=$bin/libgpuscope.so GPUSCOPE_BUILD_DIR=$bin PYTHONUNBUFFERED=1
 export PYTHONPATH=$root/cmd/libgpuscope/python${PYTHONPATH:+:$PYTHONPATH}
 budget=${BUDGET:-280}
-gib=${GIB:-10} cycles=${CYCLES:-20}
+gib=${GIB:-10} cycles=${CYCLES:-20} cap=${CAP_GIB:-0}
 start=$SECONDS
 running= # the part running now: its pid and name
 
@@ -138,7 +140,7 @@ t() { timeout -k 5 30 "$@"; }
   echo "commit $(cat "$bin/commit.txt" 2>/dev/null || echo unknown)"
   date -u
   t nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  echo "BUDGET=$budget GIB=$gib CYCLES=$cycles"
+  echo "BUDGET=$budget GIB=$gib CYCLES=$cycles CAP_GIB=$cap"
   ! command -v compute-sanitizer >/dev/null || t compute-sanitizer --version | tail -1
 } >"$logs/machine.txt" 2>&1
 
@@ -147,7 +149,7 @@ t() { timeout -k 5 30 "$@"; }
 if [ -z "${SLEEP_TORCH:-}" ]; then
   part shim.txt 40 python3 -c 'import gpuscope; print(gpuscope._build_shim())'
 fi
-part gpuscope.jsonl 90 python3 "$script" gpuscope --gib "$gib" --cycles "$cycles"
+part gpuscope.jsonl 90 python3 "$script" gpuscope --gib "$gib" --cycles "$cycles" --cap-gib "$cap"
 part tms.jsonl 5 python3 "$script" tms --gib "$gib" --cycles "$cycles"
 if command -v compute-sanitizer >/dev/null || [ -n "${SLEEP_TORCH:-}" ]; then
   sanitizer=(compute-sanitizer --tool memcheck --error-exitcode 9)

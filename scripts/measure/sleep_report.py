@@ -195,6 +195,9 @@ def report(logdir):
     errors = [e for e in evs if e.get("event") == "error"]
     cycles = len([e for e in evs if e.get("event") == "cycle"])
     out = [f"machine: {machine.get('gpu', 'unknown')}, torch {machine.get('torch', '?')}"]
+    cap = first(evs, "cap")
+    if cap:
+        out.append(f"INFO the device's cap: {cap['cap_bytes'] / 2**30:.2f} GiB (set before the weights)")
     out += weights_lines(evs) + sleep_lines(evs) + check_lines(evs, cycles)
     lines_, cyc = cycle_lines(evs)
     out += lines_ + discard_lines(evs) + free_asleep_lines(evs) + speed_lines(evs, cyc) + tms_lines(logdir)

@@ -141,6 +141,11 @@ def run_gpuscope(args):
     emit(event="machine", gpu=torch.cuda.get_device_name(0), torch=torch.__version__, shim=gpuscope.torch_shim())
     if not args.small:
         emit(event="bandwidth", **bandwidth(torch, 2))
+    if args.cap_gib:
+        # Under a cap of 2.5-32 GiB the scope's pool grows in pages, as the
+        # device's does: sleep and wake release and map each one.
+        gpuscope.set_max_reserved(int(args.cap_gib * 2**30))
+        emit(event="cap", cap_bytes=int(args.cap_gib * 2**30))
     with gpuscope.scope("weights", sleepable=True):
         layers = make_model(torch, args.gib)
     x = torch.empty(BATCH, WIDTH, device="cuda").uniform_(-1, 1, generator=torch.Generator(device="cuda").manual_seed(7))
@@ -252,6 +257,7 @@ def main():
     ap.add_argument("mode", choices=["gpuscope", "tms"])
     ap.add_argument("--gib", type=float, default=10.0)
     ap.add_argument("--cycles", type=int, default=20)
+    ap.add_argument("--cap-gib", type=float, default=0.0, help="the device's cap (gpuscope.set_max_reserved); 0: none")
     ap.add_argument("--small", action="store_true", help="0.5 GiB and 2 cycles, no bandwidth: for compute-sanitizer")
     args = ap.parse_args()
     if args.small:

@@ -223,14 +223,7 @@ func (d *Device) SetMaxReserved(bytes int64) error {
 		return err
 	}
 	d.flushExternal() // a lower cap gives back what is cached: this too
-	err := d.pool.SetMaxReserved(bytes)
-	d.sleep.capChanged() // the Sleepable scopes' pools follow it
-	if bytes > 0 && d.pool.Stats().Reserved > bytes {
-		_, serr := d.sleep.emptyCaches(nil) // and what the Sleepable scopes' pools cache
-		err = errors.Join(err, serr)
-	}
-	d.waiters.released() // a higher cap, or none, is room for allocations waiting
-	return deviceError(err)
+	return d.capSet(d.pool.SetMaxReserved(bytes))
 }
 
 // SetMaxReservedFraction is [Device.SetMaxReserved] with the cap given as a
@@ -243,9 +236,26 @@ func (d *Device) SetMaxReservedFraction(f float64) error {
 		return prefixed.Kind("gpu", ErrInvalidSize, "SetMaxReservedFraction(%v): a fraction of the device must be in (0, 1]", f)
 	}
 	d.flushExternal()
-	err := d.pool.SetMaxReservedFraction(f)
+	return d.capSet(d.pool.SetMaxReservedFraction(f))
+}
+
+// capSet is the rest of SetMaxReserved and SetMaxReservedFraction once the
+// device's pool answered err: the Sleepable scopes' pools follow the cap,
+// and where the device reserves more than it, they give back what they
+// cache, as the device's pool has (their pages count in its Reserved, not
+// in their own, so that their own cap alone often gives back nothing). A
+// cap the pool refused (ErrInvalidSize: negative, below one page) changed
+// nothing, and nothing else changes.
+func (d *Device) capSet(err error) error {
+	if errors.Is(err, ErrInvalidSize) {
+		return deviceError(err)
+	}
 	d.sleep.capChanged()
-	d.waiters.released()
+	if c := d.pool.MaxReserved(); c > 0 && d.pool.Stats().Reserved > c {
+		_, serr := d.sleep.emptyCaches(nil)
+		err = errors.Join(err, serr)
+	}
+	d.waiters.released() // a higher cap, or none, is room for allocations waiting
 	return deviceError(err)
 }
 

@@ -292,3 +292,61 @@ func TestAnAllocationTheCapRefusesInASleepableScopeShowsTheDevicesFigures(t *tes
 	assert.Contains(t, err.Error(), "the pool's cap of 64.00 MiB")
 	assert.Contains(t, err.Error(), gpu.Bytes(st.Reserved).String()+" reserved under it")
 }
+
+// A cap below what the device reserves has the Sleepable scopes' pools
+// give back what they cache, however it is given: SetMaxReservedFraction
+// (PyTorch's set_per_process_memory_fraction, through libgpuscope) is
+// SetMaxReserved with the cap as a fraction. Here the scope's pool holds
+// less than the cap itself (its own cap gives back nothing): only the
+// device's figure is over it.
+func TestALowerCapHasTheSleepableScopesGiveBackWhatTheyCacheHoweverItIsSet(t *testing.T) {
+	fraction := 0.001 // of 80 GiB: 81.9 MiB
+	capBytes := int64(fraction * (80 << 30))
+	for _, set := range []struct {
+		name string
+		set  func(*gpu.Device) error
+	}{
+		{"SetMaxReserved", func(d *gpu.Device) error { return d.SetMaxReserved(capBytes) }},
+		{"SetMaxReservedFraction", func(d *gpu.Device) error { return d.SetMaxReservedFraction(fraction) }},
+	} {
+		t.Run(set.name, func(t *testing.T) {
+			dev, _ := openLargeHost(t)
+			weights, err := dev.NewScope(gpu.Name("weights"), gpu.Sleepable())
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, weights.Close()) }()
+			b, err := weights.Alloc(40 << 20)
+			require.NoError(t, err)
+			require.NoError(t, weights.Free(b))
+			other, err := dev.NewScope(gpu.Name("server"))
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, other.Close()) }()
+			_, err = other.Alloc(60 << 20)
+			require.NoError(t, err)
+			before := dev.Stats().Reserved
+			require.Greater(t, before, capBytes)
+
+			require.NoError(t, set.set(dev))
+			assert.LessOrEqual(t, dev.Stats().Reserved, before-40<<20, "the 40 MiB the Sleepable scope's pool cached went back")
+		})
+	}
+}
+
+// A cap SetMaxReserved refuses (below one page) changes nothing: the
+// Sleepable scopes' pools keep what they cache, as the device's pool does.
+func TestACapRefusedLeavesTheSleepableScopesCachesAsTheyWere(t *testing.T) {
+	dev, _ := openLargeHost(t)
+	weights, err := dev.NewScope(gpu.Name("weights"), gpu.Sleepable())
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, weights.Close()) }()
+	b, err := weights.Alloc(8 << 20)
+	require.NoError(t, err)
+	require.NoError(t, weights.Free(b))
+	before := dev.Stats()
+	require.Positive(t, before.Cached)
+
+	require.ErrorIs(t, dev.SetMaxReserved(1), gpu.ErrInvalidSize)
+	after := dev.Stats()
+	assert.Equal(t, before.Reserved, after.Reserved, "nothing given back")
+	assert.Equal(t, before.Cached, after.Cached)
+	assert.Zero(t, dev.MaxReserved())
+}

@@ -239,7 +239,7 @@ func outOfMemory(ctx context.Context, d *Device, path string, size int64, err er
 		// page (pool.Pool.Charge), with the device's figures.
 		e.Device = device
 	}
-	e.Device = d.capFigures(e.Device)
+	e.Device = d.deviceFigures(e.Device)
 	within := withinLimit(e.Limit)
 	sites := map[string]int64{}         // allocation site -> bytes live from it
 	for _, s := range d.tree.Scopes() { // parents before their children
@@ -270,7 +270,7 @@ func outOfMemory(ctx context.Context, d *Device, path string, size int64, err er
 	slices.SortFunc(e.Sites, func(x, y Site) int { return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Site, y.Site)) })
 	e.Sites = e.Sites[:min(3, len(e.Sites))]
 	if e.Limit == nil {
-		e.Cached = d.pool.Stats().Cached
+		e.Cached = d.figures().Cached // not the Sleepable scopes' buffers, which the device's pool counts as reserved
 	}
 	if d.onOOM != nil {
 		d.onOOM(e)

@@ -1,7 +1,5 @@
 package gpu
 
-import "github.com/gpuscope/gpuscope/pool"
-
 // A Sleepable scope's pool has the device's cap as its own MaxReserved,
 // so that its budget (its cap, else the device's memory), which sizes the
 // handles it creates, is the one the device's pool has: under a cap of 2.5
@@ -75,20 +73,4 @@ func (ss *sleepers) capChanged() {
 	for _, sl := range ss.all() {
 		sl.capChanged()
 	}
-}
-
-// capFigures returns e, a refusal of a pool of d, with the device's
-// figures where the device's cap refused it: a Sleepable scope's pool,
-// which has that cap as its own, may meet it before the device's pool
-// (which counts its pages) does, and what it holds is only its part of
-// what the cap covers. Any other refusal is returned as it is.
-func (d *Device) capFigures(e *pool.OOMError) *pool.OOMError {
-	if e == nil || e.Err != nil || e.Limit <= 0 || !d.sleep.has.Load() {
-		return e
-	}
-	p := d.pool.Stats()
-	d.sleep.addTo(&p)
-	c := *e
-	c.Reserved, c.Allocated = max(c.Reserved, p.Reserved), max(c.Allocated, p.Allocated)
-	return &c
 }

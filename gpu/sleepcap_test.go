@@ -350,3 +350,32 @@ func TestACapRefusedLeavesTheSleepableScopesCachesAsTheyWere(t *testing.T) {
 	assert.Equal(t, before.Cached, after.Cached)
 	assert.Zero(t, dev.MaxReserved())
 }
+
+// Where the device itself has no room, an out-of-memory error says how
+// much the pools cache (free memory EmptyCache gives back): the buffers of
+// a Sleepable scope awake are no part of it, though its pages count in
+// the device's pool's Reserved.
+func TestAnOutOfMemoryErrorCountsNoLiveBufferOfASleepableScopeAsCached(t *testing.T) {
+	dev, err := gpu.OpenHost(gpu.HostMemory(256 << 20))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, dev.Close()) }()
+	weights, err := dev.NewScope(gpu.Name("weights"), gpu.Sleepable())
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, weights.Close()) }()
+	_, err = weights.Alloc(128 << 20)
+	require.NoError(t, err)
+	server, err := dev.NewScope(gpu.Name("server"))
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, server.Close()) }()
+
+	_, err = server.Alloc(192 << 20)
+	require.ErrorIs(t, err, gpu.ErrOutOfMemory)
+	var oom *gpu.OOMError
+	require.ErrorAs(t, err, &oom)
+	st := dev.Stats()
+	assert.Equal(t, st.Cached, oom.Cached, "what the pools cache: %v", err)
+	require.NotNil(t, oom.Device)
+	assert.Equal(t, st.Allocated, oom.Device.Allocated, "the scope's buffers are allocated")
+	assert.Equal(t, st.Reserved, oom.Device.Reserved)
+	assert.Less(t, oom.Cached, int64(128<<20), "the scope's 128 MiB are live: %v", err)
+}

@@ -188,3 +188,29 @@ func (ss *sleepers) addTo(p *pool.Stats) sleepingFigures {
 	p.PeakActiveBlocks = max(p.PeakActiveBlocks, p.ActiveBlocks)
 	return f
 }
+
+// deviceFigures returns e, a refusal of a pool of d, with the device's
+// Reserved and Allocated (figures), where the device has Sleepable scopes:
+// one's pool, which has the device's cap as its own, may meet it before
+// the device's pool (which counts its pages) does, and what it holds is
+// only its part of what the cap covers; and where the driver refused, the
+// device's pool's own Allocated leaves out the buffers of the Sleepable
+// scopes whose pages its Reserved counts.
+func (d *Device) deviceFigures(e *pool.OOMError) *pool.OOMError {
+	if e == nil || !d.sleep.has.Load() {
+		return e
+	}
+	p := d.figures()
+	c := *e
+	c.Reserved, c.Allocated = max(c.Reserved, p.Reserved), max(c.Allocated, p.Allocated)
+	return &c
+}
+
+// figures returns the device's pool's figures with those of the Sleepable
+// scopes' pools, as Stats shows them: Allocated counts the buffers of
+// those awake, and Cached is what all the pools keep free.
+func (d *Device) figures() pool.Stats {
+	p := d.pool.Stats()
+	d.sleep.addTo(&p)
+	return p
+}

@@ -33,7 +33,7 @@ type OOMError struct {
 	// ([RecordStacks]).
 	Holders []Holder
 	Sites   []Site
-	Cached  int64 // bytes the device's pool keeps free for reuse
+	Cached  int64 // bytes the device's pools keep free for reuse, as Stats.Cached (EmptyCache returns them)
 	device  string
 	calls   callers.Names // what the caller calls what would help: Go's calls, or C's or Python's
 

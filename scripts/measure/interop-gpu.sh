@@ -164,41 +164,9 @@ part() {
   return 0
 }
 
-# save packs LOGDIR into OUT/interop-logs.tgz, where OUT is given: after
-# every part, so that what ran comes back however the command ends.
-save() {
-  [ -n "$out" ] || return 0
-  mkdir -p "$out"
-  tar czf "$out/interop-logs.tgz.part" -C "$(dirname "$logs")" "$(basename "$logs")" &&
-    mv "$out/interop-logs.tgz.part" "$out/interop-logs.tgz"
-}
-
-# stop SIGNAL stops the part running, if one is, lists it in failures.txt
-# and finishes: the batch got SIGNAL.
-stop() {
-  if [ -n "$running" ]; then
-    kill -TERM "${running%% *}" 2>/dev/null
-    echo "== ${running#* } [stopped: the batch got $1]" >>"$logs/commands.txt"
-    echo "${running#* }: stopped, the batch got $1" >>"$logs/failures.txt"
-  fi
-  finish
-}
-
-# finish writes the report and packs the logs with it, once: at the end,
-# or where the command is stopped (TERM, INT) before it. The report's last
-# line is the run's verdict, and verdict its status: 0 where every target
-# was met and every part ran.
-finished=0 verdict=1
-finish() {
-  [ $finished = 0 ] || return 0
-  finished=1
-  echo "== the batch took $((SECONDS - start)) s of its budget of $budget" >>"$logs/commands.txt"
-  python3 "$here/interop_report.py" "$logs" >"$logs/report.txt" 2>&1
-  verdict=$?
-  cat "$logs/report.txt"
-  save
-  [ -z "$out" ] || cp "$logs/report.txt" "$out/report.txt"
-}
+pack=interop-logs.tgz report=$here/interop_report.py run=batch
+# shellcheck source=parts.sh
+. "$here/parts.sh" # save, stop, finish
 
 # reserve: what the parts after the timed rounds need at least, which a
 # round leaves room for: compute-sanitizer, cuBLAS and one round of CuPy,

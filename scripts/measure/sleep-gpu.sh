@@ -77,13 +77,9 @@ gib=${GIB:-10} cycles=${CYCLES:-20} cap=${CAP_GIB:-0}
 start=$SECONDS
 running= # the part running now: its pid and name
 
-# save packs LOGDIR into OUT/sleep-logs.tgz, where OUT is given.
-save() {
-  [ -n "$out" ] || return 0
-  mkdir -p "$out"
-  tar czf "$out/sleep-logs.tgz.part" -C "$(dirname "$logs")" "$(basename "$logs")" &&
-    mv "$out/sleep-logs.tgz.part" "$out/sleep-logs.tgz"
-}
+pack=sleep-logs.tgz report=$here/sleep_report.py run=run
+# shellcheck source=parts.sh
+. "$here/parts.sh" # save, stop, finish
 
 # part NAME NEED CMD...: runs CMD, its output appended to LOGDIR/NAME and
 # its errors to NAME.err, for at most what is left of the budget; where
@@ -110,28 +106,6 @@ part() {
   save
 }
 
-# finish writes the report and packs it, once: at the end, or when the
-# command is stopped.
-finished=0 verdict=1
-finish() {
-  [ $finished = 0 ] || return 0
-  finished=1
-  echo "== the run took $((SECONDS - start)) s of its budget of $budget" >>"$logs/commands.txt"
-  python3 "$here/sleep_report.py" "$logs" >"$logs/report.txt" 2>&1
-  verdict=$?
-  cat "$logs/report.txt"
-  save
-  [ -z "$out" ] || cp "$logs/report.txt" "$out/report.txt"
-}
-
-# stop SIGNAL stops the part running, notes it, and finishes.
-stop() {
-  if [ -n "$running" ]; then
-    kill -TERM "${running%% *}" 2>/dev/null
-    echo "${running#* }: stopped, the run got $1" >>"$logs/failures.txt"
-  fi
-  finish
-}
 trap 'stop TERM; exit 143' TERM
 trap 'stop INT; exit 130' INT
 

@@ -38,8 +38,8 @@ func TestTheCupyPairRunsOnAStandIn(t *testing.T) {
 	var line map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(out, &line), "%s", out)
 	// As on a GPU, use_cupy's function is compiled and reads the stream
-	// through the function CuPy's Cython exports (the stand-in's).
-	require.JSONEq(t, `"C, the stream from CuPy's C function"`, string(line["callable"]))
+	// from CuPy's record of the thread (the stand-in's, a C object as Cython's).
+	require.JSONEq(t, `"C, the stream from CuPy's record of the thread"`, string(line["callable"]))
 	for _, size := range []string{"256", "1048576", "67108864"} {
 		var modes map[string]struct {
 			Median    float64 `json:"median_ns"`
@@ -71,7 +71,7 @@ func TestTheCupyCallBenchRuns(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PYTHONPATH=python", "PYTHONDONTWRITEBYTECODE=1", "GPUSCOPE_BUILD_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, row := range []string{"stand-in malloc alone", "python", "c, get_current_stream", "c, capsule"} {
+	for _, row := range []string{"stand-in malloc alone", "python", "c, get_current_stream", "c, capsule", "c, record"} {
 		assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(row)+` +[0-9.]+ ns`, string(out))
 	}
 }

@@ -2,10 +2,11 @@
 CFunctionAllocator.malloc itself (issue 47), with no GPU and no CuPy: C
 stand-ins play CuPy's parts that the function calls (a malloc returning
 an object with ptr, cupy.cuda.get_current_stream returning a stream
-object, and get_current_stream_ptr in a capsule of the module's
-__pyx_capi__, as Cython exports it), compiled here with cc against this
-Python's headers, so that only the function's own work differs between
-the rows.
+object, compiled here with cc against this Python's headers, and
+cupy_backends.cuda.stream: testdata/cupystandin's, whose C functions keep
+each thread's stream in a record in a threading.local and are exported in
+__pyx_capi__, as CuPy's Cython does), so that only the function's own
+work differs between the rows.
 
     PYTHONPATH=cmd/libgpuscope/python python3 scripts/measure/cupy_call_bench.py [CALLS]
 
@@ -15,9 +16,11 @@ turns) and what
 it adds to the stand-in malloc's own call: "python" (gpuscope.py's
 _cupy_malloc without its compiled form: what runs where no compiler is,
 and what ran before it), "c, get_current_stream" and "c, capsule" (the
-compiled form, reading the stream the slow way and the way it does where
-CuPy exports its C function). CuPy's real calls cost more than the
-stand-ins; the differences between the rows are the function's own.
+compiled form, reading the stream the slow way and through CuPy's C
+function) and "c, record" (the compiled form reading the stream from the
+thread's record, as it does where use_cupy found the record's layout).
+CuPy's real calls cost more than the stand-ins; the differences between
+the rows are the function's own.
 """
 import importlib.machinery
 import importlib.util
@@ -42,7 +45,6 @@ static PyTypeObject MemType = {PyVarObject_HEAD_INIT(NULL, 0) .tp_name = "standi
     .tp_basicsize = sizeof(Mem), .tp_flags = Py_TPFLAGS_DEFAULT, .tp_members = members};
 
 static PyObject *stream;  /* the current stream object */
-static intptr_t current;  /* its ptr */
 
 static PyObject *malloc_(PyObject *self, PyObject *size) {
     Mem *m = PyObject_New(Mem, &MemType);
@@ -50,12 +52,7 @@ static PyObject *malloc_(PyObject *self, PyObject *size) {
     return (PyObject *)m;
 }
 static PyObject *get_current_stream(PyObject *self, PyObject *unused) { Py_INCREF(stream); return stream; }
-static intptr_t get_current_stream_ptr(void) { return current; }
 static PyObject *use(PyObject *self, PyObject *s) {
-    PyObject *p = PyObject_GetAttrString(s, "ptr");
-    if (p == NULL) return NULL;
-    current = (intptr_t)PyLong_AsVoidPtr(p);
-    Py_DECREF(p);
     Py_INCREF(s); Py_XDECREF(stream); stream = s;
     Py_RETURN_NONE;
 }
@@ -67,12 +64,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "standin", NULL, -1, methods};
 PyMODINIT_FUNC PyInit_standin(void) {
     if (PyType_Ready(&MemType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&mod);
-    PyObject *capi = PyDict_New();
-    PyObject *cap = PyCapsule_New((void *)get_current_stream_ptr, "intptr_t (void)", NULL);
-    PyDict_SetItemString(capi, "get_current_stream_ptr", cap);
-    PyModule_AddObject(m, "__pyx_capi__", capi);
-    return m;
+    return PyModule_Create(&mod);
 }
 """
 
@@ -92,6 +84,21 @@ def standin(folder):
     spec = importlib.util.spec_from_file_location("standin", so, loader=importlib.machinery.ExtensionFileLoader("standin", so))
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
+    return m
+
+
+def cupy_backends_stream():
+    """testdata/cupystandin's cupy_backends.cuda.stream, as
+    sys.modules["cupy_backends.cuda.stream"], where use_cupy looks."""
+    import types
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cmd", "libgpuscope", "testdata",
+                        "cupystandin", "cupy_backends", "cuda", "stream.py")
+    spec = importlib.util.spec_from_file_location("cupy_backends.cuda.stream", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    sys.modules.update({"cupy_backends": types.ModuleType("cupy_backends"),
+                        "cupy_backends.cuda": types.ModuleType("cupy_backends.cuda"), "cupy_backends.cuda.stream": m})
     return m
 
 
@@ -124,8 +131,12 @@ def main():
         mod, why = ext()
         if mod is None:
             sys.exit(f"cupy_call_bench: the compiled form could not be built: {why}")
-        rows += [("c, get_current_stream", made(ext=mod)),
-                 ("c, capsule", made(ext=mod, capsule=s.__pyx_capi__["get_current_stream_ptr"]))]
+        capsule = cupy_backends_stream().__pyx_capi__["get_current_stream_ptr"]
+        record = gpuscope._cupy_stream_record(mod, capsule)
+        if record is None:
+            sys.exit("cupy_call_bench: use_cupy found no record in the stand-in")
+        rows += [("c, get_current_stream", made(ext=mod)), ("c, capsule", made(ext=mod, capsule=capsule)),
+                 ("c, record", made(ext=mod, capsule=capsule, record=record))]
     times = fastest([("stand-in malloc alone", s.malloc)] + rows, calls)
     print(f"Python {sys.version.split()[0]}, {calls} calls a timing, the fastest of 15 taking turns")
     print(f"{'stand-in malloc alone':24} {times[0]:6.1f} ns")

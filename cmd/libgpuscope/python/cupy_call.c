@@ -11,7 +11,11 @@
  *   1. the calling thread's current CuPy stream: the handle CuPy's own
  *      pool reads (get_current_stream_ptr, a C function CuPy exports in
  *      its module's __pyx_capi__), or, where CuPy exports none, the ptr of
- *      cupy.cuda.get_current_stream();
+ *      cupy.cuda.get_current_stream(). CuPy's C function looks the
+ *      thread's record up in a threading.local at every call, which costs
+ *      more than the rest of the call; where use_cupy found that record's
+ *      layout (record_offset), a thread's first call keeps a reference to
+ *      its record and later calls read the handle from it (see mine);
  *   2. the allocation function of that stream: for a default stream (its
  *      handle 0, 1 or 2) CFunctionAllocator.malloc over gpuscope's
  *      gpuscope_cupy_malloc; for another, the one the dict streams holds
@@ -30,8 +34,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if PY_VERSION_HEX < 0x03090000
@@ -46,10 +52,15 @@
  * another is not called. */
 static const char stream_ptr_sig[] = "intptr_t (void)";
 
+/* The signature of CuPy's set_current_stream_ptr, which record_offset
+ * calls to check where a record keeps the handle. */
+static const char set_stream_sig[] = "PyObject *(intptr_t)";
+
 /* cudaStreamPerThread: handles up to it are a default stream's. */
 enum { per_thread = 2 };
 
 typedef intptr_t (*stream_ptr_fn)(void);
+typedef PyObject *(*set_stream_fn)(intptr_t);
 
 /* gpuscope_cupy_malloc and gpuscope_cupy_stream_malloc, as wrap was given
  * them. */
@@ -80,6 +91,10 @@ typedef struct {
 	PyObject_HEAD
 	vectorcallfunc vectorcall;
 	stream_ptr_fn stream_ptr; /* CuPy's, or NULL: current_stream is called */
+	PyObject *local;          /* CuPy's threading.local of records (as "tls"), or NULL: none is read */
+	PyTypeObject *kind;       /* a record's type */
+	Py_ssize_t offset;        /* of a record's handle */
+	uint64_t serial;          /* this Malloc's number, which mine names */
 	PyObject *malloc;         /* a default stream's allocation function */
 	PyObject *streams;        /* dict: a stream's handle -> its allocation function */
 	PyObject *miss;           /* miss(): the current stream's, made and kept in streams */
@@ -89,10 +104,103 @@ typedef struct {
 } Malloc;
 
 static PyObject *str_ptr; /* "ptr", interned */
+static PyObject *str_tls; /* "tls", interned */
+
+/* mine is the calling thread's record as a Malloc last read it: CuPy's
+ * record of the thread's current stream (a strong reference), read in the
+ * Python thread state numbered thread by the Malloc numbered serial. A
+ * thread state that ends takes its record out of CuPy's threading.local;
+ * a later one on the same OS thread has another number, so its first
+ * call reads its own record. When the OS thread exits, the reference
+ * passes to ended (thread_exits), and the next record read drops it. */
+static __thread struct {
+	uint64_t thread, serial;
+	PyObject *record;
+} mine;
+
+static uint64_t serials;       /* Mallocs made, under the GIL: the last one's serial */
+static pthread_key_t exits;    /* its value, a thread's mine.record, is passed to thread_exits */
+static int exits_made;         /* whether exits was made (the module's init) */
+
+/* ended holds the records of threads that exited, for drop_ended. It is a
+ * stack that thread_exits pushes onto and drop_ended takes whole, with
+ * atomic instructions (a lock held at a fork would stay held in the child). */
+struct ended {
+	struct ended *next;
+	PyObject *record;
+};
+static struct ended *ended;
+
+static void thread_exits(void *record) {
+	struct ended *e = malloc(sizeof *e);
+	if (e == NULL) {
+		return; /* the record stays referenced: a small object kept */
+	}
+	e->record = record;
+	e->next = __atomic_load_n(&ended, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&ended, &e->next, e, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+	}
+}
+
+/* drop_ended drops the references of thread_exits' records; the caller
+ * holds the GIL. */
+static void drop_ended(void) {
+	struct ended *e = __atomic_exchange_n(&ended, NULL, __ATOMIC_ACQUIRE);
+	while (e != NULL) {
+		struct ended *next = e->next;
+		Py_DECREF(e->record);
+		free(e);
+		e = next;
+	}
+}
+
+/* handle_of returns the stream handle the record at r keeps. */
+static intptr_t handle_of(PyObject *r, Py_ssize_t offset) {
+	intptr_t h;
+	memcpy(&h, (char *)r + offset, sizeof h);
+	return h;
+}
+
+/* remember returns the calling thread's current stream from CuPy's C
+ * function, which makes the thread's record where it has none, and keeps
+ * that record in mine for later calls, where it holds the same handle
+ * (CuPy's function returns cudaStreamPerThread for a record of 0 where
+ * CUPY_CUDA_PER_THREAD_DEFAULT_STREAM is set: both are a default stream's). */
+static intptr_t remember(Malloc *m, uint64_t thread) {
+	intptr_t s = m->stream_ptr();
+	drop_ended();
+	PyObject *r = PyObject_GetAttr(m->local, str_tls);
+	if (r == NULL) {
+		PyErr_Clear();
+		return s;
+	}
+	intptr_t h = Py_TYPE(r) == m->kind ? handle_of(r, m->offset) : -1;
+	if (h != s && !(h == 0 && s == per_thread)) {
+		Py_DECREF(r);
+		return s;
+	}
+	if (pthread_setspecific(exits, r) != 0) {
+		Py_DECREF(r);
+		return s;
+	}
+	PyObject *old = mine.record;
+	mine.record = r;
+	mine.thread = thread;
+	mine.serial = m->serial;
+	Py_XDECREF(old);
+	return s;
+}
 
 /* current returns the calling thread's current CuPy stream's handle; -1
  * with an exception set where CuPy raised one. */
 static intptr_t current(Malloc *m) {
+	if (m->local != NULL) {
+		uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
+		if (mine.record != NULL && mine.thread == thread && mine.serial == m->serial) {
+			return handle_of(mine.record, m->offset);
+		}
+		return remember(m, thread);
+	}
 	if (m->stream_ptr != NULL) {
 		return m->stream_ptr();
 	}
@@ -193,11 +301,36 @@ static stream_ptr_fn stream_ptr_of(PyObject *capsule) {
 	return f;
 }
 
+/* set_record takes record, None or (local, kind, offset) as
+ * record_offset checked them: CuPy's threading.local of its records, their
+ * type and the offset of their handle. */
+static int set_record(Malloc *m, PyObject *record) {
+	if (record == Py_None) {
+		return 0;
+	}
+	PyObject *local, *kind;
+	Py_ssize_t offset;
+	if (!PyArg_ParseTuple(record, "OO!n:record", &local, &PyType_Type, &kind, &offset)) {
+		return -1;
+	}
+	if (m->stream_ptr == NULL || offset < (Py_ssize_t)sizeof(PyObject) ||
+	    offset > ((PyTypeObject *)kind)->tp_basicsize - (Py_ssize_t)sizeof(intptr_t)) {
+		PyErr_SetString(PyExc_ValueError, "gpuscope: a record read needs CuPy's C function and an offset inside the record");
+		return -1;
+	}
+	Py_INCREF(local);
+	Py_INCREF(kind);
+	m->local = local;
+	m->kind = (PyTypeObject *)kind;
+	m->offset = offset;
+	return 0;
+}
+
 static PyObject *make(PyTypeObject *type, PyObject *args, PyObject *kw) {
-	PyObject *malloc, *streams, *miss, *current_stream, *capsule, *oom;
-	static char *names[] = {"malloc", "streams", "miss", "current_stream", "capsule", "oom", NULL};
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OOOO:Malloc", names, &malloc, &PyDict_Type, &streams, &miss,
-					 &current_stream, &capsule, &oom)) {
+	PyObject *malloc, *streams, *miss, *current_stream, *capsule, *oom, *record = Py_None;
+	static char *names[] = {"malloc", "streams", "miss", "current_stream", "capsule", "oom", "record", NULL};
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!OOOO|O:Malloc", names, &malloc, &PyDict_Type, &streams, &miss,
+					 &current_stream, &capsule, &oom, &record)) {
 		return NULL;
 	}
 	Malloc *m = (Malloc *)type->tp_alloc(type, 0);
@@ -206,11 +339,16 @@ static PyObject *make(PyTypeObject *type, PyObject *args, PyObject *kw) {
 	}
 	m->vectorcall = call;
 	m->stream_ptr = stream_ptr_of(capsule);
+	m->serial = ++serials;
 	PyObject **fields[] = {&m->malloc, &m->streams, &m->miss, &m->current_stream, &m->capsule, &m->oom};
 	PyObject *values[] = {malloc, streams, miss, current_stream, capsule, oom};
 	for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
 		Py_INCREF(values[i]);
 		*fields[i] = values[i];
+	}
+	if (set_record(m, record) < 0) {
+		Py_DECREF(m);
+		return NULL;
 	}
 	return (PyObject *)m;
 }
@@ -223,6 +361,8 @@ static int traverse(PyObject *self, visitproc visit, void *arg) {
 	Py_VISIT(m->current_stream);
 	Py_VISIT(m->capsule);
 	Py_VISIT(m->oom);
+	Py_VISIT(m->local);
+	Py_VISIT(m->kind);
 	return 0;
 }
 
@@ -235,6 +375,8 @@ static int clear(PyObject *self) {
 	Py_CLEAR(m->current_stream);
 	Py_CLEAR(m->capsule);
 	Py_CLEAR(m->oom);
+	Py_CLEAR(m->local);
+	Py_CLEAR(m->kind);
 	return 0;
 }
 
@@ -249,6 +391,83 @@ static void dealloc(PyObject *self) {
 static PyObject *c_stream(PyObject *self, void *closure) {
 	(void)closure;
 	return PyBool_FromLong(((Malloc *)self)->stream_ptr != NULL);
+}
+
+/* record says whether a call reads the stream from the thread's record
+ * (mine) after the thread's first. */
+static PyObject *record(PyObject *self, void *closure) {
+	(void)closure;
+	return PyBool_FromLong(((Malloc *)self)->local != NULL);
+}
+
+/* function_of returns the C function in capsule where it is named sig;
+ * NULL with an exception set otherwise. */
+static void *function_of(PyObject *capsule, const char *sig) {
+	if (!PyCapsule_CheckExact(capsule) || !PyCapsule_IsValid(capsule, sig)) {
+		PyErr_Format(PyExc_TypeError, "gpuscope: not a capsule of a C function %s", sig);
+		return NULL;
+	}
+	return PyCapsule_GetPointer(capsule, sig);
+}
+
+/* stream_of(get) calls CuPy's get_current_stream_ptr in the capsule get:
+ * the calling thread's current stream, its record made where it had none. */
+static PyObject *stream_of(PyObject *self, PyObject *capsule) {
+	(void)self;
+	void *p = function_of(capsule, stream_ptr_sig);
+	if (p == NULL) {
+		return NULL;
+	}
+	stream_ptr_fn get;
+	memcpy(&get, &p, sizeof get);
+	return PyLong_FromVoidPtr((void *)get());
+}
+
+/* record_offset(record, get, set) returns where a record of the type of
+ * record (the calling thread's, from CuPy's threading.local) keeps its
+ * stream handle: the last field of the object (Cython's layout of a class
+ * whose one field is an intptr_t), or -1 where it does not: set (CuPy's
+ * set_current_stream_ptr) is called with two other handles, each of which
+ * must then be in that field and what get returns, and then with the
+ * handle the field held (where it did not hold them, with what get
+ * returned before). Nothing else may run on the thread between (the
+ * caller turns the garbage collector off): an allocation would see those
+ * handles as the current stream. */
+static PyObject *record_offset(PyObject *self, PyObject *args) {
+	(void)self;
+	PyObject *r, *gc, *sc;
+	if (!PyArg_ParseTuple(args, "OOO:record_offset", &r, &gc, &sc)) {
+		return NULL;
+	}
+	void *gp = function_of(gc, stream_ptr_sig), *sp = gp == NULL ? NULL : function_of(sc, set_stream_sig);
+	if (sp == NULL) {
+		return NULL;
+	}
+	stream_ptr_fn get;
+	set_stream_fn set;
+	memcpy(&get, &gp, sizeof get);
+	memcpy(&set, &sp, sizeof set);
+	PyTypeObject *t = Py_TYPE(r);
+	Py_ssize_t offset = t->tp_basicsize - (Py_ssize_t)sizeof(intptr_t);
+	if (t->tp_itemsize != 0 || offset < (Py_ssize_t)sizeof(PyObject) || offset % (Py_ssize_t)sizeof(intptr_t) != 0) {
+		return PyLong_FromLong(-1);
+	}
+	intptr_t before = get(), was = handle_of(r, offset), probes[] = {was ^ 0x5a5a5a0, 0x7e57ab10};
+	int held = 1;
+	for (size_t i = 0; i < sizeof probes / sizeof probes[0] && held; i++) {
+		PyObject *done = set(probes[i]);
+		if (done == NULL) {
+			return NULL;
+		}
+		Py_DECREF(done);
+		held = handle_of(r, offset) == probes[i] && get() == probes[i];
+	}
+	PyObject *done = set(held ? was : before);
+	if (done == NULL) {
+		return NULL;
+	}
+	Py_DECREF(done);
+	return PyLong_FromSsize_t(held ? offset : -1);
 }
 
 /* wrap(malloc, stream_malloc) takes the addresses of gpuscope_cupy_malloc
@@ -278,11 +497,15 @@ static PyObject *wrap(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
 	{"wrap", wrap, METH_VARARGS, "wrap(malloc, stream_malloc): this module's functions over gpuscope's, by address"},
+	{"stream_of", stream_of, METH_O, "stream_of(get): the calling thread's stream from CuPy's get_current_stream_ptr"},
+	{"record_offset", record_offset, METH_VARARGS,
+	 "record_offset(record, get, set): where CuPy's record of a thread keeps its stream, or -1"},
 	{NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef getset[] = {
 	{"c_stream", c_stream, NULL, "whether a call reads the stream through CuPy's C function", NULL},
+	{"record", record, NULL, "whether a call reads the stream from the thread's record", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -311,8 +534,16 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__gpuscope_cupy(void) {
 	str_ptr = PyUnicode_InternFromString("ptr");
-	if (str_ptr == NULL || PyType_Ready(&MallocType) < 0) {
+	str_tls = PyUnicode_InternFromString("tls");
+	if (str_ptr == NULL || str_tls == NULL || PyType_Ready(&MallocType) < 0) {
 		return NULL;
+	}
+	if (!exits_made) {
+		if (pthread_key_create(&exits, thread_exits) != 0) {
+			PyErr_SetString(PyExc_OSError, "gpuscope: pthread_key_create failed");
+			return NULL;
+		}
+		exits_made = 1;
 	}
 	PyObject *mod = PyModule_Create(&module);
 	if (mod == NULL) {

@@ -490,17 +490,20 @@ def use_cupy(lib_path=None):
         return cupy.cuda.memory.CFunctionAllocator(stream.ptr, stream_malloc, addr("gpuscope_cupy_stream_free"),
                                                    (lib, stream)).malloc
 
+    capsule = _cupy_stream_capsule()
     malloc = _cupy_malloc(alloc.malloc, on_stream, cupy.cuda.get_current_stream, cupy.cuda.memory.OutOfMemoryError,
-                          capsule=_cupy_stream_capsule(), ext=ext)
+                          capsule=capsule, ext=ext, record=_cupy_stream_record(ext, capsule))
     cupy.cuda.set_allocator(malloc)
-    _cupy_how = ("C, the stream from CuPy's C function" if getattr(malloc, "c_stream", False) else
+    _cupy_how = ("C, the stream from CuPy's record of the thread" if getattr(malloc, "record", False) else
+                 "C, the stream from CuPy's C function" if getattr(malloc, "c_stream", False) else
                  "C, the stream from cupy.cuda.get_current_stream" if ext is not None else f"Python: {why}")
     return alloc
 
 
 # How use_cupy's allocation function runs, for the harness's report: in C
-# (cupy_call.c), reading the stream through CuPy's C function or not, or in
-# Python, and why.
+# (cupy_call.c), reading the stream from CuPy's record of the thread, through
+# CuPy's C function or through cupy.cuda.get_current_stream, or in Python,
+# and why.
 _cupy_how = "use_cupy() was not called"
 
 
@@ -520,6 +523,44 @@ def _cupy_stream_capsule():
     return None
 
 
+def _cupy_stream_record(ext, capsule):
+    """Where cupy_call.c's Malloc can read the calling thread's current
+    stream without a call of CuPy's C function: (local, kind, offset), the
+    threading.local in which cupy_backends.cuda.stream keeps each thread's
+    record (as "tls"), the records' type (its _ThreadLocal) and where a
+    record keeps the handle, which ext.record_offset checked by setting the
+    stream through CuPy's set_current_stream_ptr and reading it back; None
+    where there is none such (another CuPy, no C function, no compiler).
+    CuPy's function looks the record up in the threading.local at every
+    call; Malloc keeps a reference to each thread's record instead."""
+    import gc
+    import importlib
+
+    try:
+        mod = importlib.import_module("cupy_backends.cuda.stream")
+    except ImportError:
+        return None
+    kind = getattr(mod, "_ThreadLocal", None)
+    put = getattr(mod, "__pyx_capi__", {}).get("set_current_stream_ptr")
+    if ext is None or capsule is None or put is None or not isinstance(kind, type):
+        return None
+    collecting = gc.isenabled()
+    gc.disable()  # a finalizer allocating while record_offset sets probes would see them as its stream
+    try:
+        ext.stream_of(capsule)  # makes this thread's record
+        local = next((o for o in gc.get_objects() if type(o) is threading.local and type(vars(o).get("tls")) is kind),
+                     None)
+        if local is None:
+            return None
+        offset = ext.record_offset(vars(local)["tls"], capsule, put)
+    except TypeError:  # a capsule of another signature
+        return None
+    finally:
+        if collecting:
+            gc.enable()
+    return (local, kind, offset) if offset >= 0 else None
+
+
 # cudaStreamLegacy (1) and cudaStreamPerThread (2): with NULL, the
 # handles of a default stream. The per-thread one names each thread's own,
 # which gpuscope cannot tell apart (it would wait for the calling thread's
@@ -528,14 +569,15 @@ def _cupy_stream_capsule():
 _PER_THREAD = 2
 
 
-def _cupy_malloc(malloc, on_stream, current_stream, oom, capsule=None, ext=None):
+def _cupy_malloc(malloc, on_stream, current_stream, oom, capsule=None, ext=None, record=None):
     """CuPy's allocation function: CFunctionAllocator's malloc on a default
     stream, else on_stream(stream)'s, made once a stream (a stream's ptr
     names it: CuPy's streams compare so); it raises oom (CuPy's
     OutOfMemoryError) where it got NULL. With ext, cupy_call.c's module
     (_cupy_ext), it is ext.Malloc, which does the same in C, reading the
     stream through capsule (_cupy_stream_capsule) where it is CuPy's C
-    function; else a Python function."""
+    function, and after a thread's first call from the thread's record
+    where record (_cupy_stream_record) says where; else a Python function."""
     streams = {}  # a stream's ptr -> its allocation function; holds the stream
     lock = threading.Lock()
 
@@ -549,7 +591,8 @@ def _cupy_malloc(malloc, on_stream, current_stream, oom, capsule=None, ext=None)
         _raise_cupy_oom(size, oom)
 
     if ext is not None:
-        return ext.Malloc(malloc, streams, lambda: stream_malloc(current_stream()), current_stream, capsule, raise_oom)
+        return ext.Malloc(malloc, streams, lambda: stream_malloc(current_stream()), current_stream, capsule, raise_oom,
+                          record)
 
     def gpuscope_malloc(size):
         s = current_stream().ptr
@@ -592,7 +635,7 @@ def _build_cupy_ext():
         raise GpuscopeError(f"no Python.h in {include}: this Python's headers (a python3-dev package) are not installed")
     cc = os.environ.get("CC", "").split() or [shutil.which("cc") or shutil.which("gcc") or "cc"]
     tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
-    _compile(cc + ["-O2", "-shared", "-fPIC", f"-I{include}", src, "-o", tmp], src, tmp, so)
+    _compile(cc + ["-O2", "-shared", "-fPIC", "-pthread", f"-I{include}", src, "-o", tmp], src, tmp, so)
     return so
 
 

@@ -613,15 +613,27 @@ class Frameworks(unittest.TestCase):
 class CupyMalloc(unittest.TestCase):
     """use_cupy's allocation function, in each form it runs in: "python"
     (where cupy_call.c cannot be built), "c" (built, CuPy exporting no C
-    function for the stream) and "c, capsule" (the stream from CuPy's C
-    function, as CuPy's pool reads it), over a stand-in CuPy whose
+    function for the stream), "c, capsule" (the stream from CuPy's C
+    function, as CuPy's pool reads it) and "c, record" (the stream from
+    CuPy's record of the thread, over testdata/cupystandin's C stand-in of
+    cupy_backends.cuda.stream), over a stand-in CuPy whose
     CFunctionAllocator calls the library's functions as CuPy does."""
 
-    FORMS = ("python", "c", "c, capsule")
+    FORMS = ("python", "c", "c, capsule", "c, record")
 
     def setUp(self):
         self.saved = _modules(("cupy", "cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.stream"))
         self.now = _NULL_STREAM  # the calling thread's current stream
+
+    @property
+    def now(self):
+        return self._now
+
+    @now.setter
+    def now(self, stream):
+        # CuPy's Stream.use(): the record of "c, record" follows.
+        self._now = stream
+        _stream_standin().use(stream.ptr)
 
     def tearDown(self):
         _restore(self.saved)
@@ -641,6 +653,8 @@ class CupyMalloc(unittest.TestCase):
         if form == "c, capsule":
             sys.modules["cupy_backends.cuda.stream"].__pyx_capi__ = {
                 "get_current_stream_ptr": self.capsule(signature, lambda: self.now.ptr)}
+        if form == "c, record":
+            sys.modules["cupy_backends.cuda.stream"] = _stream_standin()
         if form == "python":
             with mock.patch.object(gpuscope, "_cupy_ext", lambda: (None, "no compiler, in this test")), \
                     self.assertWarnsRegex(gpuscope.GpuscopeWarning, r"runs in Python \(no compiler, in this test\)"):
@@ -756,12 +770,83 @@ class CupyMalloc(unittest.TestCase):
                 self.assertEqual(gpuscope.stats()["c_failures"], failures)
 
     def test_each_form_says_how_it_runs(self):
-        for form, c_stream, how in (("python", None, "Python: no compiler, in this test"),
-                                    ("c", False, "C, the stream from cupy.cuda.get_current_stream"),
-                                    ("c, capsule", True, "C, the stream from CuPy's C function")):
+        for form, c_stream, record, how in (("python", None, None, "Python: no compiler, in this test"),
+                                            ("c", False, False, "C, the stream from cupy.cuda.get_current_stream"),
+                                            ("c, capsule", True, False, "C, the stream from CuPy's C function"),
+                                            ("c, record", True, True, "C, the stream from CuPy's record of the thread")):
             with self.subTest(form):
-                self.assertEqual(getattr(self.use_cupy(form), "c_stream", None), c_stream)
+                malloc = self.use_cupy(form)
+                self.assertEqual(getattr(malloc, "c_stream", None), c_stream)
+                self.assertEqual(getattr(malloc, "record", None), record)
                 self.assertEqual(gpuscope._cupy_how, how)
+
+    def test_each_thread_reads_its_own_stream_from_its_record(self):
+        # A thread's first call keeps its record; later calls read the
+        # stream from it, and another thread's from its own.
+        malloc = self.use_cupy("c, record")
+        side = types.SimpleNamespace(ptr=0x7500)
+        self.now = side
+        a = malloc(4 * MiB)  # this thread's first call
+        p = a.ptr
+        a.free()  # on the side stream: it serves that stream's next allocation only
+        got, other = {}, threading.Thread(target=lambda: got.setdefault("b", malloc(4 * MiB)))
+        other.start()  # its stream is the default one: it may not have p
+        other.join()
+        self.assertNotEqual(got["b"].ptr, p, "another thread read this thread's side stream")
+        c = malloc(4 * MiB)
+        self.assertEqual(c.ptr, p, "this thread's later call read its side stream from its record")
+        for m in (got["b"], c):
+            m.free()
+        self.now = _NULL_STREAM
+
+    def test_a_later_thread_state_on_the_same_thread_reads_its_own_record(self):
+        # A thread made in C that calls into Python gets a thread state for
+        # each call, and CuPy a record for each: the second call may not
+        # read the first's record, which the function still holds.
+        params = []
+
+        class Allocator(_CupyCFunctionAllocator):
+            def malloc(self, size):  # its param: 0, or the stream it allocates for
+                params.append(self.param)
+                return super().malloc(size)
+
+        malloc = self.use_cupy("c, record", allocator=Allocator)
+
+        def call():
+            if not params:
+                self.now = types.SimpleNamespace(ptr=0x7800)  # the first thread state's stream
+            malloc(MiB).free()
+
+        _stream_standin().calls_on_one_thread(call, 2)
+        self.now = _NULL_STREAM
+        self.assertEqual(params, [0x7800, 0], "the second thread state read the first's stream from its record")
+
+    def test_a_thread_that_exits_lets_its_record_go(self):
+        # The function holds a reference to each thread's record; a thread
+        # that exits gives it up, at the next thread's first call.
+        malloc = self.use_cupy("c, record")
+        standin = _stream_standin()
+        malloc(MiB).free()
+        before = standin.records()
+        for _ in range(8):
+            t = threading.Thread(target=lambda: malloc(MiB).free())
+            t.start()
+            t.join()
+        self.assertLessEqual(standin.records(), before + 1, "the records of threads that exited are still held")
+
+    def test_a_record_of_another_layout_is_not_read(self):
+        # A CuPy whose record keeps the stream elsewhere: record_offset's
+        # probe through CuPy's set_current_stream_ptr does not find it
+        # where it reads, and the stream comes from CuPy's C function.
+        ext, _ = gpuscope._cupy_ext()
+        capi = _stream_standin().__pyx_capi__
+        get, put = capi["get_current_stream_ptr"], capi["set_current_stream_ptr"]
+        self.now = types.SimpleNamespace(ptr=0x7600)
+        self.assertEqual(ext.record_offset(1.5j, get, put), -1)
+        self.assertEqual(ext.stream_of(get), 0x7600, "the probe put the thread's stream back")
+        with self.assertRaises(TypeError):
+            ext.record_offset(1.5j, put, get)
+        self.now = _NULL_STREAM
 
     def test_a_capsule_of_another_signature_is_not_called(self):
         # A CuPy whose Cython exports get_current_stream_ptr with another
@@ -790,7 +875,7 @@ class CupyMalloc(unittest.TestCase):
                     raise RuntimeError("cudaErrorNoDevice")
 
                 malloc = self.use_cupy(form, current_stream=broken)
-                if form == "c, capsule":
+                if form in ("c, capsule", "c, record"):
                     mem = malloc(MiB)  # its stream comes from CuPy's C function
                     mem.free()
                 else:
@@ -802,6 +887,23 @@ class CupyMalloc(unittest.TestCase):
 
 
 _NULL_STREAM = types.SimpleNamespace(ptr=0)  # cupy.cuda.Stream.null
+
+_standin = []
+
+
+def _stream_standin():
+    """testdata/cupystandin's cupy_backends.cuda.stream, whose records are
+    C objects as Cython's are: loaded once."""
+    if not _standin:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "cupystandin",
+                            "cupy_backends", "cuda", "stream.py")
+        spec = importlib.util.spec_from_file_location("cupystandin_stream", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _standin.append(mod)
+    return _standin[0]
 
 
 class _CupyCFunctionAllocator:

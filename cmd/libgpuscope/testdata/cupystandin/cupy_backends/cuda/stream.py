@@ -1,19 +1,34 @@
-"""A stand-in of cupy_backends.cuda.stream, a Cython module of CuPy's: its
-__pyx_capi__ holds get_current_stream_ptr, the C function that returns
-the calling thread's current stream (which use_cupy's function calls), as
-a capsule named by its signature, as Cython exports it. Here the C
-function is ctypes' over the stand-in cupy's current stream."""
-import ctypes
+"""A stand-in of cupy_backends.cuda.stream, a Cython module of CuPy's:
+_stream.c (beside this file, which this module compiles with cc against
+this Python's headers, once a process, into GPUSCOPE_BUILD_DIR or a
+temporary folder) keeps each thread's current stream in a record with
+Cython's layout, in a threading.local, and exports get_current_stream_ptr
+and set_current_stream_ptr as Cython does, in __pyx_capi__. use(ptr) sets
+the calling thread's stream, as a CuPy stream's use() does; records and
+calls_on_one_thread are for tests (_stream.c says what they do)."""
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sysconfig
+import tempfile
 
-import cupy
+
+def compiled():
+    """_stream.c, compiled and loaded."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_stream.c")
+    out = os.environ.get("GPUSCOPE_BUILD_DIR") or tempfile.mkdtemp(prefix="cupystandin")
+    so = os.path.join(out, f"cupystandin_stream-{os.getpid()}{sysconfig.get_config_var('EXT_SUFFIX')}")
+    if not os.path.exists(so):
+        include = sysconfig.get_paths()["include"]
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-pthread", f"-I{include}", src, "-o", so],
+                       check=True)
+    loader = importlib.machinery.ExtensionFileLoader("_stream", so)
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location("_stream", so, loader=loader))
+    loader.exec_module(mod)
+    return mod
 
 
-def _current():
-    return cupy.cuda.get_current_stream().ptr
-
-
-_fn = ctypes.CFUNCTYPE(ctypes.c_ssize_t)(_current)
-_name = ctypes.create_string_buffer(b"intptr_t (void)")
-_new = ctypes.pythonapi.PyCapsule_New
-_new.restype, _new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-__pyx_capi__ = {"get_current_stream_ptr": _new(ctypes.cast(_fn, ctypes.c_void_p), ctypes.addressof(_name), None)}
+_c = compiled()
+_ThreadLocal, __pyx_capi__, use, records, calls_on_one_thread = (
+    _c._ThreadLocal, _c.__pyx_capi__, _c.use, _c.records, _c.calls_on_one_thread)

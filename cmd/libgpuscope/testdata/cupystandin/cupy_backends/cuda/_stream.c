@@ -1,0 +1,194 @@
+/*
+ * A stand-in of the C side of cupy_backends.cuda.stream, a Cython module
+ * of CuPy's, as stream.py builds and loads it: each thread's current
+ * stream in a record, an object of the class _ThreadLocal with Cython's
+ * layout (the object's head, the pointer to its C methods, the handle),
+ * kept in a threading.local as "tls"; get_current_stream_ptr and
+ * set_current_stream_ptr, the C functions over it, exported in
+ * __pyx_capi__ as capsules named by their signatures, as Cython exports
+ * them. use(ptr) sets the calling thread's stream (as a CuPy stream's
+ * use() does), records() counts the records alive, and
+ * calls_on_one_thread(f, n) calls f n times from one thread it starts in
+ * C, each call in a Python thread state of its own (PyGILState_Ensure's),
+ * as a framework's worker thread calls into Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+
+typedef struct {
+	PyObject_HEAD
+	void *methods; /* Cython's __pyx_vtab */
+	intptr_t current_stream;
+} Record;
+
+static Py_ssize_t alive;
+
+static PyObject *new_record(PyTypeObject *type, PyObject *args, PyObject *kw) {
+	(void)args;
+	(void)kw;
+	PyObject *r = type->tp_alloc(type, 0);
+	if (r != NULL) {
+		alive++;
+	}
+	return r;
+}
+
+static void drop_record(PyObject *self) {
+	alive--;
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject RecordType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "cupy_backends.cuda.stream._ThreadLocal",
+	.tp_basicsize = sizeof(Record),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = new_record,
+	.tp_dealloc = drop_record,
+};
+
+static PyObject *local; /* threading.local() */
+static PyObject *str_tls;
+
+/* record returns the calling thread's record (a new reference), made where
+ * it has none, as _ThreadLocal.get() does. */
+static Record *record(void) {
+	PyObject *r = PyObject_GetAttr(local, str_tls);
+	if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+		return (Record *)r;
+	}
+	PyErr_Clear();
+	r = PyObject_CallNoArgs((PyObject *)&RecordType);
+	if (r != NULL && PyObject_SetAttr(local, str_tls, r) < 0) {
+		Py_CLEAR(r);
+	}
+	return (Record *)r;
+}
+
+static intptr_t get_current_stream_ptr(void) {
+	Record *r = record();
+	if (r == NULL) {
+		PyErr_WriteUnraisable(NULL); /* as Cython does in a function of no except clause */
+		return 0;
+	}
+	intptr_t s = r->current_stream;
+	Py_DECREF(r);
+	return s;
+}
+
+static PyObject *set_current_stream_ptr(intptr_t ptr) {
+	Record *r = record();
+	if (r == NULL) {
+		return NULL;
+	}
+	r->current_stream = ptr;
+	Py_DECREF(r);
+	Py_RETURN_NONE;
+}
+
+static PyObject *use(PyObject *self, PyObject *ptr) {
+	(void)self;
+	intptr_t p = (intptr_t)PyLong_AsVoidPtr(ptr);
+	if (p == 0 && PyErr_Occurred()) {
+		return NULL;
+	}
+	return set_current_stream_ptr(p);
+}
+
+static PyObject *records(PyObject *self, PyObject *unused) {
+	(void)self;
+	(void)unused;
+	return PyLong_FromSsize_t(alive);
+}
+
+struct calls {
+	PyObject *f;
+	int n, failed;
+};
+
+static void *make_calls(void *arg) {
+	struct calls *c = arg;
+	for (int i = 0; i < c->n; i++) {
+		PyGILState_STATE g = PyGILState_Ensure(); /* a thread state made, and deleted at the release */
+		PyObject *r = PyObject_CallNoArgs(c->f);
+		if (r == NULL) {
+			PyErr_Print();
+			c->failed = 1;
+		}
+		Py_XDECREF(r);
+		PyGILState_Release(g);
+	}
+	return NULL;
+}
+
+static PyObject *calls_on_one_thread(PyObject *self, PyObject *args) {
+	(void)self;
+	struct calls c = {NULL, 0, 0};
+	pthread_t t;
+	if (!PyArg_ParseTuple(args, "Oi:calls_on_one_thread", &c.f, &c.n)) {
+		return NULL;
+	}
+	if (pthread_create(&t, NULL, make_calls, &c) != 0) {
+		return PyErr_Format(PyExc_OSError, "pthread_create failed");
+	}
+	Py_BEGIN_ALLOW_THREADS
+	pthread_join(t, NULL);
+	Py_END_ALLOW_THREADS
+	if (c.failed) {
+		return PyErr_Format(PyExc_RuntimeError, "a call on the thread raised (printed above)");
+	}
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+	{"calls_on_one_thread", calls_on_one_thread, METH_VARARGS,
+	 "calls_on_one_thread(f, n): f called n times on one C thread, each in a thread state of its own"},
+	{"use", use, METH_O, "use(ptr): the calling thread's current stream is ptr"},
+	{"records", records, METH_NOARGS, "records(): how many records are alive"},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "_stream",
+	.m_size = -1,
+	.m_methods = methods,
+};
+
+/* export adds the C function f to capi under name, in a capsule named sig. */
+static int export(PyObject *capi, const char *name, void *f, const char *sig) {
+	PyObject *c = PyCapsule_New(f, sig, NULL);
+	int err = c == NULL ? -1 : PyDict_SetItemString(capi, name, c);
+	Py_XDECREF(c);
+	return err;
+}
+
+PyMODINIT_FUNC PyInit__stream(void) {
+	str_tls = PyUnicode_InternFromString("tls");
+	PyObject *threading = PyImport_ImportModule("threading");
+	if (str_tls == NULL || threading == NULL || PyType_Ready(&RecordType) < 0) {
+		Py_XDECREF(threading);
+		return NULL;
+	}
+	local = PyObject_CallMethod(threading, "local", NULL);
+	Py_DECREF(threading);
+	PyObject *mod = local == NULL ? NULL : PyModule_Create(&module);
+	PyObject *capi = PyDict_New();
+	if (mod == NULL || capi == NULL ||
+	    export(capi, "get_current_stream_ptr", (void *)get_current_stream_ptr, "intptr_t (void)") < 0 ||
+	    export(capi, "set_current_stream_ptr", (void *)set_current_stream_ptr, "PyObject *(intptr_t)") < 0 ||
+	    PyModule_AddObject(mod, "__pyx_capi__", capi) < 0) {
+		Py_XDECREF(capi);
+		Py_XDECREF(mod);
+		return NULL;
+	}
+	Py_INCREF(&RecordType);
+	if (PyModule_AddObject(mod, "_ThreadLocal", (PyObject *)&RecordType) < 0) {
+		Py_DECREF(&RecordType);
+		Py_DECREF(mod);
+		return NULL;
+	}
+	return mod;
+}

@@ -423,6 +423,23 @@ static PyObject *stream_of(PyObject *self, PyObject *capsule) {
 	return PyLong_FromVoidPtr((void *)get());
 }
 
+/* put_back sets the calling thread's stream to h again after set raised
+ * during record_offset's probe, where the thread may be left on a probe
+ * handle (every later kernel on it would fail), and returns NULL with
+ * set's exception. Where set raises once more, the thread keeps what it
+ * has, and the exception is the first. */
+static PyObject *put_back(set_stream_fn set, intptr_t h) {
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	PyObject *done = set(h);
+	if (done == NULL) {
+		PyErr_Clear();
+	}
+	Py_XDECREF(done);
+	PyErr_Restore(type, value, tb);
+	return NULL;
+}
+
 /* record_offset(record, get, set) returns where a record of the type of
  * record (the calling thread's, from CuPy's threading.local) keeps its
  * stream handle: the last field of the object (Cython's layout of a class
@@ -457,14 +474,14 @@ static PyObject *record_offset(PyObject *self, PyObject *args) {
 	for (size_t i = 0; i < sizeof probes / sizeof probes[0] && held; i++) {
 		PyObject *done = set(probes[i]);
 		if (done == NULL) {
-			return NULL;
+			return put_back(set, before);
 		}
 		Py_DECREF(done);
 		held = handle_of(r, offset) == probes[i] && get() == probes[i];
 	}
 	PyObject *done = set(held ? was : before);
 	if (done == NULL) {
-		return NULL;
+		return put_back(set, before);
 	}
 	Py_DECREF(done);
 	return PyLong_FromSsize_t(held ? offset : -1);

@@ -4,6 +4,7 @@ to PyTorch and CuPy (stand-in modules record it; the real frameworks are
 exercised on a GPU by scripts/measure/interop-gpu.sh). python_test.go runs
 this file after building the library."""
 import ctypes
+import gc
 import os
 import re
 import sys
@@ -846,6 +847,24 @@ class CupyMalloc(unittest.TestCase):
         self.assertEqual(ext.stream_of(get), 0x7600, "the probe put the thread's stream back")
         with self.assertRaises(TypeError):
             ext.record_offset(1.5j, put, get)
+        self.now = _NULL_STREAM
+
+    def test_a_probe_that_fails_midway_puts_the_threads_stream_back(self):
+        # CuPy's set_current_stream_ptr raising after record_offset set a
+        # probe handle: the thread is not left on it (every kernel it
+        # launched there would fail), and the error passes up.
+        ext, _ = gpuscope._cupy_ext()
+        standin = _stream_standin()
+        get, put = standin.__pyx_capi__["get_current_stream_ptr"], standin.__pyx_capi__["set_current_stream_ptr"]
+        self.now = types.SimpleNamespace(ptr=0x7700)
+        record = next(vars(o)["tls"] for o in gc.get_objects()
+                      if type(o) is threading.local and type(vars(o).get("tls")) is standin._ThreadLocal)
+        for sets in (0, 1, 2):  # the first probe's, the second's, the restoring set raises
+            with self.subTest(sets=sets):
+                standin.fail_sets(sets)
+                with self.assertRaisesRegex(RuntimeError, "fail_sets"):
+                    ext.record_offset(record, get, put)
+                self.assertEqual(ext.stream_of(get), 0x7700, "the probe left the thread on a probe handle")
         self.now = _NULL_STREAM
 
     def test_a_capsule_of_another_signature_is_not_called(self):

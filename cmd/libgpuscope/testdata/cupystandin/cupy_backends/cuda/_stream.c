@@ -7,7 +7,8 @@
  * set_current_stream_ptr, the C functions over it, exported in
  * __pyx_capi__ as capsules named by their signatures, as Cython exports
  * them. use(ptr) sets the calling thread's stream (as a CuPy stream's
- * use() does), records() counts the records alive, and
+ * use() does), records() counts the records alive, fail_sets(n) makes
+ * the call of set_current_stream_ptr after n more raise, and
  * calls_on_one_thread(f, n) calls f n times from one thread it starts in
  * C, each call in a Python thread state of its own (PyGILState_Ensure's),
  * as a framework's worker thread calls into Python.
@@ -78,7 +79,19 @@ static intptr_t get_current_stream_ptr(void) {
 	return s;
 }
 
+/* sets_left counts the calls of set_current_stream_ptr that succeed before
+ * one raises (fail_sets), or is -1: none raises. */
+static long sets_left = -1;
+
 static PyObject *set_current_stream_ptr(intptr_t ptr) {
+	if (sets_left == 0) {
+		sets_left = -1;
+		PyErr_SetString(PyExc_RuntimeError, "cudaErrorContextIsDestroyed (the stand-in's fail_sets)");
+		return NULL;
+	}
+	if (sets_left > 0) {
+		sets_left--;
+	}
 	Record *r = record();
 	if (r == NULL) {
 		return NULL;
@@ -95,6 +108,15 @@ static PyObject *use(PyObject *self, PyObject *ptr) {
 		return NULL;
 	}
 	return set_current_stream_ptr(p);
+}
+
+static PyObject *fail_sets(PyObject *self, PyObject *n) {
+	(void)self;
+	sets_left = PyLong_AsLong(n);
+	if (sets_left == -1 && PyErr_Occurred()) {
+		return NULL;
+	}
+	Py_RETURN_NONE;
 }
 
 static PyObject *records(PyObject *self, PyObject *unused) {
@@ -147,6 +169,7 @@ static PyMethodDef methods[] = {
 	 "calls_on_one_thread(f, n): f called n times on one C thread, each in a thread state of its own"},
 	{"use", use, METH_O, "use(ptr): the calling thread's current stream is ptr"},
 	{"records", records, METH_NOARGS, "records(): how many records are alive"},
+	{"fail_sets", fail_sets, METH_O, "fail_sets(n): after n more, a call of set_current_stream_ptr raises, once"},
 	{NULL, NULL, 0, NULL},
 };
 

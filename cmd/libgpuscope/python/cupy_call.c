@@ -165,9 +165,13 @@ static intptr_t handle_of(PyObject *r, Py_ssize_t offset) {
  * function, which makes the thread's record where it has none, and keeps
  * that record in mine for later calls, where it holds the same handle
  * (CuPy's function returns cudaStreamPerThread for a record of 0 where
- * CUPY_CUDA_PER_THREAD_DEFAULT_STREAM is set: both are a default stream's). */
+ * CUPY_CUDA_PER_THREAD_DEFAULT_STREAM is set: both are a default stream's);
+ * -1 with an exception set where CuPy's function raised. */
 static intptr_t remember(Malloc *m, uint64_t thread) {
 	intptr_t s = m->stream_ptr();
+	if (s == -1 && PyErr_Occurred()) {
+		return s; /* CuPy raised (Cython 3's exception value): no other call now, its error passes up */
+	}
 	drop_ended();
 	PyObject *r = PyObject_GetAttr(m->local, str_tls);
 	if (r == NULL) {

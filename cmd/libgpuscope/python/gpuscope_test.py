@@ -861,11 +861,33 @@ class CupyMalloc(unittest.TestCase):
                       if type(o) is threading.local and type(vars(o).get("tls")) is standin._ThreadLocal)
         for sets in (0, 1, 2):  # the first probe's, the second's, the restoring set raises
             with self.subTest(sets=sets):
-                standin.fail_sets(sets)
-                with self.assertRaisesRegex(RuntimeError, "fail_sets"):
+                standin.fail_after(-1, sets)
+                with self.assertRaisesRegex(RuntimeError, "fail_after"):
                     ext.record_offset(record, get, put)
                 self.assertEqual(ext.stream_of(get), 0x7700, "the probe left the thread on a probe handle")
         self.now = _NULL_STREAM
+
+    def test_an_error_of_cupys_c_function_in_a_threads_first_call_passes_up(self):
+        # CuPy built with Cython 3 returns -1 with an exception set from
+        # get_current_stream_ptr (its exception value): the thread's first
+        # call, which then looks for the thread's record, raises it rather
+        # than allocate on the default stream.
+        malloc = self.use_cupy("c, record")
+        standin, got = _stream_standin(), {}
+
+        def first():
+            standin.fail_after(0, -1)
+            try:
+                got["mem"] = malloc(MiB)
+            except RuntimeError as e:
+                got["error"] = e
+
+        t = threading.Thread(target=first)
+        t.start()
+        t.join()
+        if "mem" in got:
+            got["mem"].free()
+        self.assertRegex(str(got.get("error")), "fail_after", "an allocation went on though CuPy's function raised")
 
     def test_a_capsule_of_another_signature_is_not_called(self):
         # A CuPy whose Cython exports get_current_stream_ptr with another

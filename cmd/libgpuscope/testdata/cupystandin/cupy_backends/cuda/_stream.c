@@ -7,8 +7,8 @@
  * set_current_stream_ptr, the C functions over it, exported in
  * __pyx_capi__ as capsules named by their signatures, as Cython exports
  * them. use(ptr) sets the calling thread's stream (as a CuPy stream's
- * use() does), records() counts the records alive, fail_sets(n) makes
- * the call of set_current_stream_ptr after n more raise, and
+ * use() does), records() counts the records alive, fail_after(gets,
+ * sets) makes a later call of get_ or set_current_stream_ptr raise, and
  * calls_on_one_thread(f, n) calls f n times from one thread it starts in
  * C, each call in a Python thread state of its own (PyGILState_Ensure's),
  * as a framework's worker thread calls into Python.
@@ -68,7 +68,29 @@ static Record *record(void) {
 	return (Record *)r;
 }
 
+/* left counts, for get_current_stream_ptr ([0]) and set_current_stream_ptr
+ * ([1]), the calls that succeed before one raises (fail_after), or is -1:
+ * none raises. */
+static long left[2] = {-1, -1};
+
+/* fails says whether the call of the function i raises, and sets the
+ * exception where it does. */
+static int fails(int i) {
+	if (left[i] == 0) {
+		left[i] = -1;
+		PyErr_SetString(PyExc_RuntimeError, "cudaErrorContextIsDestroyed (the stand-in's fail_after)");
+		return 1;
+	}
+	if (left[i] > 0) {
+		left[i]--;
+	}
+	return 0;
+}
+
 static intptr_t get_current_stream_ptr(void) {
+	if (fails(0)) {
+		return -1; /* as Cython 3 does, where the function's exception value is -1 */
+	}
 	Record *r = record();
 	if (r == NULL) {
 		PyErr_WriteUnraisable(NULL); /* as Cython does in a function of no except clause */
@@ -79,18 +101,9 @@ static intptr_t get_current_stream_ptr(void) {
 	return s;
 }
 
-/* sets_left counts the calls of set_current_stream_ptr that succeed before
- * one raises (fail_sets), or is -1: none raises. */
-static long sets_left = -1;
-
 static PyObject *set_current_stream_ptr(intptr_t ptr) {
-	if (sets_left == 0) {
-		sets_left = -1;
-		PyErr_SetString(PyExc_RuntimeError, "cudaErrorContextIsDestroyed (the stand-in's fail_sets)");
+	if (fails(1)) {
 		return NULL;
-	}
-	if (sets_left > 0) {
-		sets_left--;
 	}
 	Record *r = record();
 	if (r == NULL) {
@@ -110,10 +123,9 @@ static PyObject *use(PyObject *self, PyObject *ptr) {
 	return set_current_stream_ptr(p);
 }
 
-static PyObject *fail_sets(PyObject *self, PyObject *n) {
+static PyObject *fail_after(PyObject *self, PyObject *args) {
 	(void)self;
-	sets_left = PyLong_AsLong(n);
-	if (sets_left == -1 && PyErr_Occurred()) {
+	if (!PyArg_ParseTuple(args, "ll:fail_after", &left[0], &left[1])) {
 		return NULL;
 	}
 	Py_RETURN_NONE;
@@ -169,7 +181,8 @@ static PyMethodDef methods[] = {
 	 "calls_on_one_thread(f, n): f called n times on one C thread, each in a thread state of its own"},
 	{"use", use, METH_O, "use(ptr): the calling thread's current stream is ptr"},
 	{"records", records, METH_NOARGS, "records(): how many records are alive"},
-	{"fail_sets", fail_sets, METH_O, "fail_sets(n): after n more, a call of set_current_stream_ptr raises, once"},
+	{"fail_after", fail_after, METH_VARARGS,
+	 "fail_after(gets, sets): after so many more calls (-1: never), a call of get_ or set_current_stream_ptr raises, once"},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -424,13 +424,17 @@ static PyObject *stream_of(PyObject *self, PyObject *capsule) {
 	}
 	stream_ptr_fn get;
 	memcpy(&get, &p, sizeof get);
-	return PyLong_FromVoidPtr((void *)get());
+	intptr_t s = get();
+	if (s == -1 && PyErr_Occurred()) {
+		return NULL;
+	}
+	return PyLong_FromVoidPtr((void *)s);
 }
 
-/* put_back sets the calling thread's stream to h again after set raised
- * during record_offset's probe, where the thread may be left on a probe
+/* put_back sets the calling thread's stream to h again after set or get
+ * raised during record_offset's probe, where the thread may be left on a probe
  * handle (every later kernel on it would fail), and returns NULL with
- * set's exception. Where set raises once more, the thread keeps what it
+ * their exception. Where set raises once more, the thread keeps what it
  * has, and the exception is the first. */
 static PyObject *put_back(set_stream_fn set, intptr_t h) {
 	PyObject *type, *value, *tb;
@@ -474,6 +478,9 @@ static PyObject *record_offset(PyObject *self, PyObject *args) {
 		return PyLong_FromLong(-1);
 	}
 	intptr_t before = get(), was = handle_of(r, offset), probes[] = {was ^ 0x5a5a5a0, 0x7e57ab10};
+	if (before == -1 && PyErr_Occurred()) {
+		return NULL; /* CuPy's get raised (Cython 3's exception value), before any set */
+	}
 	int held = 1;
 	for (size_t i = 0; i < sizeof probes / sizeof probes[0] && held; i++) {
 		PyObject *done = set(probes[i]);
@@ -481,7 +488,11 @@ static PyObject *record_offset(PyObject *self, PyObject *args) {
 			return put_back(set, before);
 		}
 		Py_DECREF(done);
-		held = handle_of(r, offset) == probes[i] && get() == probes[i];
+		intptr_t now = get();
+		if (now == -1 && PyErr_Occurred()) {
+			return put_back(set, before);
+		}
+		held = handle_of(r, offset) == probes[i] && now == probes[i];
 	}
 	PyObject *done = set(held ? was : before);
 	if (done == NULL) {

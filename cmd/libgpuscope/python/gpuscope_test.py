@@ -850,21 +850,26 @@ class CupyMalloc(unittest.TestCase):
         self.now = _NULL_STREAM
 
     def test_a_probe_that_fails_midway_puts_the_threads_stream_back(self):
-        # CuPy's set_current_stream_ptr raising after record_offset set a
-        # probe handle: the thread is not left on it (every kernel it
-        # launched there would fail), and the error passes up.
+        # CuPy's set_ or get_current_stream_ptr raising after record_offset
+        # set a probe handle: the thread is not left on it (every kernel it
+        # launched there would fail), and the error passes up as it is.
         ext, _ = gpuscope._cupy_ext()
         standin = _stream_standin()
         get, put = standin.__pyx_capi__["get_current_stream_ptr"], standin.__pyx_capi__["set_current_stream_ptr"]
         self.now = types.SimpleNamespace(ptr=0x7700)
         record = next(vars(o)["tls"] for o in gc.get_objects()
                       if type(o) is threading.local and type(vars(o).get("tls")) is standin._ThreadLocal)
-        for sets in (0, 1, 2):  # the first probe's, the second's, the restoring set raises
-            with self.subTest(sets=sets):
-                standin.fail_after(-1, sets)
+        # The first probe's set, the second's, the restoring one raises;
+        # the get before the probes, the first's check, the second's.
+        for gets, sets in ((-1, 0), (-1, 1), (-1, 2), (0, -1), (1, -1), (2, -1)):
+            with self.subTest(gets=gets, sets=sets):
+                standin.fail_after(gets, sets)
                 with self.assertRaisesRegex(RuntimeError, "fail_after"):
                     ext.record_offset(record, get, put)
                 self.assertEqual(ext.stream_of(get), 0x7700, "the probe left the thread on a probe handle")
+        standin.fail_after(0, -1)
+        with self.assertRaisesRegex(RuntimeError, "fail_after"):
+            ext.stream_of(get)
         self.now = _NULL_STREAM
 
     def test_an_error_of_cupys_c_function_in_a_threads_first_call_passes_up(self):

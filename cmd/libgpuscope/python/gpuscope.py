@@ -548,8 +548,7 @@ def _cupy_stream_record(ext, capsule):
     gc.disable()  # a finalizer allocating while record_offset sets probes would see them as its stream
     try:
         ext.stream_of(capsule)  # makes this thread's record
-        local = next((o for o in gc.get_objects() if type(o) is threading.local and type(vars(o).get("tls")) is kind),
-                     None)
+        local = next((o for o in gc.get_objects() if _per_thread_state(o) and type(vars(o).get("tls")) is kind), None)
         if local is None:
             return None
         offset = ext.record_offset(vars(local)["tls"], capsule, put)
@@ -559,6 +558,15 @@ def _cupy_stream_record(ext, capsule):
         if collecting:
             gc.enable()
     return (local, kind, offset) if offset >= 0 else None
+
+
+def _per_thread_state(o):
+    """Whether o is CPython's threading.local, one dict per Python thread
+    state, which a Malloc's record read assumes: not a local that
+    threading.local names after monkey-patching (gevent's, one per
+    greenlet, of which a thread state has many)."""
+    t = type(o)
+    return t.__module__ == "_thread" and t.__qualname__ == "_local"
 
 
 # cudaStreamLegacy (1) and cudaStreamPerThread (2): with NULL, the

@@ -894,6 +894,29 @@ class CupyMalloc(unittest.TestCase):
             got["mem"].free()
         self.assertRegex(str(got.get("error")), "fail_after", "an allocation went on though CuPy's function raised")
 
+    def test_a_local_per_greenlet_is_not_taken_for_cupys_per_thread_one(self):
+        # gevent's monkey-patching makes threading.local its own, one dict
+        # per greenlet (a CuPy imported after it keeps a record per
+        # greenlet): a record read per thread state would give one
+        # greenlet another's stream. use_cupy looks for CPython's local
+        # only, whatever threading.local names now.
+        ext, _ = gpuscope._cupy_ext()
+        standin = _stream_standin()
+        capsule = standin.__pyx_capi__["get_current_stream_ptr"]
+        ext.stream_of(capsule)  # this thread's record, in the stand-in's local
+
+        class local:  # gevent.local.local
+            pass
+
+        sys.modules["cupy_backends.cuda.stream"] = standin
+        with mock.patch.object(threading, "local", local):
+            patched = local()
+            patched.tls = next(vars(o)["tls"] for o in gc.get_objects()
+                               if gpuscope._per_thread_state(o) and type(vars(o).get("tls")) is standin._ThreadLocal)
+            found = gpuscope._cupy_stream_record(ext, capsule)
+        self.assertIsNotNone(found)
+        self.assertIsNot(found[0], patched, "a local per greenlet was read as CuPy's per thread")
+
     def test_a_capsule_of_another_signature_is_not_called(self):
         # A CuPy whose Cython exports get_current_stream_ptr with another
         # signature: the C form reads the stream from get_current_stream.

@@ -346,7 +346,7 @@ func (n *node) detach(r Ref, to uint64) error {
 	if r.slot == nil {
 		return prefixed.Kind("scope", errdefs.WrongScope, "zero buffer")
 	}
-	if err := r.err(); err != nil && (err != errRefAsleep || to != freed) {
+	if err := r.check(r.slot.word.Load()); err != nil && (err != errRefAsleep || to != freed) {
 		return err
 	}
 	sl := r.slot

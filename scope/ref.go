@@ -125,8 +125,21 @@ func (r Ref) acquire() error {
 	}
 }
 
-// check returns why r cannot be used, given its slot's word w.
+// check returns why r cannot be used, given its slot's word w. The live
+// allocation r names is one comparison of the word's generation and
+// state, inlined where the hot path calls it (Free's detach, WithPtr);
+// the reasons it is not are out of line.
 func (r Ref) check(w uint64) error {
+	if w>>stateShift == r.gen<<stateBits { // r's generation, and the state live, 0
+		return nil
+	}
+	return r.whyNot(w)
+}
+
+// whyNot is check's answer for a word that is not r's live allocation's.
+//
+//go:noinline
+func (r Ref) whyNot(w uint64) error {
 	if genOf(w) != r.gen {
 		return errRefFreed // the slot serves another allocation now
 	}

@@ -40,6 +40,18 @@ type node struct {
 	reserves         bool         // it or an ancestor has a reservation
 	stream           uintptr      // the stream its allocations are ordered on
 	dom              *domain      // the sleepable domain it is in (Options.Pool, here or above); nil: none
+	pool             *pool.Pool   // where its memory comes from: its domain's pool, else the tree's
+	// freesAside: its Frees give memory back outside mu (Scope.Free): the
+	// tree scrubs, or it is in a domain, whose releases wait for a Sleep
+	// or Wake (slot.releaseToDomain). Free tests it, one flag, instead of
+	// the tree's Scrub and the slot's dom: an allocation's domain is its
+	// owner's (allocLocked gives it n.dom, Keep moves it only to a parent
+	// in the same domain), and Free reads the flag under the mu of the
+	// owner that detach found, after Scope.lock saw the epoch that setUp
+	// published it with, so that it says what slot.dom would. slot.dom
+	// stays for readers without the owner's lock (RecordUse, the release
+	// outside mu).
+	freesAside bool
 
 	live    atomic.Int64 // bytes live here and in descendants
 	peak    atomic.Int64
@@ -121,7 +133,7 @@ func (n *node) allocLocked(size int64) (Ref, error) {
 		// it takes memory. Short of memory, it may wait for other streams'
 		// work; it stops when the scope's context is done.
 		c := poolCharge{n: n}
-		b, err := n.memPool().AllocCharged(&n.allocCtx, size, n.stream, c.charge)
+		b, err := n.pool.AllocCharged(&n.allocCtx, size, n.stream, c.charge)
 		if err != nil {
 			if c.refused || errors.Is(err, errdefs.InvalidSize) {
 				return Ref{}, err // a limit's refusal says which scope it was; a size is no scope's
@@ -214,7 +226,7 @@ func (n *node) releaseReservationIfEmpty() error {
 		return nil
 	}
 	n.uncharge(n.reserved, nil) // the bytes the pool charged for it
-	if err := n.memPool().Free(*n.reservationBlock); err != nil {
+	if err := n.pool.Free(*n.reservationBlock); err != nil {
 		return prefixed.Wrap("scope", err, "scope %q: releasing its reservation", n.pathName())
 	}
 	if n.tree.onRelease != nil {
@@ -255,14 +267,17 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	if n.otherStreams.Load() != nil {
 		n.otherStreams.Store(nil)
 	}
-	n.dom = nil
+	var dom *domain
+	p := n.tree.pool
 	if o.Pool != nil {
-		n.dom = &domain{pool: o.Pool, root: n}
-	} else if pn != nil {
-		n.dom = pn.dom
+		dom, p = &domain{pool: o.Pool, root: n}, o.Pool
+	} else if pn != nil && pn.dom != nil {
+		dom, p = pn.dom, pn.pool
 	}
+	n.dom, n.pool = dom, p
+	n.freesAside = dom != nil || n.tree.scrub != nil
 	// Only a reservation in its own domain serves a scope (allocLocked).
-	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves && pn.dom == n.dom
+	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves && pn.dom == dom
 	n.stream = o.Stream
 	if n.stream == 0 && pn != nil {
 		n.stream = pn.stream
@@ -287,11 +302,11 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	n.epoch.Add(1) // odd: open
 }
 
-// usable reports why the scope cannot allocate, if it cannot.
+// usable reports why the scope cannot allocate, if it cannot: asleep, or
+// cancelled. Called with n.mu held, after Scope.lock found the scope
+// open: it stays open while mu is held (end takes it), so that an
+// allocation does not test that twice.
 func (n *node) usable() error {
-	if n.closed() {
-		return prefixed.Kind("scope", errdefs.ScopeClosed, "scope %q has ended", n.pathName())
-	}
 	if n.dom != nil && n.dom.asleep.Load() {
 		return n.dom.asleepError(n)
 	}

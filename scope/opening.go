@@ -27,7 +27,7 @@ var newRegion = pool.NewRegion
 // its allocations then do not. Rounded as any allocation is, so that every
 // size works.
 func (op *opening) reserve(size int64) error {
-	n, p := op.n, op.n.memPool()
+	n, p := op.n, op.n.pool
 	if d := n.dom; d != nil {
 		// Taken outside every scope's lock: a Sleep must not begin
 		// meanwhile, and one that began refuses it.
@@ -59,7 +59,7 @@ func (op *opening) undo(err error) error {
 	n := op.n
 	if n.reservationBlock != nil {
 		n.uncharge(n.reserved, nil)
-		err = errors.Join(err, n.memPool().Free(*n.reservationBlock))
+		err = errors.Join(err, n.pool.Free(*n.reservationBlock))
 	}
 	op.tree.discard(n)
 	return err

@@ -190,12 +190,13 @@ func (s Scope) Free(r Ref) error {
 	size := sl.size
 	n.uncharge(sl.charged, sl.reservedIn)
 	var err error
-	if sl.region == nil && n.tree.scrub == nil && sl.dom == nil && sl.word.Load()&usersMask == 0 {
+	if sl.region == nil && !n.freesAside && sl.word.Load()&usersMask == 0 {
 		// The common case, done under the lock already held: nothing to
 		// wait for, nothing slow before the memory goes back. (A
 		// domain's release waits for its Sleep or Wake, which takes
-		// this lock: outside it.)
-		err = sl.releaseTo(n.tree, n.tree.pool, true) // no holder: the word says none
+		// this lock: outside it. freesAside says whether sl is in one:
+		// its owner n is.)
+		err = sl.releaseTo(n.tree, n.pool, true) // no holder: the word says none
 		n.recycle(sl)
 		n.mu.Unlock()
 	} else {
@@ -265,7 +266,7 @@ func (s Scope) Keep(r Ref) error {
 		// must not reuse it on its own before that work is done. (Memory of
 		// a reservation never gets here: a scope draws only on reservations
 		// of its own stream, and so do the scopes between it and them.)
-		if err := n.memPool().RecordUse(sl.block, p.stream); err != nil {
+		if err := n.pool.RecordUse(sl.block, p.stream); err != nil {
 			return stay(prefixed.Wrap("scope", err, "Keep in %q", n.pathName()))
 		}
 	}

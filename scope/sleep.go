@@ -29,15 +29,6 @@ type domain struct {
 	streams atomic.Pointer[[]uintptr]
 }
 
-// memPool returns the pool the scope open in n takes its memory from: its
-// domain's, else the tree's.
-func (n *node) memPool() *pool.Pool {
-	if n.dom != nil {
-		return n.dom.pool
-	}
-	return n.tree.pool
-}
-
 // asleepError is the error of an allocation in n, whose domain is asleep.
 func (d *domain) asleepError(n *node) error {
 	if n == d.root {

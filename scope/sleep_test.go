@@ -26,6 +26,18 @@ func newDomainPool(t *testing.T) *pool.Pool {
 	return p
 }
 
+// openDomain opens in tr a sleepable scope with a pool of its own, and a
+// scope inside it.
+func openDomain(t *testing.T, tr *scope.Tree) (s, child scope.Scope, dp *pool.Pool) {
+	t.Helper()
+	dp = newDomainPool(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	child, err = tr.Open(s.Context(), scope.Scope{}, scope.Options{})
+	require.NoError(t, err)
+	return s, child, dp
+}
+
 // scrubbingTree returns a tree that scrubs what its scopes release,
 // closed when the test ends, with the count of its scrubs.
 func scrubbingTree(t *testing.T) (*scope.Tree, *atomic.Int32) {
@@ -94,12 +106,8 @@ func TestASleepingDomainRefusesEveryUseUntilItWakes(t *testing.T) {
 
 func TestAFreeAsleepGivesTheMemoryBackToTheDomainUntouched(t *testing.T) {
 	tr, scrubs := scrubbingTree(t)
-	dp := newDomainPool(t)
-	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
-	require.NoError(t, err)
+	s, child, dp := openDomain(t, tr)
 	defer s.End()
-	child, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{})
-	require.NoError(t, err)
 	a, err := s.Alloc(4 << 20)
 	require.NoError(t, err)
 	b, err := child.Alloc(24 << 20) // a segment of its own
@@ -344,4 +352,53 @@ func TestNothingTakesADomainsMemoryWhileItSleepsOrWakes(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// A Free of a domain's allocation never takes the common path of the
+// tree's pool (Scope.Free's, under the scope's lock), even where the tree
+// does not scrub, which alone sends the others' Frees off it: asleep, it
+// has the domain's pool give back what it left free, and it waits for a
+// Sleep that is changing the domain's memory; in a scope inside the
+// domain too.
+func TestAFreeInADomainTakesTheDomainsWayWhereTheTreeDoesNotScrub(t *testing.T) {
+	tr := newTree(t) // no Scrub
+	s, child, dp := openDomain(t, tr)
+	defer s.End()
+	defer child.End()
+	a, err := s.Alloc(24 << 20) // pages of their own, b's last
+	require.NoError(t, err)
+	b, err := child.Alloc(24 << 20)
+	require.NoError(t, err)
+	c, err := child.Alloc(1000)
+	require.NoError(t, err)
+	require.NoError(t, s.Sleep(func([]uintptr) error { return nil }))
+	for _, f := range []struct {
+		s scope.Scope
+		r scope.Ref
+	}{{child, b}, {s, a}} {
+		held := dp.Stats().Reserved
+		require.NoError(t, f.s.Free(f.r), "a free asleep")
+		assert.Less(t, dp.Stats().Reserved, held, "the domain's pool gave back what the free left holding nothing")
+	}
+	assert.Zero(t, tr.Pool().Stats().Allocs, "the tree's pool saw none of it")
+	require.NoError(t, s.Wake(func() error { return nil }))
+
+	// A free that comes while Sleep's fn runs waits for it.
+	freeing, freed := make(chan struct{}), make(chan error, 1)
+	require.NoError(t, s.Sleep(func([]uintptr) error {
+		go func() {
+			close(freeing)
+			freed <- child.Free(c)
+		}()
+		<-freeing
+		for range 1000 {
+			runtime.Gosched() // the free would end now, were it not waiting for the memory to settle
+			if dp.Stats().ActiveBlocks == 0 {
+				return errors.New("a free changed the domain's pool while its memory was changing")
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, <-freed)
+	assert.Zero(t, dp.Stats().ActiveBlocks)
 }

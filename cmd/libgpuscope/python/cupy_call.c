@@ -12,10 +12,12 @@
  *      pool reads (get_current_stream_ptr, a C function CuPy exports in
  *      its module's __pyx_capi__), or, where CuPy exports none, the ptr of
  *      cupy.cuda.get_current_stream(). CuPy's C function looks the
- *      thread's record up in a threading.local at every call, which costs
- *      more than the rest of the call; where use_cupy found that record's
- *      layout (record_offset), a thread's first call keeps a reference to
- *      its record and later calls read the handle from it (see mine);
+ *      thread's record up in a threading.local at every call and asks
+ *      CUDA for the current device, which costs more than the rest of the
+ *      call; where use_cupy found that record's layout (record_offset), a
+ *      thread's first call keeps a reference to its record and later calls
+ *      read the handle from it where the process has one device (see mine
+ *      and stream_in; with several, CuPy's function reads the device's);
  *   2. the allocation function of that stream: for a default stream (its
  *      handle 0, 1 or 2) CFunctionAllocator.malloc over gpuscope's
  *      gpuscope_cupy_malloc; for another, the one the dict streams holds
@@ -52,15 +54,18 @@
  * another is not called. */
 static const char stream_ptr_sig[] = "intptr_t (void)";
 
-/* The signature of CuPy's set_current_stream_ptr, which record_offset
- * calls to check where a record keeps the handle. */
-static const char set_stream_sig[] = "PyObject *(intptr_t)";
+/* The signature of CuPy's set_current_stream_ptr(intptr_t ptr, int
+ * device_id=-1), which record_offset calls to check where a record keeps
+ * the handle, as Cython names it: the struct of its optional arguments
+ * (NULL: none given) is named after the module and the function. */
+static const char set_stream_head[] = "PyObject *(intptr_t, struct __pyx_opt_args_",
+		  set_stream_tail[] = "_set_current_stream_ptr *__pyx_optional_args)";
 
 /* cudaStreamPerThread: handles up to it are a default stream's. */
 enum { per_thread = 2 };
 
 typedef intptr_t (*stream_ptr_fn)(void);
-typedef PyObject *(*set_stream_fn)(intptr_t);
+typedef PyObject *(*set_stream_fn)(intptr_t, void *);
 
 /* gpuscope_cupy_malloc and gpuscope_cupy_stream_malloc, as wrap was given
  * them. */
@@ -93,7 +98,7 @@ typedef struct {
 	stream_ptr_fn stream_ptr; /* CuPy's, or NULL: current_stream is called */
 	PyObject *local;          /* CuPy's threading.local of records (as "tls"), or NULL: none is read */
 	PyTypeObject *kind;       /* a record's type */
-	Py_ssize_t offset;        /* of a record's handle */
+	Py_ssize_t offset;        /* of a record's list of handles, one a device */
 	uint64_t serial;          /* this Malloc's number, which mine names */
 	PyObject *malloc;         /* a default stream's allocation function */
 	PyObject *streams;        /* dict: a stream's handle -> its allocation function */
@@ -154,19 +159,36 @@ static void drop_ended(void) {
 	}
 }
 
-/* handle_of returns the stream handle the record at r keeps. */
-static intptr_t handle_of(PyObject *r, Py_ssize_t offset) {
-	intptr_t h;
-	memcpy(&h, (char *)r + offset, sizeof h);
-	return h;
+/* list_of returns the list the record r keeps at offset (borrowed), or
+ * NULL where it is no list. */
+static PyObject *list_of(PyObject *r, Py_ssize_t offset) {
+	PyObject *l;
+	memcpy(&l, (char *)r + offset, sizeof l);
+	return l != NULL && PyList_CheckExact(l) ? l : NULL;
+}
+
+/* stream_in sets *h to the handle the record r keeps, where its list has
+ * one handle (the process has one device: CuPy indexes the list by the
+ * current device), and returns 1; 0 otherwise. */
+static int stream_in(PyObject *r, Py_ssize_t offset, intptr_t *h) {
+	PyObject *l = list_of(r, offset);
+	if (l == NULL || PyList_GET_SIZE(l) != 1 || !PyLong_CheckExact(PyList_GET_ITEM(l, 0))) {
+		return 0;
+	}
+	*h = (intptr_t)PyLong_AsVoidPtr(PyList_GET_ITEM(l, 0));
+	if (*h == 0 && PyErr_Occurred()) {
+		PyErr_Clear();
+		return 0;
+	}
+	return 1;
 }
 
 /* remember returns the calling thread's current stream from CuPy's C
  * function, which makes the thread's record where it has none, and keeps
- * that record in mine for later calls, where it holds the same handle
- * (CuPy's function returns cudaStreamPerThread for a record of 0 where
- * CUPY_CUDA_PER_THREAD_DEFAULT_STREAM is set: both are a default stream's);
- * -1 with an exception set where CuPy's function raised. */
+ * that record in mine for later calls, where it holds the same handle or
+ * several (CuPy's function returns cudaStreamPerThread for a handle of 0
+ * where CUPY_CUDA_PER_THREAD_DEFAULT_STREAM is set: both are a default
+ * stream's); -1 with an exception set where CuPy's function raised. */
 static intptr_t remember(Malloc *m, uint64_t thread) {
 	intptr_t s = m->stream_ptr();
 	if (s == -1 && PyErr_Occurred()) {
@@ -178,8 +200,9 @@ static intptr_t remember(Malloc *m, uint64_t thread) {
 		PyErr_Clear();
 		return s;
 	}
-	intptr_t h = Py_TYPE(r) == m->kind ? handle_of(r, m->offset) : -1;
-	if (h != s && !(h == 0 && s == per_thread)) {
+	intptr_t h = s;
+	if (Py_TYPE(r) != m->kind || list_of(r, m->offset) == NULL ||
+	    (stream_in(r, m->offset, &h) && h != s && !(h == 0 && s == per_thread))) {
 		Py_DECREF(r);
 		return s;
 	}
@@ -200,10 +223,11 @@ static intptr_t remember(Malloc *m, uint64_t thread) {
 static intptr_t current(Malloc *m) {
 	if (m->local != NULL) {
 		uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
-		if (mine.record != NULL && mine.thread == thread && mine.serial == m->serial) {
-			return handle_of(mine.record, m->offset);
+		if (mine.record == NULL || mine.thread != thread || mine.serial != m->serial) {
+			return remember(m, thread);
 		}
-		return remember(m, thread);
+		intptr_t s;
+		return stream_in(mine.record, m->offset, &s) ? s : m->stream_ptr();
 	}
 	if (m->stream_ptr != NULL) {
 		return m->stream_ptr();
@@ -318,7 +342,7 @@ static int set_record(Malloc *m, PyObject *record) {
 		return -1;
 	}
 	if (m->stream_ptr == NULL || offset < (Py_ssize_t)sizeof(PyObject) ||
-	    offset > ((PyTypeObject *)kind)->tp_basicsize - (Py_ssize_t)sizeof(intptr_t)) {
+	    offset > ((PyTypeObject *)kind)->tp_basicsize - (Py_ssize_t)sizeof(PyObject *)) {
 		PyErr_SetString(PyExc_ValueError, "gpuscope: a record read needs CuPy's C function and an offset inside the record");
 		return -1;
 	}
@@ -404,21 +428,27 @@ static PyObject *record(PyObject *self, void *closure) {
 	return PyBool_FromLong(((Malloc *)self)->local != NULL);
 }
 
-/* function_of returns the C function in capsule where it is named sig;
- * NULL with an exception set otherwise. */
-static void *function_of(PyObject *capsule, const char *sig) {
-	if (!PyCapsule_CheckExact(capsule) || !PyCapsule_IsValid(capsule, sig)) {
-		PyErr_Format(PyExc_TypeError, "gpuscope: not a capsule of a C function %s", sig);
+/* function_of returns the C function in capsule where its name begins
+ * with head and ends with tail (sig: head alone, tail ""); NULL with an
+ * exception set otherwise. */
+static void *function_of(PyObject *capsule, const char *head, const char *tail) {
+	const char *name = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : NULL;
+	size_t n = name == NULL ? 0 : strlen(name), h = strlen(head), t = strlen(tail);
+	int match = name != NULL && (t == 0 ? strcmp(name, head) == 0
+					    : n >= h + t && strncmp(name, head, h) == 0 && strcmp(name + n - t, tail) == 0);
+	if (!match) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError, "gpuscope: not a capsule of a C function %s...%s", head, tail);
 		return NULL;
 	}
-	return PyCapsule_GetPointer(capsule, sig);
+	return PyCapsule_GetPointer(capsule, name);
 }
 
 /* stream_of(get) calls CuPy's get_current_stream_ptr in the capsule get:
  * the calling thread's current stream, its record made where it had none. */
 static PyObject *stream_of(PyObject *self, PyObject *capsule) {
 	(void)self;
-	void *p = function_of(capsule, stream_ptr_sig);
+	void *p = function_of(capsule, stream_ptr_sig, "");
 	if (p == NULL) {
 		return NULL;
 	}
@@ -439,7 +469,7 @@ static PyObject *stream_of(PyObject *self, PyObject *capsule) {
 static PyObject *put_back(set_stream_fn set, intptr_t h) {
 	PyObject *type, *value, *tb;
 	PyErr_Fetch(&type, &value, &tb);
-	PyObject *done = set(h);
+	PyObject *done = set(h, NULL);
 	if (done == NULL) {
 		PyErr_Clear();
 	}
@@ -448,23 +478,43 @@ static PyObject *put_back(set_stream_fn set, intptr_t h) {
 	return NULL;
 }
 
+/* the_one returns the index of the one item of the list l that is the
+ * handle h, or -1 where none or several are. */
+static Py_ssize_t the_one(PyObject *l, intptr_t h) {
+	Py_ssize_t at = -1;
+	for (Py_ssize_t i = 0; i < PyList_GET_SIZE(l); i++) {
+		PyObject *x = PyList_GET_ITEM(l, i);
+		if (PyLong_CheckExact(x) && (intptr_t)PyLong_AsVoidPtr(x) == h) {
+			if (at >= 0) {
+				return -1;
+			}
+			at = i;
+		}
+	}
+	PyErr_Clear();
+	return at;
+}
+
 /* record_offset(record, get, set) returns where a record of the type of
  * record (the calling thread's, from CuPy's threading.local) keeps its
- * stream handle: the last field of the object (Cython's layout of a class
- * whose one field is an intptr_t), or -1 where it does not: set (CuPy's
- * set_current_stream_ptr) is called with two other handles, each of which
- * must then be in that field and what get returns, and then with the
- * handle the field held (where it did not hold them, with what get
- * returned before). Nothing else may run on the thread between (the
- * caller turns the garbage collector off): an allocation would see those
- * handles as the current stream. */
+ * list of stream handles, one a device: the last field of the object
+ * (Cython's layout of a class whose one field is an object: the head,
+ * the pointer to its C methods, the field), or -1 where it does not. The
+ * type must hold objects (the garbage collector's flag) and be of that
+ * size, the field a list, and set (CuPy's set_current_stream_ptr, on the
+ * current device) is called with two other handles, each of which must
+ * then be in one item of that list, the same item, and what get returns;
+ * then the item gets its handle back (where it did not hold them, set
+ * gets what get returned before). Nothing else may run on the thread
+ * between (the caller turns the garbage collector off): an allocation
+ * would see those handles as the current stream. */
 static PyObject *record_offset(PyObject *self, PyObject *args) {
 	(void)self;
 	PyObject *r, *gc, *sc;
 	if (!PyArg_ParseTuple(args, "OOO:record_offset", &r, &gc, &sc)) {
 		return NULL;
 	}
-	void *gp = function_of(gc, stream_ptr_sig), *sp = gp == NULL ? NULL : function_of(sc, set_stream_sig);
+	void *gp = function_of(gc, stream_ptr_sig, ""), *sp = gp == NULL ? NULL : function_of(sc, set_stream_head, set_stream_tail);
 	if (sp == NULL) {
 		return NULL;
 	}
@@ -473,33 +523,45 @@ static PyObject *record_offset(PyObject *self, PyObject *args) {
 	memcpy(&get, &gp, sizeof get);
 	memcpy(&set, &sp, sizeof set);
 	PyTypeObject *t = Py_TYPE(r);
-	Py_ssize_t offset = t->tp_basicsize - (Py_ssize_t)sizeof(intptr_t);
-	if (t->tp_itemsize != 0 || offset < (Py_ssize_t)sizeof(PyObject) || offset % (Py_ssize_t)sizeof(intptr_t) != 0) {
+	Py_ssize_t offset = (Py_ssize_t)(sizeof(PyObject) + sizeof(void *));
+	if (!PyType_HasFeature(t, Py_TPFLAGS_HAVE_GC) || t->tp_itemsize != 0 ||
+	    t->tp_basicsize != offset + (Py_ssize_t)sizeof(PyObject *) || list_of(r, offset) == NULL) {
 		return PyLong_FromLong(-1);
 	}
-	intptr_t before = get(), was = handle_of(r, offset), probes[] = {was ^ 0x5a5a5a0, 0x7e57ab10};
+	PyObject *l = list_of(r, offset), *was = PyList_GetSlice(l, 0, PyList_GET_SIZE(l));
+	if (was == NULL) {
+		return NULL;
+	}
+	intptr_t before = get(), probes[] = {before ^ 0x5a5a5a0, 0x7e57ab10};
 	if (before == -1 && PyErr_Occurred()) {
+		Py_DECREF(was);
 		return NULL; /* CuPy's get raised (Cython 3's exception value), before any set */
 	}
-	int held = 1;
-	for (size_t i = 0; i < sizeof probes / sizeof probes[0] && held; i++) {
-		PyObject *done = set(probes[i]);
+	Py_ssize_t at = -2;
+	for (size_t i = 0; i < sizeof probes / sizeof probes[0] && at != -1; i++) {
+		PyObject *done = set(probes[i], NULL);
 		if (done == NULL) {
+			Py_DECREF(was);
 			return put_back(set, before);
 		}
 		Py_DECREF(done);
 		intptr_t now = get();
 		if (now == -1 && PyErr_Occurred()) {
+			Py_DECREF(was);
 			return put_back(set, before);
 		}
-		held = handle_of(r, offset) == probes[i] && now == probes[i];
+		Py_ssize_t one = list_of(r, offset) == l && now == probes[i] ? the_one(l, probes[i]) : -1;
+		at = at == -2 || at == one ? one : -1;
 	}
-	PyObject *done = set(held ? was : before);
+	intptr_t back = at >= 0 ? (intptr_t)PyLong_AsVoidPtr(PyList_GET_ITEM(was, at)) : before;
+	Py_DECREF(was);
+	PyErr_Clear();
+	PyObject *done = set(back, NULL);
 	if (done == NULL) {
 		return put_back(set, before);
 	}
 	Py_DECREF(done);
-	return PyLong_FromSsize_t(held ? offset : -1);
+	return PyLong_FromSsize_t(at >= 0 ? offset : -1);
 }
 
 /* wrap(malloc, stream_malloc) takes the addresses of gpuscope_cupy_malloc

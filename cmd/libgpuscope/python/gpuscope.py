@@ -528,11 +528,13 @@ def _cupy_stream_record(ext, capsule):
     stream without a call of CuPy's C function: (local, kind, offset), the
     threading.local in which cupy_backends.cuda.stream keeps each thread's
     record (as "tls"), the records' type (its _ThreadLocal) and where a
-    record keeps the handle, which ext.record_offset checked by setting the
-    stream through CuPy's set_current_stream_ptr and reading it back; None
-    where there is none such (another CuPy, no C function, no compiler).
-    CuPy's function looks the record up in the threading.local at every
-    call; Malloc keeps a reference to each thread's record instead."""
+    record keeps its list of handles, one a device (CuPy 14's layout),
+    which ext.record_offset checked by setting the stream through CuPy's
+    set_current_stream_ptr and reading it back; None where there is none
+    such (another CuPy, no C function, no compiler). CuPy's function looks
+    the record up in the threading.local and asks CUDA for the current
+    device at every call; Malloc keeps a reference to each thread's record
+    instead and reads its handle where the process has one device."""
     import gc
     import importlib
 

@@ -822,6 +822,35 @@ class CupyMalloc(unittest.TestCase):
         self.now = _NULL_STREAM
         self.assertEqual(params, [0x7800, 0], "the second thread state read the first's stream from its record")
 
+    def test_with_several_devices_the_current_devices_stream_is_read(self):
+        # CuPy's record keeps a handle a device and its function reads the
+        # current device's: where there are several, the function calls it.
+        params = []
+
+        class Allocator(_CupyCFunctionAllocator):
+            def malloc(self, size):
+                params.append(self.param)
+                return super().malloc(size)
+
+        malloc, standin = self.use_cupy("c, record", allocator=Allocator), _stream_standin()
+
+        def work():  # a thread of its own: its record, made now, has two devices
+            for d, ptr in ((0, 0x7900), (1, 0x7a00)):  # the thread's first call, and a later one
+                standin.device(d)
+                self.now = types.SimpleNamespace(ptr=ptr)  # the device's stream
+                malloc(MiB).free()
+
+        standin.devices(2)
+        try:
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        finally:
+            standin.devices(1)
+            standin.device(0)
+            self.now = _NULL_STREAM
+        self.assertEqual(params, [0x7900, 0x7a00], "device 0's stream was read on device 1")
+
     def test_a_thread_that_exits_lets_its_record_go(self):
         # The function holds a reference to each thread's record; a thread
         # that exits gives it up, at the next thread's first call.

@@ -2,12 +2,15 @@
  * A stand-in of the C side of cupy_backends.cuda.stream, a Cython module
  * of CuPy's, as stream.py builds and loads it: each thread's current
  * stream in a record, an object of the class _ThreadLocal with Cython's
- * layout (the object's head, the pointer to its C methods, the handle),
- * kept in a threading.local as "tls"; get_current_stream_ptr and
- * set_current_stream_ptr, the C functions over it, exported in
- * __pyx_capi__ as capsules named by their signatures, as Cython exports
- * them. use(ptr) sets the calling thread's stream (as a CuPy stream's
- * use() does), records() counts the records alive, fail_after(gets,
+ * layout (the object's head, the pointer to its C methods, a list of
+ * handles, one a device, as CuPy 14's), kept in a threading.local as
+ * "tls"; get_current_stream_ptr and set_current_stream_ptr, the C
+ * functions over it (the current device's item), exported in __pyx_capi__
+ * as capsules named by their signatures, as Cython exports them.
+ * use(ptr) sets the calling thread's stream (as a CuPy stream's use()
+ * does), devices(n) makes the records made after it have n devices, and
+ * device(d) makes d the current device (cudaSetDevice; no check that d is
+ * one), records() counts the records alive, fail_after(gets,
  * sets) makes a later call of get_ or set_current_stream_ptr raise, and
  * calls_on_one_thread(f, n) calls f n times from one thread it starts in
  * C, each call in a Python thread state of its own (PyGILState_Ensure's),
@@ -20,24 +23,45 @@
 
 typedef struct {
 	PyObject_HEAD
-	void *methods; /* Cython's __pyx_vtab */
-	intptr_t current_stream;
+	void *methods;          /* Cython's __pyx_vtab */
+	PyObject *current_stream; /* a list of handles (ints), one a device */
 } Record;
 
-static Py_ssize_t alive;
+static Py_ssize_t alive, n_devices = 1, current_device;
 
 static PyObject *new_record(PyTypeObject *type, PyObject *args, PyObject *kw) {
 	(void)args;
 	(void)kw;
-	PyObject *r = type->tp_alloc(type, 0);
-	if (r != NULL) {
-		alive++;
+	Record *r = (Record *)type->tp_alloc(type, 0);
+	if (r == NULL) {
+		return NULL;
 	}
-	return r;
+	alive++;
+	r->current_stream = PyList_New(n_devices);
+	for (Py_ssize_t i = 0; r->current_stream != NULL && i < n_devices; i++) {
+		PyList_SET_ITEM(r->current_stream, i, PyLong_FromLong(0));
+	}
+	if (r->current_stream == NULL) {
+		Py_DECREF(r);
+		return NULL;
+	}
+	return (PyObject *)r;
+}
+
+static int visit_record(PyObject *self, visitproc visit, void *arg) {
+	Py_VISIT(((Record *)self)->current_stream);
+	return 0;
+}
+
+static int clear_record(PyObject *self) {
+	Py_CLEAR(((Record *)self)->current_stream);
+	return 0;
 }
 
 static void drop_record(PyObject *self) {
 	alive--;
+	PyObject_GC_UnTrack(self);
+	clear_record(self);
 	Py_TYPE(self)->tp_free(self);
 }
 
@@ -45,9 +69,11 @@ static PyTypeObject RecordType = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "cupy_backends.cuda.stream._ThreadLocal",
 	.tp_basicsize = sizeof(Record),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_new = new_record,
 	.tp_dealloc = drop_record,
+	.tp_traverse = visit_record,
+	.tp_clear = clear_record,
 };
 
 static PyObject *local; /* threading.local() */
@@ -96,12 +122,18 @@ static intptr_t get_current_stream_ptr(void) {
 		PyErr_WriteUnraisable(NULL); /* as Cython does in a function of no except clause */
 		return 0;
 	}
-	intptr_t s = r->current_stream;
+	intptr_t s = 0;
+	if (current_device < PyList_GET_SIZE(r->current_stream)) {
+		s = (intptr_t)PyLong_AsVoidPtr(PyList_GET_ITEM(r->current_stream, current_device));
+	}
 	Py_DECREF(r);
 	return s;
 }
 
-static PyObject *set_current_stream_ptr(intptr_t ptr) {
+/* set_current_stream_ptr(ptr, device_id=-1): the optional arguments as
+ * Cython passes them, NULL where none is given; the stand-in takes none. */
+static PyObject *set_current_stream_ptr(intptr_t ptr, void *optional) {
+	(void)optional;
 	if (fails(1)) {
 		return NULL;
 	}
@@ -109,8 +141,12 @@ static PyObject *set_current_stream_ptr(intptr_t ptr) {
 	if (r == NULL) {
 		return NULL;
 	}
-	r->current_stream = ptr;
+	PyObject *h = PyLong_FromVoidPtr((void *)ptr);
+	int err = h == NULL ? -1 : PyList_SetItem(r->current_stream, current_device, h); /* steals h */
 	Py_DECREF(r);
+	if (err < 0) {
+		return NULL;
+	}
 	Py_RETURN_NONE;
 }
 
@@ -120,7 +156,27 @@ static PyObject *use(PyObject *self, PyObject *ptr) {
 	if (p == 0 && PyErr_Occurred()) {
 		return NULL;
 	}
-	return set_current_stream_ptr(p);
+	return set_current_stream_ptr(p, NULL);
+}
+
+static PyObject *devices(PyObject *self, PyObject *n) {
+	(void)self;
+	Py_ssize_t v = PyLong_AsSsize_t(n);
+	if (v < 1) {
+		return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "a device at least");
+	}
+	n_devices = v;
+	Py_RETURN_NONE;
+}
+
+static PyObject *device(PyObject *self, PyObject *d) {
+	(void)self;
+	Py_ssize_t v = PyLong_AsSsize_t(d);
+	if (v < 0) {
+		return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "no device %zd", v);
+	}
+	current_device = v;
+	Py_RETURN_NONE;
 }
 
 static PyObject *fail_after(PyObject *self, PyObject *args) {
@@ -183,6 +239,8 @@ static PyMethodDef methods[] = {
 	{"records", records, METH_NOARGS, "records(): how many records are alive"},
 	{"fail_after", fail_after, METH_VARARGS,
 	 "fail_after(gets, sets): after so many more calls (-1: never), a call of get_ or set_current_stream_ptr raises, once"},
+	{"devices", devices, METH_O, "devices(n): the records made after it have n devices"},
+	{"device", device, METH_O, "device(d): d is the current device"},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -214,7 +272,7 @@ PyMODINIT_FUNC PyInit__stream(void) {
 	PyObject *capi = PyDict_New();
 	if (mod == NULL || capi == NULL ||
 	    export(capi, "get_current_stream_ptr", (void *)get_current_stream_ptr, "intptr_t (void)") < 0 ||
-	    export(capi, "set_current_stream_ptr", (void *)set_current_stream_ptr, "PyObject *(intptr_t)") < 0 ||
+	    export(capi, "set_current_stream_ptr", (void *)set_current_stream_ptr, "PyObject *(intptr_t, struct __pyx_opt_args_13cupy_backends_4cuda_6stream_set_current_stream_ptr *__pyx_optional_args)") < 0 ||
 	    PyModule_AddObject(mod, "__pyx_capi__", capi) < 0) {
 		Py_XDECREF(capi);
 		Py_XDECREF(mod);

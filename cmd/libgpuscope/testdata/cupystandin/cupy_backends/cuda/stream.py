@@ -5,8 +5,8 @@ temporary folder) keeps each thread's current stream in a record with
 Cython's layout, in a threading.local, and exports get_current_stream_ptr
 and set_current_stream_ptr as Cython does, in __pyx_capi__. use(ptr) sets
 the calling thread's stream, as a CuPy stream's use() does; records,
-calls_on_one_thread and fail_after are for tests (_stream.c says what they
-do)."""
+calls_on_one_thread, fail_after, devices and device are for tests
+(_stream.c says what they do)."""
 import importlib.machinery
 import importlib.util
 import os
@@ -31,5 +31,6 @@ def compiled():
 
 
 _c = compiled()
-_ThreadLocal, __pyx_capi__, use, records, calls_on_one_thread, fail_after = (
-    _c._ThreadLocal, _c.__pyx_capi__, _c.use, _c.records, _c.calls_on_one_thread, _c.fail_after)
+_ThreadLocal, __pyx_capi__, use, records, calls_on_one_thread, fail_after, devices, device = (
+    _c._ThreadLocal, _c.__pyx_capi__, _c.use, _c.records, _c.calls_on_one_thread, _c.fail_after, _c.devices,
+    _c.device)

@@ -268,14 +268,14 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 		n.otherStreams.Store(nil)
 	}
 	var dom *domain
-	p := n.tree.pool
 	if o.Pool != nil {
-		dom, p = &domain{pool: o.Pool, root: n}, o.Pool
-	} else if pn != nil && pn.dom != nil {
-		dom, p = pn.dom, pn.pool
+		dom = &domain{pool: o.Pool, root: n}
+	} else if pn != nil {
+		dom = pn.dom
 	}
-	n.dom, n.pool = dom, p
-	n.freesAside = dom != nil || n.tree.scrub != nil
+	if dom != n.dom || n.pool == nil { // a node reused in the same domain (mostly none) has the rest; a new one, no pool
+		n.joinDomain(dom)
+	}
 	// Only a reservation in its own domain serves a scope (allocLocked).
 	n.reserves = o.Reserve > 0 || pn != nil && pn.reserves && pn.dom == dom
 	n.stream = o.Stream
@@ -300,6 +300,16 @@ func (n *node) setUp(ctx context.Context, pn *node, o *Options, stack []uintptr)
 	}
 	n.region, n.reservationBlock, n.reserved = nil, nil, 0
 	n.epoch.Add(1) // odd: open
+}
+
+// joinDomain puts n in domain dom (nil: none) and sets what follows from
+// it: where its memory comes from, and whether its Frees give memory back
+// outside its lock.
+func (n *node) joinDomain(dom *domain) {
+	n.dom, n.pool, n.freesAside = dom, n.tree.pool, n.tree.scrub != nil
+	if dom != nil {
+		n.pool, n.freesAside = dom.pool, true
+	}
 }
 
 // usable reports why the scope cannot allocate, if it cannot: asleep, or

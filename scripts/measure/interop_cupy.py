@@ -140,7 +140,8 @@ def pair(freelist_so):
                     del x
                 runs[k].append((time.perf_counter_ns() - t) / n)
         after = gs.stats()
-        out[str(size)] = {k: {"median_ns": statistics.median(v), "min_ns": min(v), "max_ns": max(v)} for k, v in runs.items()}
+        out[str(size)] = {k: {"median_ns": statistics.median(v), "min_ns": min(v), "max_ns": max(v), "rounds_ns": v}
+                          for k, v in runs.items()}
         # The counters are both gpuscope modes', checked and not.
         out[str(size)]["gpuscope"].update(pair_hits=after["c_pair_hits"] - before["c_pair_hits"],
                                           pair_allocs=after["c_pair_allocs"] - before["c_pair_allocs"],

@@ -423,6 +423,26 @@ class Report(unittest.TestCase):
         self.assertEqual(3, sum("1.150 (target <= 1.10) -> MISSED" in x for x in out), "\n".join(out))
         self.assertIn("-> MISSED (NOT RUN)", self.line(self.logs({}), "cupy.empty + del from Python"))
 
+    def test_cupys_pair_is_judged_within_rounds_where_the_rounds_are_kept(self):
+        # The machine drifts between rounds: each round's gpuscope against
+        # the same round's free list, then their median. Here the medians'
+        # ratio (2200 / 2000) is 1.100 and the rounds' 1.05, 1.05 and 1.20.
+        rows = [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2200.0})]
+        for s in ("256", "1048576", "67108864"):
+            rows[0][s]["freelist"]["rounds_ns"] = [2000.0, 2200.0, 1800.0]
+            rows[0][s]["gpuscope"]["rounds_ns"] = [2100.0, 2310.0, 2160.0]
+        out = self.logs({"cupy_pair.jsonl": rows})
+        self.assertEqual(3, sum("within a round 1.050 (median of 3 rounds' ratios; target <= 1.10) -> met; "
+                                "of the medians 1.100" in x for x in out), "\n".join(out))
+        for s in ("256", "1048576", "67108864"):
+            rows[0][s]["gpuscope"]["rounds_ns"] = [2400.0, 2420.0, 1800.0]
+        out = self.logs({"cupy_pair.jsonl": rows})
+        self.assertEqual(3, sum("within a round 1.100" in x and "-> met" in x for x in out), "\n".join(out))
+        for s in ("256", "1048576", "67108864"):
+            rows[0][s]["gpuscope"]["rounds_ns"] = [2400.0, 2440.0, 1800.0]
+        out = self.logs({"cupy_pair.jsonl": rows})
+        self.assertEqual(3, sum("within a round 1.109" in x and "-> MISSED" in x for x in out), "\n".join(out))
+
     def test_cupys_pair_shows_what_use_cupys_function_costs(self):
         rows = [cupy_pair_row({"pool": 1800.0, "freelist": 2000.0, "gpuscope": 2150.0, "gpuscope-unchecked": 2110.0})]
         rows[0]["callable"] = "C, the stream from CuPy's C function"

@@ -478,6 +478,32 @@ static PyObject *put_back(set_stream_fn set, intptr_t h) {
 	return NULL;
 }
 
+/* sought is what seek looks for among the objects a tp_traverse visits. */
+struct sought {
+	PyObject *object;
+	int found;
+};
+
+static int seek(PyObject *o, void *arg) {
+	struct sought *s = arg;
+	s->found |= o == s->object;
+	return 0;
+}
+
+/* holds says whether what the object r keeps at offset is an object r
+ * refers to, one its type's tp_traverse visits: a field of the record's
+ * size and flags may be no object (a count, a C pointer), which list_of
+ * would read through. The value is compared, never read through. */
+static int holds(PyObject *r, Py_ssize_t offset) {
+	struct sought s = {NULL, 0};
+	memcpy(&s.object, (char *)r + offset, sizeof s.object);
+	if (s.object == NULL || Py_TYPE(r)->tp_traverse == NULL) {
+		return 0;
+	}
+	Py_TYPE(r)->tp_traverse(r, seek, &s);
+	return s.found;
+}
+
 /* the_one returns the index of the one item of the list l that is the
  * handle h, or -1 where none or several are. */
 static Py_ssize_t the_one(PyObject *l, intptr_t h) {
@@ -501,9 +527,10 @@ static Py_ssize_t the_one(PyObject *l, intptr_t h) {
  * (Cython's layout of a class whose one field is an object: the head,
  * the pointer to its C methods, the field), or -1 where it does not. The
  * type must hold objects (the garbage collector's flag) and be of that
- * size, the field a list, and set (CuPy's set_current_stream_ptr, on the
- * current device) is called with two other handles, each of which must
- * then be in one item of that list, the same item, and what get returns;
+ * size, the field an object the record refers to (holds) and a list, and
+ * set (CuPy's set_current_stream_ptr, on the current device) is called
+ * with two other handles, each of which must then be in one item of that
+ * list, the same item, and what get returns;
  * then the item gets its handle back (where it did not hold them, set
  * gets what get returned before). Nothing else may run on the thread
  * between (the caller turns the garbage collector off): an allocation
@@ -525,7 +552,7 @@ static PyObject *record_offset(PyObject *self, PyObject *args) {
 	PyTypeObject *t = Py_TYPE(r);
 	Py_ssize_t offset = (Py_ssize_t)(sizeof(PyObject) + sizeof(void *));
 	if (!PyType_HasFeature(t, Py_TPFLAGS_HAVE_GC) || t->tp_itemsize != 0 ||
-	    t->tp_basicsize != offset + (Py_ssize_t)sizeof(PyObject *) || list_of(r, offset) == NULL) {
+	    t->tp_basicsize != offset + (Py_ssize_t)sizeof(PyObject *) || !holds(r, offset) || list_of(r, offset) == NULL) {
 		return PyLong_FromLong(-1);
 	}
 	PyObject *l = list_of(r, offset), *was = PyList_GetSlice(l, 0, PyList_GET_SIZE(l));

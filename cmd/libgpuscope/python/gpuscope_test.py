@@ -5,6 +5,7 @@ exercised on a GPU by scripts/measure/interop-gpu.sh). python_test.go runs
 this file after building the library."""
 import ctypes
 import gc
+import itertools
 import os
 import re
 import sys
@@ -874,6 +875,9 @@ class CupyMalloc(unittest.TestCase):
         self.now = types.SimpleNamespace(ptr=0x7600)
         self.assertEqual(ext.record_offset(1.5j, get, put), -1)
         self.assertEqual(ext.stream_of(get), 0x7600, "the probe put the thread's stream back")
+        # Of the size and flags of CuPy's record, but its last field a
+        # count (16), not an object: not read as one.
+        self.assertEqual(ext.record_offset(itertools.repeat(None, 16), get, put), -1)
         with self.assertRaises(TypeError):
             ext.record_offset(1.5j, put, get)
         self.now = _NULL_STREAM

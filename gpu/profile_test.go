@@ -18,8 +18,7 @@ func loadWeights(s *gpu.Scope) (gpu.Buffer, error) { return s.Alloc(24 << 20) }
 
 func TestProfileNamesTheFunctionsThatHoldMemory(t *testing.T) {
 	dev := openHost(t)
-	gpu.RecordStacks(true)
-	defer gpu.RecordStacks(false)
+	gpu.RecordStacks(true) // as TestMain does: this test does not rely on it
 	weights, err := dev.NewScope(gpu.Name("weights"))
 	require.NoError(t, err)
 	defer weights.Close()
@@ -49,6 +48,8 @@ func TestProfileNamesTheFunctionsThatHoldMemory(t *testing.T) {
 }
 
 func TestProfileWithoutStacksNamesScopes(t *testing.T) {
+	gpu.RecordStacks(false) // TestMain records stacks
+	defer gpu.RecordStacks(true)
 	dev := openHost(t)
 	weights, err := dev.NewScope(gpu.Name("weights"))
 	require.NoError(t, err)

@@ -122,7 +122,7 @@ def pair(freelist_so):
     """The pair part: one JSON line."""
     modes, gs = pair_modes(freelist_so)
     names = list(modes)
-    n, rounds = int(os.environ.get("N", 20000)), int(os.environ.get("ROUNDS", 7))
+    n, rounds = int(os.environ.get("N", 20000)), int(os.environ.get("ROUNDS", 21))
     out = {"kind": "cupy_pair", "pairs": n, "rounds": rounds, "callable": gs._cupy_how}
     for size in SIZES:
         runs = {k: [] for k in names}

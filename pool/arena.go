@@ -83,6 +83,16 @@ func (a *arena) take(r int64) *block {
 	return a.takeBlock(b, r)
 }
 
+// takeFit takes the smallest free block of at least r bytes, split to
+// size, or nil: best fit with no rule but size (see arenaSet.lend).
+func (a *arena) takeFit(r int64) *block {
+	i := a.free.lowerBound(r)
+	if i == a.free.len() {
+		return nil
+	}
+	return a.takeBlock(a.free.blocks[i], r)
+}
+
 // takeBlock takes free block b for r bytes, splitting off the rest where
 // that is worth it.
 func (a *arena) takeBlock(b *block, r int64) *block {

@@ -202,6 +202,30 @@ func TestALimitMovesMemoryInsteadOfCreatingIt(t *testing.T) {
 	}
 }
 
+func TestASmallRequestTheCapLeavesNoRoomForTakesTheLargeArenasFreeMemory(t *testing.T) {
+	p := newPool(t, sim.New(0, 0), pool.GrowthStep(0), pool.MaxReserved(4*mib))
+	large, err := p.Alloc(3 * mib / 2)
+	require.NoError(t, err, "a handle of 2 MiB for the large arena, 512 KiB of it free")
+	var small []pool.Block
+	for range 2 {
+		b, err := p.Alloc(mib)
+		require.NoError(t, err, "a handle of 2 MiB for the small arena")
+		small = append(small, b)
+	}
+	require.Equal(t, int64(4*mib), p.Stats().Reserved, "the cap is reached")
+	b, err := p.Alloc(512 << 10)
+	require.NoError(t, err, "the small arena cannot grow, and the large arena's free 512 KiB serve")
+	assert.Equal(t, large.Ptr()+3*mib/2, b.Ptr(), "where the large block ends")
+	assert.Equal(t, int64(4*mib), p.Stats().Reserved)
+	require.NoError(t, p.CheckInvariants(nil))
+	for _, b := range append(small, b, large) {
+		require.NoError(t, p.Free(b))
+	}
+	require.NoError(t, p.EmptyCache())
+	require.NoError(t, p.CheckInvariants(nil))
+	assert.Zero(t, p.Stats().Reserved, "the lent block went back to the large arena, and the arena to the source")
+}
+
 func TestOnceMemoryIsShortLargeHandlesGoBackAndGrowthIsInPages(t *testing.T) {
 	// Under 64 MiB a handle is 8 MiB, a page 2 MiB.
 	src := &recordingSource{Source: sim.New(0, 0)}

@@ -401,6 +401,13 @@ func (p *Pool) grow(ctx context.Context, a *arena, r, size int64) (*block, error
 			continue
 		}
 		oom := errors.Is(err, ErrOutOfMemory)
+		if oom && squeeze && a.key.small {
+			// Moving did not make room: before the cache goes, the
+			// large arena's free memory, already mapped (arenaSet.lend).
+			if b := p.lend(a.key.stream, r); b != nil {
+				return b, nil
+			}
+		}
 		if oom && a.expandable && !squeeze {
 			// Before the cache goes, move what can move.
 			squeeze = true
@@ -429,6 +436,14 @@ func (p *Pool) take(a *arena, r int64) *block {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return a.take(r)
+}
+
+// lend takes a block of r bytes for a small request of stream from the
+// stream's large arena, or nil (arenaSet.lend).
+func (p *Pool) lend(stream uintptr, r int64) *block {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.arenas.lend(stream, r)
 }
 
 // growOnce grows a once for r bytes: by mapping pages, which returns no

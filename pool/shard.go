@@ -122,6 +122,7 @@ type bin struct {
 type binTable struct {
 	slots []*bin // power-of-two length; nil is empty
 	n     int
+	spare []*bin // bins reset forgot, empty, for findOrAdd to reuse (see reset)
 }
 
 // Constants of the hashes of cache keys and stacks.
@@ -163,7 +164,13 @@ func (t *binTable) findOrAdd(k cacheKey) *bin {
 			}
 		}
 	}
-	b := &bin{key: k}
+	var b *bin
+	if n := len(t.spare); n > 0 {
+		b, t.spare = t.spare[n-1], t.spare[:n-1]
+		b.key = k
+	} else {
+		b = &bin{key: k}
+	}
 	t.insert(b)
 	return b
 }
@@ -193,7 +200,19 @@ func (s *shard) resetBins() {
 	s.lastBin = nil
 }
 
+// reset forgets every bin, keeping each, emptied, for findOrAdd: the
+// pushes after a drain of the front cache (every small request that
+// misses) are mostly of the keys before it, and a new bin, with its slice
+// grown anew, cost allocations and the collector's write barriers at
+// every drain.
 func (t *binTable) reset() {
-	clear(t.slots)
+	for i, b := range t.slots {
+		if b != nil {
+			clear(b.blocks)
+			b.blocks = b.blocks[:0]
+			t.spare = append(t.spare, b)
+			t.slots[i] = nil
+		}
+	}
 	t.n = 0
 }

@@ -209,7 +209,7 @@ func (p *Pool) takeBlock(ctx context.Context, r, size int64, stream uintptr, cha
 	}
 	sh = p.front.lock()
 	key := cacheKey{stream, r}
-	if b = sh.pop(key); b == nil {
+	if b = sh.popLast(key); b == nil {
 		sh.mu.Unlock()
 		// Another shard may cache a block of this size: taking it keeps
 		// where blocks land independent of which shard this goroutine

@@ -157,6 +157,26 @@ func (p plainNoEvents) Free(ptr uintptr, n int64) error { return p.s.Free(ptr, n
 
 func (p plainNoEvents) MemInfo() (int64, int64, error) { return p.s.MemInfo() }
 
+func TestTheFrontCacheHandsOutOnlyTheBlockItCachedLast(t *testing.T) {
+	p := newPool(t, sim.New(0, 0), pool.Shards(1))
+	a, err := p.Alloc(1000)
+	require.NoError(t, err)
+	b, err := p.Alloc(1000)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(a))
+	require.NoError(t, p.Free(b))
+	c, err := p.Alloc(1000)
+	require.NoError(t, err)
+	assert.Equal(t, b.Ptr(), c.Ptr())
+	assert.Equal(t, int64(1), p.Stats().CacheHits, "the block freed last is a hit")
+	d, err := p.Alloc(1000)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), p.Stats().CacheHits, "the one freed before it is not: the arena's best fit places the request")
+	assert.Equal(t, a.Ptr(), d.Ptr(), "here where it lay, the smallest free block")
+	require.NoError(t, p.Free(c))
+	require.NoError(t, p.Free(d))
+}
+
 func TestClosedPool(t *testing.T) {
 	src := sim.New(0, 0)
 	p, err := pool.New(src)

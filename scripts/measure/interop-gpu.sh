@@ -304,7 +304,7 @@ if want cupy; then
   # CuPy's pair (issue 47): gpuscope, gpuscope without use_cupy's check of
   # the pointer, the free list in CuPy's form and CuPy's pool taking turns
   # in one process.
-  part cupy_pair.jsonl 11 90 python3 "$here/interop_cupy.py" pair "$bin/interop_freelist.so"
+  part cupy_pair.jsonl 14 90 python3 "$here/interop_cupy.py" pair "$bin/interop_freelist.so"
   for ((r = 0; r < crounds; r++)); do
     fits 16 "cupy.jsonl: round $r of $crounds" || break
     for m in $([ $((r % 2)) = 0 ] && echo pool gpuscope || echo gpuscope pool); do

@@ -93,7 +93,7 @@ func (s Scope) Sleep(fn func(streams []uintptr) error) error {
 	}
 	d.asleep.Store(true) // before any mark: allocations and Keeps that come after see it
 	var marked []*slot
-	streams := d.walk(func(sl *slot) {
+	streams := d.walk(s, func(sl *slot) {
 		if sl.mark(asleep) {
 			marked = append(marked, sl)
 		}
@@ -107,7 +107,7 @@ func (s Scope) Sleep(fn func(streams []uintptr) error) error {
 	}
 	s.n.tree.waitForHolders(marked)
 	if err := fn(streams); err != nil {
-		d.walk(func(sl *slot) { sl.markFrom(asleep, live) })
+		d.walk(s, func(sl *slot) { sl.markFrom(asleep, live) })
 		d.asleep.Store(false)
 		return err
 	}
@@ -135,7 +135,7 @@ func (s Scope) Wake(fn func() error) error {
 	if err := fn(); err != nil {
 		return err
 	}
-	d.walk(func(sl *slot) { sl.markFrom(asleep, live) })
+	d.walk(s, func(sl *slot) { sl.markFrom(asleep, live) })
 	d.asleep.Store(false)
 	return nil
 }
@@ -169,8 +169,12 @@ func (s Scope) domainRoot(op string) (*domain, error) {
 
 // walk calls fn for each allocation of the domain's scopes, under its
 // scope's lock, parents before children, and returns the streams the
-// scopes order their work on. Called with memMu held for writing.
-func (d *domain) walk(fn func(sl *slot)) (streams []uintptr) {
+// scopes order their work on. Called with memMu held for writing. root
+// is the handle Sleep or Wake was called on, not one made from d.root:
+// the root may end meanwhile (while fn runs; an empty one waits for no
+// memMu) and its node serve another scope, whose allocations are not
+// d's.
+func (d *domain) walk(root Scope, fn func(sl *slot)) (streams []uintptr) {
 	var visit func(s Scope)
 	visit = func(s Scope) {
 		if !s.lock() {
@@ -189,7 +193,7 @@ func (d *domain) walk(fn func(sl *slot)) (streams []uintptr) {
 			visit(k)
 		}
 	}
-	visit(d.root.handle())
+	visit(root)
 	return streams
 }
 

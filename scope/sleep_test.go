@@ -402,3 +402,44 @@ func TestAFreeInADomainTakesTheDomainsWayWhereTheTreeDoesNotScrub(t *testing.T) 
 	require.NoError(t, <-freed)
 	assert.Zero(t, dp.Stats().ActiveBlocks)
 }
+
+// A Sleep or Wake changes the allocations of the scope it was called on,
+// and of no scope that opens on its node after it ended: where the scope
+// ends while fn runs (all its memory freed, its end waits for nothing) and
+// another sleepable scope opens on the node and sleeps, the walk after fn
+// must not wake that one's allocations, whose memory is gone.
+func TestASleepOrWakeWhoseScopeEndsMeanwhileLeavesTheNextScopeOnItsNodeAlone(t *testing.T) {
+	tr := newTree(t)
+	for _, wakes := range []bool{true, false} {
+		d1, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: newDomainPool(t)})
+		require.NoError(t, err)
+		var d2 scope.Scope
+		var a scope.Ref
+		fn := func() error {
+			_, err := d1.End()
+			require.NoError(t, err)
+			d2, err = tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: newDomainPool(t)}) // on d1's node
+			require.NoError(t, err)
+			a, err = d2.Alloc(1000)
+			require.NoError(t, err)
+			require.NoError(t, d2.Sleep(func([]uintptr) error { return nil }))
+			if wakes {
+				return nil
+			}
+			return errors.New("fn failed: Sleep puts back what it marked")
+		}
+		if wakes {
+			require.NoError(t, d1.Sleep(func([]uintptr) error { return nil }))
+			require.NoError(t, d1.Wake(fn))
+		} else {
+			require.Error(t, d1.Sleep(func([]uintptr) error { return fn() }))
+		}
+		assert.ErrorIs(t, a.WithPtr(0, func(uintptr, uintptr) error { t.Error("a use ran while its scope slept"); return nil }),
+			errdefs.Asleep, "d2's allocation sleeps with d2 (wakes=%v)", wakes)
+		assert.Zero(t, a.Ptr(), "no address while asleep")
+		require.NoError(t, d2.Wake(func() error { return nil }))
+		require.NoError(t, d2.Free(a))
+		_, err = d2.End()
+		require.NoError(t, err)
+	}
+}

@@ -443,3 +443,27 @@ func TestASleepOrWakeWhoseScopeEndsMeanwhileLeavesTheNextScopeOnItsNodeAlone(t *
 		require.NoError(t, err)
 	}
 }
+
+// A node that served a sleepable scope leaves its domain when a scope
+// outside every domain opens on it: that one's memory comes from the
+// tree's pool, awake, and its Frees give back there (setUp's joinDomain,
+// which a reused node skips only where its domain stays the same).
+func TestAScopeOnTheNodeOfAnEndedSleepableScopeIsInNoDomain(t *testing.T) {
+	tr := newTree(t)
+	dp := newDomainPool(t)
+	d, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	require.NoError(t, d.Sleep(func([]uintptr) error { return nil }))
+	_, err = d.End() // asleep
+	require.NoError(t, err)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{}) // on d's node
+	require.NoError(t, err)
+	defer s.End()
+	a, err := s.Alloc(1000)
+	require.NoError(t, err, "not asleep with the domain its node was in")
+	assert.False(t, s.Stats().Asleep)
+	assert.Equal(t, int64(1), tr.Pool().Stats().ActiveBlocks, "from the tree's pool")
+	assert.Zero(t, dp.Stats().ActiveBlocks)
+	require.NoError(t, s.Free(a))
+	assert.Zero(t, tr.Pool().Stats().ActiveBlocks)
+}

@@ -107,3 +107,7 @@ func (s Scope) HoldLock() (unlock func()) {
 	s.n.mu.Lock()
 	return s.n.mu.Unlock
 }
+
+// SetRecordingUse makes RecordUse call f after taking the allocation,
+// before noting the stream; nil: nothing.
+func SetRecordingUse(f func()) { recordingUse = f }

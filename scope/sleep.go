@@ -98,6 +98,10 @@ func (s Scope) Sleep(fn func(streams []uintptr) error) error {
 			marked = append(marked, sl)
 		}
 	})
+	// The streams RecordUse named, read once the holders have left: a
+	// RecordUse that took an allocation before the mark notes its stream
+	// before it leaves, and none takes one after.
+	s.n.tree.waitForHolders(marked)
 	if p := d.streams.Load(); p != nil {
 		for _, st := range *p {
 			if !slices.Contains(streams, st) {
@@ -105,7 +109,6 @@ func (s Scope) Sleep(fn func(streams []uintptr) error) error {
 			}
 		}
 	}
-	s.n.tree.waitForHolders(marked)
 	if err := fn(streams); err != nil {
 		d.walk(s, func(sl *slot) { sl.markFrom(asleep, live) })
 		d.asleep.Store(false)

@@ -467,3 +467,32 @@ func TestAScopeOnTheNodeOfAnEndedSleepableScopeIsInNoDomain(t *testing.T) {
 	require.NoError(t, s.Free(a))
 	assert.Zero(t, tr.Pool().Stats().ActiveBlocks)
 }
+
+// A RecordUse that holds the allocation as Sleep marks it, and returns nil,
+// has its stream among those Sleep's fn gets: Sleep reads the streams
+// RecordUse named after its holders left, not before.
+func TestSleepGetsTheStreamOfARecordUseItWaitedFor(t *testing.T) {
+	tr := newTree(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: newDomainPool(t)})
+	require.NoError(t, err)
+	defer s.End()
+	a, err := s.Alloc(1000)
+	require.NoError(t, err)
+	holding, goOn := make(chan struct{}), make(chan struct{})
+	scope.SetRecordingUse(func() { close(holding); <-goOn })
+	defer scope.SetRecordingUse(nil)
+	recorded := make(chan error, 1)
+	go func() { recorded <- a.RecordUse(9) }()
+	<-holding
+	slept := make(chan []uintptr, 1)
+	go func() {
+		assert.NoError(t, s.Sleep(func(streams []uintptr) error { slept <- streams; return nil }))
+	}()
+	for a.Ptr() != 0 {
+		runtime.Gosched() // until Sleep has marked the allocation: it waits for the RecordUse now
+	}
+	close(goOn)
+	require.NoError(t, <-recorded, "RecordUse took the allocation before Sleep marked it")
+	assert.Contains(t, <-slept, uintptr(9), "fn gets the stream the RecordUse it waited for named")
+	require.NoError(t, s.Wake(func() error { return nil }))
+}

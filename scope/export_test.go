@@ -108,6 +108,7 @@ func (s Scope) HoldLock() (unlock func()) {
 	return s.n.mu.Unlock
 }
 
-// SetRecordingUse makes RecordUse call f after taking the allocation,
-// before noting the stream; nil: nothing.
-func SetRecordingUse(f func()) { recordingUse = f }
+// SetRecordingUse makes RecordUse of t's allocations call f after taking
+// the allocation, before noting the stream; nil: nothing. Set it while no
+// RecordUse runs.
+func (t *Tree) SetRecordingUse(f func()) { t.recordingUse = f }

@@ -71,10 +71,6 @@ func (r Ref) Ptr() uintptr {
 	return r.ptr
 }
 
-// recordingUse, where a test sets it, runs in RecordUse between taking
-// the allocation and noting the stream in its domain.
-var recordingUse func()
-
 // RecordUse tells the pool that work on stream uses the allocation, so
 // that its memory is not reused before that work has completed.
 func (r Ref) RecordUse(stream uintptr) error {
@@ -99,8 +95,8 @@ func (r Ref) RecordUse(stream uintptr) error {
 		}
 		defer r.slot.touch()
 	}
-	if recordingUse != nil {
-		recordingUse()
+	if f := r.slot.tree.recordingUse; f != nil {
+		f() // a test's (Tree.recordingUse)
 	}
 	p := r.slot.tree.pool
 	if d := r.slot.dom; d != nil {

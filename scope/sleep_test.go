@@ -479,8 +479,7 @@ func TestSleepGetsTheStreamOfARecordUseItWaitedFor(t *testing.T) {
 	a, err := s.Alloc(1000)
 	require.NoError(t, err)
 	holding, goOn := make(chan struct{}), make(chan struct{})
-	scope.SetRecordingUse(func() { close(holding); <-goOn })
-	defer scope.SetRecordingUse(nil)
+	tr.SetRecordingUse(func() { close(holding); <-goOn })
 	recorded := make(chan error, 1)
 	go func() { recorded <- a.RecordUse(9) }()
 	<-holding

@@ -20,6 +20,7 @@ type Tree struct {
 	recordStacks atomic.Bool
 	scrub        func(ptr uintptr, n int64, stream uintptr) error // TreeOptions.Scrub
 	onRelease    func()                                           // TreeOptions.OnRelease
+	recordingUse func()                                           // a test's: Ref.RecordUse calls it holding the allocation (SetRecordingUse)
 
 	slots slotTable
 

@@ -380,8 +380,10 @@ func (n *node) end() (path string, err error) {
 	// An allocation still in flight from the reservation (another goroutine
 	// that took from it before the scope closed) releases it instead, when
 	// it finds the scope closed.
-	if err := n.releaseReservationIfEmpty(); err != nil {
-		errs = append(errs, err) // only errors: an empty Close allocates nothing
+	if n.region != nil {
+		if err := n.releaseReservationAtEnd(); err != nil {
+			errs = append(errs, err) // only errors: an empty Close allocates nothing
+		}
 	}
 	if len(errs) > 0 {
 		path = n.pathName()

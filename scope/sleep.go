@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -155,6 +156,25 @@ func (d *domain) giveBackAsleep() error {
 		return nil
 	}
 	return d.pool.EmptyCache()
+}
+
+// releaseReservationAtEnd is releaseReservationIfEmpty at the end of the
+// scope open in n. A reservation in a domain goes back as its
+// allocations' memory does (slot.releaseToDomain): while no Sleep or Wake
+// changes the domain's memory, and then from the pool to its source where
+// the domain is asleep. n has a reservation.
+func (n *node) releaseReservationAtEnd() error {
+	d := n.dom
+	if d == nil {
+		return n.releaseReservationIfEmpty()
+	}
+	d.memMu.RLock()
+	defer d.memMu.RUnlock()
+	err := n.releaseReservationIfEmpty()
+	if d.asleep.Load() {
+		err = errors.Join(err, d.pool.EmptyCache())
+	}
+	return err
 }
 
 // domainRoot returns the domain of the scope, which must be its root:

@@ -495,3 +495,42 @@ func TestSleepGetsTheStreamOfARecordUseItWaitedFor(t *testing.T) {
 	assert.Contains(t, <-slept, uintptr(9), "fn gets the stream the RecordUse it waited for named")
 	require.NoError(t, s.Wake(func() error { return nil }))
 }
+
+// A reservation in a domain goes back at its scope's end as an
+// allocation's memory does: while no Sleep or Wake changes the domain's
+// memory, and given back to the pool's source where the domain is asleep.
+func TestAReservationInADomainGoesBackAsItsAllocationsDo(t *testing.T) {
+	tr := newTree(t)
+	dp := newDomainPool(t)
+	s, err := tr.Open(context.Background(), scope.Scope{}, scope.Options{Pool: dp})
+	require.NoError(t, err)
+	defer s.End()
+	r, err := tr.Open(s.Context(), scope.Scope{}, scope.Options{Reserve: 24 << 20})
+	require.NoError(t, err)
+	require.NoError(t, s.Sleep(func([]uintptr) error { return nil }))
+	_, err = r.End() // asleep
+	require.NoError(t, err)
+	assert.Zero(t, dp.Stats().Reserved, "the domain's pool gave back the reservation's pages, asleep")
+	require.NoError(t, s.Wake(func() error { return nil }))
+
+	r, err = tr.Open(s.Context(), scope.Scope{}, scope.Options{Reserve: 24 << 20})
+	require.NoError(t, err)
+	ending, ended := make(chan struct{}), make(chan error, 1)
+	require.NoError(t, s.Sleep(func([]uintptr) error {
+		go func() {
+			close(ending)
+			_, err := r.End()
+			ended <- err
+		}()
+		<-ending
+		for range 1000 {
+			runtime.Gosched() // the end would be over now, were it not waiting for the memory to settle
+			if dp.Stats().ActiveBlocks == 0 {
+				return errors.New("a reservation's end changed the domain's pool while its memory was changing")
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, <-ended)
+	assert.Zero(t, dp.Stats().ActiveBlocks)
+}

@@ -37,3 +37,17 @@ func (r *Region) Used() int64 {
 	defer r.mu.Unlock()
 	return r.used
 }
+
+// BinCapacity sums the capacity, in blocks, of the bins of every shard's
+// table, those in use and those a drain kept for reuse.
+func (p *Pool) BinCapacity() int {
+	var n int
+	for i := range p.front.shards {
+		t := &p.front.shards[i].bins
+		t.each(func(b *bin) { n += cap(b.blocks) })
+		for _, b := range t.spare {
+			n += cap(b.blocks)
+		}
+	}
+	return n
+}

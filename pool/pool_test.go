@@ -177,6 +177,37 @@ func TestTheFrontCacheHandsOutOnlyTheBlockItCachedLast(t *testing.T) {
 	require.NoError(t, p.Free(d))
 }
 
+func TestTheFrontCacheKeepsNoLargeBinsForOtherKeysAfterADrain(t *testing.T) {
+	// Every step frees a block of a few sizes, then many of one size: after
+	// the drain at the next step's first allocation, the bins that held
+	// them are kept for reuse, each for whichever size comes. A bin that
+	// held the many, reused for a size of one block, must not keep room
+	// for the many, or in time every bin is that large.
+	const sizes, few, many = 61, 8, 1000
+	p := newPool(t, sim.New(0, 0), pool.Shards(1))
+	var bs []pool.Block
+	for step := range 2 * sizes {
+		for i := range few + 1 {
+			n := 1
+			if i == few {
+				n = many
+			}
+			size := int64((step+7*i)%sizes+1) * 512
+			for range n {
+				b, err := p.Alloc(size)
+				require.NoError(t, err)
+				bs = append(bs, b)
+			}
+		}
+		for _, b := range bs {
+			require.NoError(t, p.Free(b))
+		}
+		bs = bs[:0]
+	}
+	assert.Less(t, p.BinCapacity(), 4*many, "the bins' room, in blocks: about one step's, not the many for every bin")
+	require.NoError(t, p.CheckInvariants(nil))
+}
+
 func TestClosedPool(t *testing.T) {
 	src := sim.New(0, 0)
 	p, err := pool.New(src)

@@ -238,6 +238,12 @@ func (s *shard) resetBins() {
 	s.lastBin, s.last = nil, nil
 }
 
+// binKeep is the most blocks a bin that a drain keeps has room for: a
+// kept bin serves whichever key is pushed next, and a bin that held many
+// blocks of one key, kept whole, would keep that room for a key of few,
+// until every bin had room for the most any key ever held.
+const binKeep = 64
+
 // reset forgets every bin, keeping each, emptied, for findOrAdd: the
 // pushes after a drain of the front cache are of the same keys, and a new
 // bin, and its slice grown anew, made a miss (a drain) cost a third more
@@ -246,8 +252,12 @@ func (s *shard) resetBins() {
 func (t *binTable) reset() {
 	for i, b := range t.slots {
 		if b != nil {
-			clear(b.blocks)
-			b.blocks = b.blocks[:0]
+			if cap(b.blocks) > binKeep {
+				b.blocks = nil
+			} else {
+				clear(b.blocks)
+				b.blocks = b.blocks[:0]
+			}
 			t.spare = append(t.spare, b)
 			t.slots[i] = nil
 		}

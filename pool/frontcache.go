@@ -152,7 +152,9 @@ func (c *frontCache) shardOf(mu *sync.Mutex) *shard {
 	return (*shard)(unsafe.Pointer(mu)) // mu is a shard's first field
 }
 
-// steal takes a cached block of key from a shard other than own.
+// steal takes a cached block of key from a shard other than own: the one
+// that shard cached last, as its own goroutine's hit would (shard.popLast),
+// so that which shard a goroutine uses changes no block's place.
 func (c *frontCache) steal(k cacheKey, own *shard) *block {
 	for i := range c.shards {
 		s := &c.shards[i]
@@ -160,7 +162,7 @@ func (c *frontCache) steal(k cacheKey, own *shard) *block {
 			continue
 		}
 		s.mu.Lock()
-		b := s.pop(k)
+		b := s.popLast(k)
 		if b != nil {
 			disown(b)
 		}

@@ -177,6 +177,59 @@ func TestTheFrontCacheHandsOutOnlyTheBlockItCachedLast(t *testing.T) {
 	require.NoError(t, p.Free(d))
 }
 
+func TestAnotherShardHandsOutOnlyTheBlockItCachedLast(t *testing.T) {
+	// Two shards, two goroutines whose stacks stay put: the second takes
+	// the shard the first did not.
+	p := newPool(t, sim.New(0, 0), pool.Shards(2))
+	var a, b, c, d pool.Block
+	release := onStackOfItsOwn(func() {
+		a, _ = p.Alloc(1000)
+		b, _ = p.Alloc(1000)
+		_ = p.Free(a)
+		_ = p.Free(b)
+		c, _ = p.Alloc(1000)
+	})
+	defer release()
+	require.Equal(t, b.Ptr(), c.Ptr(), "the block freed last is a hit")
+	cs := p.ShardOf(c)
+	onStackOfItsOwn(func() { d, _ = p.Alloc(1000) })()
+	require.NotEqual(t, cs, p.ShardOf(d), "another goroutine, another shard")
+	assert.Equal(t, int64(1), p.Stats().CacheHits,
+		"a, freed before b, is no hit from another shard either: which shard a goroutine uses does not change where blocks land")
+	require.NoError(t, p.Free(c))
+	require.NoError(t, p.Free(d))
+}
+
+// onStackOfItsOwn runs fn on a goroutine of its own whose stack has grown
+// first, so that it does not move while fn runs (a goroutine's shard is
+// found from where its stack lies), and waits for fn. The goroutine, and
+// its stack, stay until the function returned is called, so that no later
+// goroutine gets that stack, and its shard.
+func onStackOfItsOwn(fn func()) (release func()) {
+	done, exit, gone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(gone)
+		growStack(64)
+		fn()
+		close(done)
+		<-exit
+	}()
+	<-done
+	return func() {
+		close(exit)
+		<-gone
+	}
+}
+
+// growStack uses n KiB of stack, and leaves the stack that large.
+func growStack(n int) byte {
+	var pad [1024]byte
+	if n <= 1 {
+		return pad[0]
+	}
+	return growStack(n-1) + pad[n%1024]
+}
+
 func TestTheFrontCacheKeepsNoLargeBinsForOtherKeysAfterADrain(t *testing.T) {
 	// Every step frees a block of a few sizes, then many of one size: after
 	// the drain at the next step's first allocation, the bins that held

@@ -82,16 +82,6 @@ func (s *shard) findBin(k cacheKey) *bin {
 	return bin
 }
 
-// pop takes the newest block of k's bin, nil where there is none: another
-// shard's steal takes any.
-func (s *shard) pop(k cacheKey) *block {
-	bin := s.binOf(k)
-	if bin == nil || len(bin.blocks) == 0 {
-		return nil
-	}
-	return s.popFrom(bin)
-}
-
 // popLast takes the block s cached last where it is of k, else nil, and
 // leaves the bin as it is: a hit hands out only the block just freed. An
 // older cached block lies where an earlier request of its size was put;

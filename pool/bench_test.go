@@ -105,3 +105,34 @@ func BenchmarkCachedAllocFreeParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTwoLiveAllocFree allocates two small blocks of different sizes
+// and frees them in the order allocated, as a step that holds two
+// temporaries does: since 1792b6f the front cache hands out only the
+// block its shard cached last, so the first allocation of each step
+// misses, and a miss drains the cache (the cost issue 45's placement
+// pays; docs/measurements.md).
+func BenchmarkTwoLiveAllocFree(b *testing.B) {
+	p, err := pool.New(sim.New(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		x, err := p.Alloc(4 << 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		y, err := p.Alloc(8 << 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Free(x); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Free(y); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -307,25 +307,31 @@ static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyOb
 	return NULL;
 }
 
+/* function_of returns the C function in capsule where its name begins
+ * with head and ends with tail (sig: head alone, tail ""); NULL with an
+ * exception set otherwise. */
+static void *function_of(PyObject *capsule, const char *head, const char *tail) {
+	const char *name = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : NULL;
+	size_t n = name == NULL ? 0 : strlen(name), h = strlen(head), t = strlen(tail);
+	int match = name != NULL && (t == 0 ? strcmp(name, head) == 0
+					    : n >= h + t && strncmp(name, head, h) == 0 && strcmp(name + n - t, tail) == 0);
+	if (!match) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError, "gpuscope: not a capsule of a C function %s...%s", head, tail);
+		return NULL;
+	}
+	return PyCapsule_GetPointer(capsule, name);
+}
+
 /* stream_ptr_of returns the C function in capsule, CuPy's
  * get_current_stream_ptr, where its signature is the one called; NULL
- * otherwise (None, or another signature): current_stream is called. */
+ * with an exception set otherwise (None, or another signature). */
 static stream_ptr_fn stream_ptr_of(PyObject *capsule) {
-	if (!PyCapsule_CheckExact(capsule)) {
-		return NULL;
+	void *p = function_of(capsule, stream_ptr_sig, "");
+	stream_ptr_fn f = NULL;
+	if (p != NULL) {
+		memcpy(&f, &p, sizeof f); /* a data pointer to a function's, as Cython's import does */
 	}
-	const char *name = PyCapsule_GetName(capsule);
-	if (name == NULL || strcmp(name, stream_ptr_sig) != 0) {
-		PyErr_Clear();
-		return NULL;
-	}
-	void *p = PyCapsule_GetPointer(capsule, name);
-	if (p == NULL) {
-		PyErr_Clear();
-		return NULL;
-	}
-	stream_ptr_fn f;
-	memcpy(&f, &p, sizeof f); /* a data pointer to a function's, as Cython's import does */
 	return f;
 }
 
@@ -367,6 +373,7 @@ static PyObject *make(PyTypeObject *type, PyObject *args, PyObject *kw) {
 	}
 	m->vectorcall = call;
 	m->stream_ptr = stream_ptr_of(capsule);
+	PyErr_Clear(); /* none, or another signature: current_stream is called */
 	m->serial = ++serials;
 	PyObject **fields[] = {&m->malloc, &m->streams, &m->miss, &m->current_stream, &m->capsule, &m->oom};
 	PyObject *values[] = {malloc, streams, miss, current_stream, capsule, oom};
@@ -428,32 +435,14 @@ static PyObject *record(PyObject *self, void *closure) {
 	return PyBool_FromLong(((Malloc *)self)->local != NULL);
 }
 
-/* function_of returns the C function in capsule where its name begins
- * with head and ends with tail (sig: head alone, tail ""); NULL with an
- * exception set otherwise. */
-static void *function_of(PyObject *capsule, const char *head, const char *tail) {
-	const char *name = PyCapsule_CheckExact(capsule) ? PyCapsule_GetName(capsule) : NULL;
-	size_t n = name == NULL ? 0 : strlen(name), h = strlen(head), t = strlen(tail);
-	int match = name != NULL && (t == 0 ? strcmp(name, head) == 0
-					    : n >= h + t && strncmp(name, head, h) == 0 && strcmp(name + n - t, tail) == 0);
-	if (!match) {
-		PyErr_Clear();
-		PyErr_Format(PyExc_TypeError, "gpuscope: not a capsule of a C function %s...%s", head, tail);
-		return NULL;
-	}
-	return PyCapsule_GetPointer(capsule, name);
-}
-
 /* stream_of(get) calls CuPy's get_current_stream_ptr in the capsule get:
  * the calling thread's current stream, its record made where it had none. */
 static PyObject *stream_of(PyObject *self, PyObject *capsule) {
 	(void)self;
-	void *p = function_of(capsule, stream_ptr_sig, "");
-	if (p == NULL) {
+	stream_ptr_fn get = stream_ptr_of(capsule);
+	if (get == NULL) {
 		return NULL;
 	}
-	stream_ptr_fn get;
-	memcpy(&get, &p, sizeof get);
 	intptr_t s = get();
 	if (s == -1 && PyErr_Occurred()) {
 		return NULL;
@@ -541,13 +530,12 @@ static PyObject *record_offset(PyObject *self, PyObject *args) {
 	if (!PyArg_ParseTuple(args, "OOO:record_offset", &r, &gc, &sc)) {
 		return NULL;
 	}
-	void *gp = function_of(gc, stream_ptr_sig, ""), *sp = gp == NULL ? NULL : function_of(sc, set_stream_head, set_stream_tail);
+	stream_ptr_fn get = stream_ptr_of(gc);
+	void *sp = get == NULL ? NULL : function_of(sc, set_stream_head, set_stream_tail);
 	if (sp == NULL) {
 		return NULL;
 	}
-	stream_ptr_fn get;
 	set_stream_fn set;
-	memcpy(&get, &gp, sizeof get);
 	memcpy(&set, &sp, sizeof set);
 	PyTypeObject *t = Py_TYPE(r);
 	Py_ssize_t offset = (Py_ssize_t)(sizeof(PyObject) + sizeof(void *));
